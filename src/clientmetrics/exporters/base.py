@@ -1,0 +1,39 @@
+"""The exporter interface: where accepted pushes go.
+
+An exporter is an asyncio object with four methods. ``export`` returns only when
+the push is durable by that exporter's standard (the landing exporter: fsynced,
+possibly in a group commit shared with other pushes), or raises ``ExportError``.
+Exporters are found through the ``clientmetrics.exporters`` entry-point group;
+each entry point names a factory ``(options: Mapping[str, object], data_dir: Path)
+-> Exporter``.
+"""
+
+from __future__ import annotations
+
+from typing import Protocol, runtime_checkable
+
+from clientmetrics.errors import ClientMetricsError
+from clientmetrics.telemetry.model import AcceptedPush
+
+
+class ExportError(ClientMetricsError):
+    """An exporter could not land a push."""
+
+
+@runtime_checkable
+class Exporter(Protocol):
+    """A destination for accepted pushes."""
+
+    name: str
+
+    async def start(self) -> None:
+        """Open files, connections and background tasks. Called once before export."""
+
+    async def export(self, push: AcceptedPush) -> None:
+        """Land ``push``; return once it is durable, or raise ``ExportError``."""
+
+    async def flush(self, timeout_s: float) -> None:
+        """Make everything exported so far durable and visible to readers."""
+
+    async def close(self, timeout_s: float) -> None:
+        """Flush, then release every resource. Export is not called afterwards."""
