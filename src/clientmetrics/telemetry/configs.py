@@ -1,0 +1,272 @@
+"""Validation and config-RPC semantics of CLIENT_METRICS resources (config type 16).
+
+This is Kafka's ``ClientMetricsConfigs`` (reference §3): the same checks, in the
+same order, with the same error codes and messages, except where DESIGN.md says we
+differ on purpose (``=`` allowed in match values, RE2 patterns, duplicates rejected,
+APPEND/SUBTRACT working on the list keys, defaults in DescribeConfigs).
+"""
+
+from __future__ import annotations
+
+import enum
+import re
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+
+import re2
+
+from clientmetrics.errors import ClientMetricsError
+from clientmetrics.telemetry.model import SELECTORS, Subscription
+from clientmetrics.wire.errors import ErrorCode
+
+METRICS = "metrics"
+INTERVAL_MS = "interval.ms"
+MATCH = "match"
+
+#: The only keys a client-metrics resource may hold, in ConfigDef definition order.
+KEYS = (METRICS, INTERVAL_MS, MATCH)
+#: Each key's default, as ``ConfigDef.convertToString`` renders it.
+DEFAULTS: Mapping[str, str] = {METRICS: "", INTERVAL_MS: "300000", MATCH: ""}
+LIST_KEYS = frozenset({METRICS, MATCH})
+
+MIN_INTERVAL_MS = 100
+MAX_INTERVAL_MS = 3_600_000
+
+#: DescribeConfigs ``ConfigSource`` ids.
+SOURCE_DEFAULT_CONFIG = 5
+SOURCE_CLIENT_METRICS_CONFIG = 7
+#: DescribeConfigs v3+ ``ConfigType`` ids.
+TYPE_INT = 3
+TYPE_LIST = 7
+
+_TYPES: Mapping[str, int] = {METRICS: TYPE_LIST, INTERVAL_MS: TYPE_INT, MATCH: TYPE_LIST}
+_DOCS: Mapping[str, str] = {
+    METRICS: "Telemetry metric name prefix list",
+    INTERVAL_MS: "Metrics push interval in milliseconds",
+    MATCH: "Client match criteria",
+}
+# ConfigDef's LIST separator (ConfigDef.java:755-762).
+_LIST_SPLIT = re.compile(r"\s*,\s*")
+# Java's Integer.parseInt after ConfigDef trims: optional sign, decimal digits only.
+_JAVA_INT = re.compile(r"[+-]?[0-9]+")
+_INT_MIN, _INT_MAX = -(2**31), 2**31 - 1
+
+_RE2_OPTIONS = re2.Options()
+# RE2 would otherwise log every rejected pattern to stderr; the error is ours to report.
+_RE2_OPTIONS.log_errors = False
+
+
+class ConfigError(ClientMetricsError):
+    """A client-metrics config that Kafka would reject, with Kafka's code and wording."""
+
+    def __init__(self, error_code: ErrorCode, message: str) -> None:
+        super().__init__(message)
+        self.error_code = error_code
+        self.message = message
+
+    def __str__(self) -> str:
+        return self.message
+
+
+class AlterOp(enum.IntEnum):
+    """IncrementalAlterConfigs ``ConfigOperation`` ids."""
+
+    SET = 0
+    DELETE = 1
+    APPEND = 2
+    SUBTRACT = 3
+
+
+@dataclass(frozen=True, slots=True)
+class ConfigEntry:
+    """One row of a DescribeConfigs result for a client-metrics resource."""
+
+    name: str
+    value: str
+    source: int
+    read_only: bool
+    sensitive: bool
+    config_type: int
+    documentation: str
+
+
+def parse_list(value: str) -> list[str]:
+    """Parse a LIST config value the way Kafka's ``ConfigDef`` does.
+
+    Trim; an empty string is the empty list; otherwise split on ``\\s*,\\s*``
+    keeping empty entries (``","`` gives two empty strings).
+    """
+    trimmed = value.strip()
+    if not trimmed:
+        return []
+    return _LIST_SPLIT.split(trimmed)
+
+
+def validate(name: str, configs: Mapping[str, str]) -> Subscription | None:
+    """Validate the full config map of subscription ``name``.
+
+    Returns the parsed subscription, or ``None`` when ``configs`` is empty (the
+    resource is deleted). Raises ``ConfigError`` with Kafka's code and message.
+    """
+    if not name:
+        raise ConfigError(ErrorCode.INVALID_REQUEST, "Subscription name can't be empty")
+    for key in configs:
+        if key not in KEYS:
+            raise ConfigError(
+                ErrorCode.INVALID_REQUEST, f"Unknown client metrics configuration: {key}"
+            )
+    if not configs:
+        return None
+    # Kafka's CONFIG.parse runs every key's parser and validator in definition order
+    # (metrics, interval.ms, match) before the range and pattern checks.
+    metrics = parse_list(configs.get(METRICS, DEFAULTS[METRICS]))
+    _reject_duplicates(METRICS, metrics)
+    interval_ms = _parse_int(INTERVAL_MS, configs.get(INTERVAL_MS, DEFAULTS[INTERVAL_MS]))
+    match_entries = parse_list(configs.get(MATCH, DEFAULTS[MATCH]))
+    _reject_duplicates(MATCH, match_entries)
+    if INTERVAL_MS in configs and not MIN_INTERVAL_MS <= interval_ms <= MAX_INTERVAL_MS:
+        raise ConfigError(
+            ErrorCode.INVALID_REQUEST,
+            f"Invalid value {interval_ms} for interval.ms, interval must be between "
+            f"{MIN_INTERVAL_MS} and {MAX_INTERVAL_MS} (1 hour)",
+        )
+    return Subscription(
+        name=name,
+        metrics=tuple(metrics),
+        interval_ms=interval_ms,
+        match=_parse_match(match_entries),
+    )
+
+
+def _parse_int(key: str, value: str) -> int:
+    text = value.strip()
+    if _JAVA_INT.fullmatch(text) is None or not _INT_MIN <= int(text) <= _INT_MAX:
+        # ConfigException from ConfigDef.parseType; the controller maps it to 40.
+        raise ConfigError(
+            ErrorCode.INVALID_CONFIG,
+            f"Invalid value {value} for configuration {key}: Not a number of type INT",
+        )
+    return int(text)
+
+
+def _reject_duplicates(key: str, values: list[str]) -> None:
+    # KIP-1161 (KAFKA-19112): ValidList.anyNonDuplicateValues.
+    if len(set(values)) != len(values):
+        raise ConfigError(
+            ErrorCode.INVALID_CONFIG, f"Configuration '{key}' values must not be duplicated."
+        )
+
+
+def _parse_match(entries: list[str]) -> tuple[tuple[str, str], ...]:
+    pairs: dict[str, str] = {}
+    for entry in entries:
+        selector, sep, raw_pattern = entry.partition("=")
+        selector, pattern = selector.strip(), raw_pattern.strip()
+        if not sep or not pattern or selector not in SELECTORS:
+            raise ConfigError(ErrorCode.INVALID_CONFIG, f"Illegal client matching pattern: {entry}")
+        if selector in pairs:
+            # Kafka's HashMap silently kept the last one; an AND of two patterns for
+            # one selector is never what the operator meant, so we refuse it.
+            raise ConfigError(
+                ErrorCode.INVALID_CONFIG,
+                f"Duplicate client matching selector {selector} in pattern: {entry}",
+            )
+        _compile_pattern(entry, selector, pattern)
+        pairs[selector] = pattern
+    return tuple(pairs.items())
+
+
+def _compile_pattern(entry: str, selector: str, pattern: str) -> None:
+    try:
+        re2.compile(pattern, _RE2_OPTIONS)
+    except re2.error as exc:
+        if not _compiles_in_legacy_engine(pattern):
+            # Invalid in both engines: Kafka keeps its legacy message for these.
+            raise ConfigError(
+                ErrorCode.INVALID_CONFIG, f"Illegal client matching pattern: {entry}"
+            ) from exc
+        description = _re2_description(exc)
+        raise ConfigError(
+            ErrorCode.INVALID_CONFIG,
+            f"Client match pattern `{selector}={pattern}` is not a valid regular "
+            f"expression: {description}.",
+        ) from exc
+
+
+def _compiles_in_legacy_engine(pattern: str) -> bool:
+    # Python's backtracking engine stands in for java.util.regex here.
+    try:
+        re.compile(pattern)
+    except re.error:
+        return False
+    return True
+
+
+def _re2_description(exc: Exception) -> str:
+    detail = exc.args[0] if exc.args else exc
+    text = detail.decode("utf-8", "replace") if isinstance(detail, bytes) else str(detail)
+    return text.rstrip(".")
+
+
+def apply_incremental(
+    current: Mapping[str, str], ops: Sequence[tuple[str, AlterOp, str | None]]
+) -> dict[str, str]:
+    """Apply IncrementalAlterConfigs operations to a resource's current configs.
+
+    Returns the resulting full map; the caller validates it with ``validate``.
+    APPEND adds the comma-separated entries not already present, SUBTRACT removes
+    them; both work only on the list keys ``metrics`` and ``match``.
+    """
+    result = dict(current)
+    for key, raw_op, value in ops:
+        op = _alter_op(raw_op)
+        if op is AlterOp.DELETE:
+            result.pop(key, None)
+            continue
+        if op in (AlterOp.APPEND, AlterOp.SUBTRACT) and key not in LIST_KEYS:
+            raise ConfigError(
+                ErrorCode.INVALID_CONFIG,
+                f"Can't {op.name} to key {key} because its type is not LIST.",
+            )
+        if value is None:
+            raise ConfigError(ErrorCode.INVALID_REQUEST, f"Null value not supported for : {key}")
+        if op is AlterOp.SET:
+            result[key] = value
+            continue
+        existing = parse_list(result.get(key, DEFAULTS.get(key, "")))
+        changes = parse_list(value)
+        if op is AlterOp.APPEND:
+            merged = existing + [v for v in dict.fromkeys(changes) if v not in existing]
+        else:
+            merged = [v for v in existing if v not in changes]
+        result[key] = ",".join(merged)
+    return result
+
+
+def _alter_op(raw: int) -> AlterOp:
+    try:
+        return AlterOp(raw)
+    except ValueError:
+        raise ConfigError(
+            ErrorCode.INVALID_REQUEST, f"Unknown alter configs operation type {int(raw)}"
+        ) from None
+
+
+def describe(configs: Mapping[str, str]) -> list[ConfigEntry]:
+    """DescribeConfigs entries for a resource (Kafka 4.1+): all three keys, always.
+
+    Set keys report source CLIENT_METRICS_CONFIG (7); unset keys report their
+    default with source DEFAULT_CONFIG (5). A missing resource is all defaults.
+    """
+    return [
+        ConfigEntry(
+            name=key,
+            value=configs[key] if key in configs else DEFAULTS[key],
+            source=SOURCE_CLIENT_METRICS_CONFIG if key in configs else SOURCE_DEFAULT_CONFIG,
+            read_only=False,
+            sensitive=False,
+            config_type=_TYPES[key],
+            documentation=_DOCS[key],
+        )
+        for key in KEYS
+    ]
