@@ -3,8 +3,12 @@
 from __future__ import annotations
 
 import enum
+from typing import TYPE_CHECKING
 
 from clientmetrics.errors import ClientMetricsError
+
+if TYPE_CHECKING:
+    from clientmetrics.wire.headers import RequestHeader
 
 
 class ErrorCode(enum.IntEnum):
@@ -77,9 +81,14 @@ class FrameTooLarge(ProtocolError):
 
 
 class UnsupportedApi(ClientMetricsError):
-    """The request names an api key or version this side does not serve."""
+    """The request names an api key or version this side does not serve.
 
-    def __init__(self, api_key: int, api_version: int) -> None:
+    ``header`` is the parsed request header when the error comes from decoding a
+    request (so the caller can still answer it), else ``None``.
+    """
+
+    def __init__(self, api_key: int, api_version: int, header: RequestHeader | None = None) -> None:
         super().__init__(f"unsupported api key {api_key} version {api_version}")
         self.api_key = api_key
         self.api_version = api_version
+        self.header = header
