@@ -1,1 +1,81 @@
-"""clientmetrics.telemetry."""
+"""clientmetrics.telemetry: the KIP-714 domain, sans I/O (time and randomness are parameters)."""
+
+from clientmetrics.telemetry.compression import (
+    CompressionError,
+    TelemetryTooLarge,
+    compress,
+    compress_snappy_xerial,
+    decompress,
+)
+from clientmetrics.telemetry.instances import ClientInstance, InstanceRegistry
+from clientmetrics.telemetry.manager import (
+    ClientMetricsManager,
+    PushResult,
+    SubscriptionsResult,
+    TelemetryConfig,
+)
+from clientmetrics.telemetry.matching import CompiledSubscription, PatternCache
+from clientmetrics.telemetry.model import (
+    ONE_UUID,
+    RESERVED_UUIDS,
+    SELECTORS,
+    UNKNOWN,
+    ZERO_UUID,
+    AcceptedPush,
+    ClientContext,
+    Subscription,
+    kafka_uuid_text,
+)
+from clientmetrics.telemetry.otlp import (
+    InvalidPayload,
+    build_metrics_data,
+    gauge,
+    histogram,
+    metric_names,
+    parse_metrics_data,
+    sum_metric,
+)
+from clientmetrics.telemetry.stats import TelemetryStats
+from clientmetrics.telemetry.subscription_id import (
+    SubscriptionPlan,
+    resolve_plan,
+    subscription_id,
+    uuid_hash_code,
+)
+
+__all__ = [
+    "ONE_UUID",
+    "RESERVED_UUIDS",
+    "SELECTORS",
+    "UNKNOWN",
+    "ZERO_UUID",
+    "AcceptedPush",
+    "ClientContext",
+    "ClientInstance",
+    "ClientMetricsManager",
+    "CompiledSubscription",
+    "CompressionError",
+    "InstanceRegistry",
+    "InvalidPayload",
+    "PatternCache",
+    "PushResult",
+    "Subscription",
+    "SubscriptionPlan",
+    "SubscriptionsResult",
+    "TelemetryConfig",
+    "TelemetryStats",
+    "TelemetryTooLarge",
+    "build_metrics_data",
+    "compress",
+    "compress_snappy_xerial",
+    "decompress",
+    "gauge",
+    "histogram",
+    "kafka_uuid_text",
+    "metric_names",
+    "parse_metrics_data",
+    "resolve_plan",
+    "subscription_id",
+    "sum_metric",
+    "uuid_hash_code",
+]

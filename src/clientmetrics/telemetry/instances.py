@@ -1,0 +1,187 @@
+"""The client-instance registry: bounded LRU, expiry wheel, creating-connection index.
+
+Built for a million instances. Each instance is one ``__slots__`` object keyed
+by the 128-bit integer of its id (no ``uuid.UUID`` kept alive), pointing at the
+shared ``ClientContext`` of its connection and a shared ``SubscriptionPlan``.
+
+Expiry uses a lazy timing wheel: an instance sits in exactly one one-second
+bucket. Re-arming only moves the deadline on the object; when its bucket comes
+due the real deadline is checked and the instance is expired or re-filed. So
+``expire(now)`` touches only due buckets, and each instance at most once per
+expiry period, never the whole registry.
+"""
+
+from __future__ import annotations
+
+import heapq
+import uuid
+from collections import OrderedDict
+
+from clientmetrics.telemetry.model import ClientContext
+from clientmetrics.telemetry.subscription_id import SubscriptionPlan
+from clientmetrics.wire.errors import ErrorCode
+
+#: "Never happened" for timestamps: far enough in the past that any interval has passed.
+NEVER = -(1 << 62)
+_NOT_FILED = -1
+
+
+class ClientInstance:
+    """One client instance's broker-side state (Kafka ``ClientMetricsInstance``)."""
+
+    __slots__ = (
+        "ctx",
+        "expires_at_ms",
+        "key",
+        "last_error",
+        "last_get_ms",
+        "last_push_ms",
+        "plan",
+        "push_granted",
+        "subscription_id",
+        "terminating",
+        "version",
+        "wheel_slot",
+    )
+
+    def __init__(self, key: int, ctx: ClientContext, plan: SubscriptionPlan, version: int) -> None:
+        self.key = key
+        self.ctx = ctx
+        self.wheel_slot = _NOT_FILED
+        self.expires_at_ms = NEVER
+        self.reset(plan, version)
+
+    def reset(self, plan: SubscriptionPlan, version: int) -> None:
+        """Start afresh under a new plan: Kafka re-creates the instance on a subscription change."""
+        self.plan = plan
+        self.subscription_id = plan.subscription_id_for(uuid.UUID(int=self.key))
+        self.version = version
+        self.last_get_ms = NEVER
+        self.last_push_ms = NEVER
+        #: True after an accepted Get until the next push: that push is never throttled.
+        self.push_granted = False
+        self.last_error = ErrorCode.NONE
+        self.terminating = False
+
+    @property
+    def client_instance_id(self) -> uuid.UUID:
+        """The instance id as a UUID (built on demand; only the int is stored)."""
+        return uuid.UUID(int=self.key)
+
+
+class InstanceRegistry:
+    """Instances by id, in least-recently-used order, with expiry and disconnect removal."""
+
+    __slots__ = ("_bucket_ms", "_by_conn", "_by_key", "_due", "_max", "_wheel")
+
+    def __init__(self, max_instances: int, bucket_ms: int = 1000) -> None:
+        self._max = max_instances
+        self._bucket_ms = bucket_ms
+        self._by_key: OrderedDict[int, ClientInstance] = OrderedDict()
+        # connection id -> the key it created, or a set when it created several
+        # (a proxy or simulator); the common single case costs no set.
+        self._by_conn: dict[int, int | set[int]] = {}
+        self._wheel: dict[int, list[int]] = {}
+        self._due: list[int] = []  # heap of wheel slots present in _wheel
+
+    def __len__(self) -> int:
+        return len(self._by_key)
+
+    def __contains__(self, key: int) -> bool:
+        return key in self._by_key
+
+    def get(self, key: int) -> ClientInstance | None:
+        """The instance for ``key`` (does not count as a use)."""
+        return self._by_key.get(key)
+
+    def touch(self, instance: ClientInstance) -> None:
+        """Mark ``instance`` most recently used."""
+        self._by_key.move_to_end(instance.key)
+
+    def add(self, instance: ClientInstance) -> int:
+        """Register a new instance; returns how many old ones LRU eviction dropped."""
+        self._by_key[instance.key] = instance
+        conn = instance.ctx.connection_id
+        existing = self._by_conn.get(conn)
+        if existing is None:
+            self._by_conn[conn] = instance.key
+        elif isinstance(existing, set):
+            existing.add(instance.key)
+        elif existing != instance.key:
+            self._by_conn[conn] = {existing, instance.key}
+        evicted = 0
+        while len(self._by_key) > self._max:
+            _, oldest = self._by_key.popitem(last=False)
+            self._forget(oldest)
+            evicted += 1
+        return evicted
+
+    def remove(self, instance: ClientInstance) -> None:
+        """Drop ``instance`` (expired, or its connection closed)."""
+        if self._by_key.get(instance.key) is instance:
+            del self._by_key[instance.key]
+            self._forget(instance)
+
+    def _forget(self, instance: ClientInstance) -> None:
+        instance.wheel_slot = _NOT_FILED  # stale wheel entries now skip it
+        conn = instance.ctx.connection_id
+        existing = self._by_conn.get(conn)
+        if isinstance(existing, set):
+            existing.discard(instance.key)
+            if len(existing) == 1:
+                self._by_conn[conn] = next(iter(existing))
+            elif not existing:
+                del self._by_conn[conn]
+        elif existing == instance.key:
+            del self._by_conn[conn]
+
+    def arm(self, instance: ClientInstance, expires_at_ms: int) -> None:
+        """Set the deadline; file the instance only if its bucket would be too late."""
+        instance.expires_at_ms = expires_at_ms
+        slot = self._slot(expires_at_ms)
+        if instance.wheel_slot == _NOT_FILED or slot < instance.wheel_slot:
+            self._file(instance, slot)
+
+    def _slot(self, at_ms: int) -> int:
+        return -(-at_ms // self._bucket_ms)  # ceiling: a bucket is due once all of it has passed
+
+    def _file(self, instance: ClientInstance, slot: int) -> None:
+        instance.wheel_slot = slot
+        keys = self._wheel.get(slot)
+        if keys is None:
+            self._wheel[slot] = [instance.key]
+            heapq.heappush(self._due, slot)
+        else:
+            keys.append(instance.key)
+
+    def expire(self, now_ms: int) -> int:
+        """Remove every instance whose deadline is at or before ``now_ms``; return how many."""
+        removed = 0
+        while self._due and self._due[0] * self._bucket_ms <= now_ms:
+            slot = heapq.heappop(self._due)
+            for key in self._wheel.pop(slot):
+                instance = self._by_key.get(key)
+                if instance is None or instance.wheel_slot != slot:
+                    continue  # removed, or re-filed into an earlier bucket
+                if instance.expires_at_ms <= now_ms:
+                    self.remove(instance)
+                    removed += 1
+                else:
+                    self._file(instance, self._slot(instance.expires_at_ms))
+        return removed
+
+    def connection_closed(self, connection_id: int) -> int:
+        """Remove the instances ``connection_id`` created; return how many."""
+        existing = self._by_conn.pop(connection_id, None)
+        keys = existing if isinstance(existing, set) else () if existing is None else (existing,)
+        removed = 0
+        for key in list(keys):
+            instance = self._by_key.pop(key, None)
+            if instance is not None:
+                instance.wheel_slot = _NOT_FILED
+                removed += 1
+        return removed
+
+    def key_taken(self, key: int) -> bool:
+        """True when an instance with this id is tracked."""
+        return key in self._by_key

@@ -1,0 +1,81 @@
+"""What a client is asked for, and the SubscriptionId that names it.
+
+Kafka computes ``CRC32C(set.toString() + pushIntervalMs) ^ Uuid.hashCode()``
+where ``set.toString()`` follows Java ``HashSet`` iteration order. We use the
+same formula over the *sorted* set, so the id is stable for the same inputs on
+every gateway (the protocol only needs it stable per receiver).
+"""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Iterable
+from dataclasses import dataclass
+
+import crc32c
+
+from clientmetrics.telemetry.model import Subscription
+
+#: The all-metrics marker in ``metrics`` and in RequestedMetrics.
+ALL_METRICS = "*"
+_MASK32 = 0xFFFFFFFF
+_MASK64 = 0xFFFFFFFFFFFFFFFF
+
+
+def _int32(value: int) -> int:
+    value &= _MASK32
+    return value - (1 << 32) if value & 0x80000000 else value
+
+
+def uuid_hash_code(value: uuid.UUID) -> int:
+    """Kafka's ``Uuid.hashCode()``: ``x = msb ^ lsb; (int)(x >> 32) ^ (int)x``."""
+    x = (value.int >> 64) ^ (value.int & _MASK64)
+    return _int32((x >> 32) ^ x)
+
+
+def canonical_text(metrics: Iterable[str], push_interval_ms: int) -> str:
+    """Java ``AbstractCollection.toString()`` of the sorted set, then the interval."""
+    return "[" + ", ".join(sorted(set(metrics))) + "]" + str(push_interval_ms)
+
+
+def subscription_crc(metrics: Iterable[str], push_interval_ms: int) -> int:
+    """The CRC32C half of the SubscriptionId (unsigned 32 bits)."""
+    return int(crc32c.crc32c(canonical_text(metrics, push_interval_ms).encode("utf-8")))
+
+
+def subscription_id(metrics: Iterable[str], push_interval_ms: int, instance: uuid.UUID) -> int:
+    """The SubscriptionId (signed int32) for a client instance and what it is asked for."""
+    return _int32(subscription_crc(metrics, push_interval_ms) ^ uuid_hash_code(instance))
+
+
+@dataclass(frozen=True, slots=True)
+class SubscriptionPlan:
+    """What every instance matching the same subscriptions is told; shared by them."""
+
+    #: RequestedMetrics: sorted, de-duplicated; ``("*",)`` for all; ``()`` for none.
+    requested_metrics: tuple[str, ...]
+    push_interval_ms: int
+    #: CRC32C of the canonical text; XOR with the instance hash gives the id.
+    crc: int
+
+    def subscription_id_for(self, instance: uuid.UUID) -> int:
+        """This plan's SubscriptionId for one client instance."""
+        return _int32(self.crc ^ uuid_hash_code(instance))
+
+
+def resolve_plan(matched: Iterable[Subscription], default_interval_ms: int) -> SubscriptionPlan:
+    """Combine the subscriptions a client matched (Kafka ``createClientInstance``).
+
+    The interval is the minimum of the matched intervals (values above the
+    default are honoured, unlike Kafka), the default only when nothing
+    matched; a non-positive interval is ignored so a client is never told 0.
+    """
+    metrics: set[str] = set()
+    intervals: list[int] = []
+    for sub in matched:
+        metrics.update(sub.metrics)
+        if sub.interval_ms > 0:
+            intervals.append(sub.interval_ms)
+    requested = (ALL_METRICS,) if ALL_METRICS in metrics else tuple(sorted(metrics))
+    interval = min(intervals) if intervals else default_interval_ms
+    return SubscriptionPlan(requested, interval, subscription_crc(requested, interval))
