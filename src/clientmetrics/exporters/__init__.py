@@ -1,1 +1,21 @@
-"""clientmetrics.exporters."""
+"""clientmetrics.exporters: receiver plugins for accepted pushes."""
+
+from clientmetrics.exporters.base import Exporter, ExportError
+from clientmetrics.exporters.landing import LandingExporter, LandingStats
+from clientmetrics.exporters.landing_files import SCHEMA as LANDING_SCHEMA
+from clientmetrics.exporters.landing_options import LandingOptions
+from clientmetrics.exporters.memory import InMemoryExporter
+from clientmetrics.exporters.registry import check_exporter, load_exporter, load_exporters
+
+__all__ = [
+    "LANDING_SCHEMA",
+    "ExportError",
+    "Exporter",
+    "InMemoryExporter",
+    "LandingExporter",
+    "LandingOptions",
+    "LandingStats",
+    "check_exporter",
+    "load_exporter",
+    "load_exporters",
+]

@@ -1,0 +1,332 @@
+"""The landing exporter: every accepted push becomes one row of a Parquet dataset.
+
+It implements docs/landing.md. ``export`` frames the push as a WAL record, adds it
+to the open batch and waits; the committer task writes and fsyncs each batch on a
+worker thread (group commit: one fsync answers every push that arrived while the
+previous one ran) and then wakes all its pushes at once. Segments are sealed by
+size, age, UTC hour and on flush; the converter task turns each sealed segment
+into one Parquet file on another thread. On start, segments left by dead writers
+(crashed processes) are converted first.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import os
+import secrets
+from collections.abc import Mapping
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
+from pathlib import Path
+
+import pyarrow as pa
+import structlog
+
+from clientmetrics.exporters import landing_files as files
+from clientmetrics.exporters.base import Exporter, ExportError
+from clientmetrics.exporters.landing_options import LandingOptions
+from clientmetrics.exporters.wal import MAGIC, SUFFIX, encode_record, segment_name, utc_hour
+from clientmetrics.telemetry.model import AcceptedPush
+
+log = structlog.get_logger(__name__)
+_SEALED_BACKLOG = 8
+
+
+@dataclass(frozen=True, slots=True)
+class LandingStats:
+    """Counters since start, for benchmarks and metrics."""
+
+    pushes: int
+    batches: int
+    fsyncs: int
+    files: int
+    recovered_files: int
+
+
+class _Segment:
+    """The exporter's view of one WAL segment file (mutated by loop and committer)."""
+
+    __slots__ = ("fd", "hour", "name", "opened_at", "path", "size")
+
+    def __init__(self, name: str, path: Path, hour: int, opened_at: float) -> None:
+        self.name = name
+        self.path = path
+        self.hour = hour
+        self.opened_at = opened_at
+        self.size = 0
+        self.fd: int | None = None
+
+
+class _Batch:
+    """Records that will share one fsync, and the future their pushes wait on."""
+
+    __slots__ = ("chunks", "count", "future", "sealed", "started")
+
+    def __init__(self, future: asyncio.Future[None]) -> None:
+        self.future = future
+        self.chunks: list[tuple[_Segment, list[bytes]]] = []
+        self.sealed: list[_Segment] = []
+        self.count = 0
+        self.started = 0.0
+
+    def add(self, segment: _Segment, record: bytes, now: float) -> None:
+        if not self.chunks or self.chunks[-1][0] is not segment:
+            self.chunks.append((segment, []))
+        self.chunks[-1][1].append(record)
+        if self.count == 0:
+            self.started = now
+        self.count += 1
+
+    @property
+    def empty(self) -> bool:
+        return not self.chunks and not self.sealed
+
+
+class LandingExporter:
+    """Durable Parquet landing zone under ``data_dir/landing`` (docs/landing.md)."""
+
+    name = "landing"
+
+    def __init__(self, data_dir: Path, options: LandingOptions | None = None) -> None:
+        self._layout = files.Layout(data_dir / "landing")
+        self._options = options or LandingOptions()
+        self.writer_id = secrets.token_hex(8)
+        self._writer_dir = self._layout.wal / self.writer_id
+        self._lock_fd: int | None = None
+        self._sequence = 0
+        self._current: _Segment | None = None
+        self._batch: _Batch | None = None
+        self._wake = asyncio.Event()
+        self._slots = asyncio.Semaphore(self._options.max_pending)
+        self._sealed: asyncio.Queue[_Segment] = asyncio.Queue(_SEALED_BACKLOG)
+        self._tasks: list[asyncio.Task[None]] = []
+        self._wal_thread = ThreadPoolExecutor(1, thread_name_prefix="landing-wal")
+        self._file_thread = ThreadPoolExecutor(1, thread_name_prefix="landing-files")
+        self._failure: BaseException | None = None
+        self._counts = {"pushes": 0, "batches": 0, "fsyncs": 0, "files": 0, "recovered": 0}
+
+    @property
+    def stats(self) -> LandingStats:
+        """A snapshot of the counters."""
+        c = self._counts
+        return LandingStats(c["pushes"], c["batches"], c["fsyncs"], c["files"], c["recovered"])
+
+    async def start(self) -> None:
+        """Create the zone, claim a writer directory, recover dead writers' segments."""
+        loop = asyncio.get_running_loop()
+        try:
+            await loop.run_in_executor(self._file_thread, self._claim_and_recover)
+        except (OSError, pa.ArrowException) as exc:
+            raise ExportError(f"landing zone {self._layout.root}: {exc}") from exc
+        self._batch = _Batch(loop.create_future())
+        self._tasks = [
+            asyncio.create_task(self._commit_loop(), name="landing-commit"),
+            asyncio.create_task(self._roll_loop(), name="landing-roll"),
+            asyncio.create_task(self._convert_loop(), name="landing-convert"),
+        ]
+
+    def _claim_and_recover(self) -> None:
+        self._layout.create()
+        self._writer_dir.mkdir()
+        files.fsync_dir(self._layout.wal)
+        self._lock_fd = files.lock_writer_dir(self._writer_dir)
+        if self._lock_fd is None:
+            raise OSError(f"writer directory {self._writer_dir} is locked by another process")
+        recovered = files.recover_orphans(self._layout, self.writer_id)
+        self._counts["recovered"] += sum(1 for r in recovered if r.rows and not r.already_landed)
+
+    async def export(self, push: AcceptedPush) -> None:
+        """Append ``push`` to the WAL; return once it is fsynced."""
+        await self._slots.acquire()
+        try:
+            batch = self._append(push)
+            await asyncio.shield(batch.future)
+        finally:
+            self._slots.release()
+
+    def _append(self, push: AcceptedPush) -> _Batch:
+        if self._failure is not None:
+            raise ExportError(f"landing exporter failed: {self._failure}") from self._failure
+        batch = self._batch
+        if batch is None or not self._tasks:
+            raise ExportError("landing exporter is not running")
+        record = encode_record(push)
+        now = asyncio.get_running_loop().time()
+        segment = self._current
+        hour = utc_hour(push.received_at_ms)
+        if segment is not None and segment.hour != hour:
+            self._seal_current()
+            segment = None
+        if segment is None:
+            name = segment_name(push.received_at_ms, self.writer_id, self._sequence)
+            self._sequence += 1
+            segment = _Segment(name, self._writer_dir / f"{name}{SUFFIX}", hour, now)
+            self._current = segment
+        batch.add(segment, record, now)
+        segment.size += len(record)
+        if segment.size >= self._options.roll_bytes:
+            self._seal_current()
+        self._wake.set()
+        return batch
+
+    def _seal_current(self) -> None:
+        # The seal rides in the open batch, after every record of the segment.
+        if self._current is not None and self._batch is not None:
+            self._batch.sealed.append(self._current)
+            self._current = None
+            self._wake.set()
+
+    async def flush(self, timeout_s: float) -> None:
+        """Seal the open segment and wait until every segment is a Parquet file."""
+        try:
+            await asyncio.wait_for(self._drain(), timeout_s)
+        except TimeoutError:
+            raise ExportError(f"landing flush did not finish within {timeout_s} s") from None
+        if self._failure is not None:
+            raise ExportError(f"landing exporter failed: {self._failure}") from self._failure
+
+    async def _drain(self) -> None:
+        self._seal_current()
+        batch = self._batch
+        if batch is not None and not batch.empty and self._failure is None:
+            await asyncio.shield(batch.future)
+        await self._sealed.join()
+
+    async def close(self, timeout_s: float) -> None:
+        """Flush, stop the tasks and threads, and give up the writer directory."""
+        try:
+            if self._tasks and self._failure is None:
+                await self.flush(timeout_s)
+        finally:
+            await self._shutdown()
+
+    async def _shutdown(self) -> None:
+        for task in self._tasks:
+            task.cancel()
+        for task in self._tasks:
+            with contextlib.suppress(asyncio.CancelledError):
+                await task
+        self._tasks = []
+        loop = asyncio.get_running_loop()
+        await loop.run_in_executor(None, self._release)
+
+    def _release(self) -> None:
+        self._wal_thread.shutdown(wait=True)
+        self._file_thread.shutdown(wait=True)
+        for segment in (self._current, *(self._batch.sealed if self._batch else ())):
+            if segment is not None and segment.fd is not None:
+                os.close(segment.fd)
+                segment.fd = None
+        if self._lock_fd is not None:
+            # Segments still here (a failed flush) stay for the next start to recover.
+            files.retire_writer_dir(self._writer_dir, self._lock_fd)
+            self._lock_fd = None
+
+    # --- background tasks ---------------------------------------------------------
+
+    async def _commit_loop(self) -> None:
+        loop = asyncio.get_running_loop()
+        while True:
+            await self._wake.wait()
+            self._wake.clear()
+            batch = self._batch
+            if batch is None or batch.empty:
+                continue
+            await self._gather(batch, loop)
+            self._batch = _Batch(loop.create_future())
+            try:
+                fsyncs = await loop.run_in_executor(self._wal_thread, _write_batch, batch)
+            except OSError as exc:
+                self._fail(exc, batch)
+                return
+            self._counts["pushes"] += batch.count
+            self._counts["batches"] += 1
+            self._counts["fsyncs"] += fsyncs
+            batch.future.set_result(None)
+            for segment in batch.sealed:
+                await self._sealed.put(segment)
+
+    async def _gather(self, batch: _Batch, loop: asyncio.AbstractEventLoop) -> None:
+        # Let pushes that are already on their way join this fsync, but never make
+        # the first one wait longer than commit_interval_ms.
+        deadline = batch.started + self._options.commit_interval_ms / 1000
+        while loop.time() < deadline:
+            seen = batch.count
+            await asyncio.sleep(0)
+            if batch.count == seen:
+                return
+
+    def _fail(self, exc: OSError, batch: _Batch) -> None:
+        log.error("landing.wal.write_failed", error=str(exc))
+        self._failure = exc
+        for failed in (batch, self._batch):
+            if failed is not None and not failed.future.done():
+                failed.future.set_exception(ExportError(f"landing WAL write failed: {exc}"))
+                failed.future.exception()  # retrieved: waiters see it through shield
+
+    async def _roll_loop(self) -> None:
+        loop = asyncio.get_running_loop()
+        period = max(0.005, min(self._options.roll_seconds / 4, 0.5))
+        while True:
+            await asyncio.sleep(period)
+            segment = self._current
+            if (
+                segment is not None
+                and loop.time() - segment.opened_at >= self._options.roll_seconds
+            ):
+                self._seal_current()
+
+    async def _convert_loop(self) -> None:
+        loop = asyncio.get_running_loop()
+        while True:
+            segment = await self._sealed.get()
+            try:
+                result = await loop.run_in_executor(
+                    self._file_thread, files.convert_segment, self._layout, segment.path
+                )
+                if result.path is not None:
+                    self._counts["files"] += 1
+            except (OSError, pa.ArrowException) as exc:
+                # The segment stays in the WAL; the next start converts it.
+                log.error("landing.convert_failed", segment=segment.name, error=str(exc))
+            finally:
+                self._sealed.task_done()
+
+
+def _write_batch(batch: _Batch) -> int:
+    """Append a batch to its segment files and fsync them; runs on the WAL thread."""
+    touched: list[_Segment] = []
+    new_dirs: set[Path] = set()
+    for segment, records in batch.chunks:
+        if segment.fd is None:
+            flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_APPEND | os.O_CLOEXEC
+            segment.fd = os.open(segment.path, flags, 0o644)
+            _write_all(segment.fd, MAGIC)
+            new_dirs.add(segment.path.parent)
+        _write_all(segment.fd, b"".join(records))
+        if segment not in touched:
+            touched.append(segment)
+    for segment in touched:
+        assert segment.fd is not None
+        os.fdatasync(segment.fd)
+    for directory in new_dirs:
+        # A new segment's directory entry must be durable too, or its records are.
+        files.fsync_dir(directory)
+    for segment in batch.sealed:
+        if segment.fd is not None:
+            os.close(segment.fd)
+            segment.fd = None
+    return len(touched) + len(new_dirs)
+
+
+def _write_all(fd: int, data: bytes) -> None:
+    view = memoryview(data)
+    while view:
+        written = os.write(fd, view)
+        view = view[written:]
+
+
+def create(options: Mapping[str, object], data_dir: Path) -> Exporter:
+    """Entry-point factory: a landing exporter under ``data_dir/landing``."""
+    return LandingExporter(data_dir, LandingOptions.from_mapping(options))

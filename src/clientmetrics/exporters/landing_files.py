@@ -1,0 +1,231 @@
+"""Blocking file work of the landing exporter: Parquet files, fsyncs, WAL recovery.
+
+Everything here runs on worker threads, never on the event loop. The layout and
+the guarantees are the landing contract (docs/landing.md).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import fcntl
+import os
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from pathlib import Path
+
+import pyarrow as pa
+import pyarrow.parquet as pq
+import structlog
+
+from clientmetrics.exporters.wal import SUFFIX, Columns, decode_segment, segment_first_ms
+
+log = structlog.get_logger(__name__)
+
+#: The landing contract's columns, in order (docs/landing.md).
+SCHEMA = pa.schema(
+    [
+        pa.field("received_at", pa.timestamp("us", tz="UTC")),
+        pa.field("client_instance_id", pa.string()),
+        pa.field("subscription_id", pa.int32()),
+        pa.field("terminating", pa.bool_()),
+        pa.field("client_id", pa.string()),
+        pa.field("client_software_name", pa.string()),
+        pa.field("client_software_version", pa.string()),
+        pa.field("client_source_address", pa.string()),
+        pa.field("client_source_port", pa.int32()),
+        pa.field("principal", pa.string()),
+        pa.field("node_id", pa.int32()),
+        pa.field("compression_type", pa.int8()),
+        pa.field("push_interval_ms", pa.int32()),
+        pa.field("payload", pa.binary()),
+    ]
+)
+LOCK_NAME = "lock"
+
+
+@dataclass(frozen=True, slots=True)
+class Layout:
+    """The directories of one landing zone (``DATA/landing``)."""
+
+    root: Path
+
+    @property
+    def pushes(self) -> Path:
+        return self.root / "pushes"
+
+    @property
+    def staging(self) -> Path:
+        return self.root / ".staging"
+
+    @property
+    def wal(self) -> Path:
+        return self.root / ".wal"
+
+    def create(self) -> None:
+        """Make the zone's directories (durably: a new directory entry is fsynced)."""
+        for directory in (self.pushes, self.staging, self.wal):
+            make_dirs(directory)
+
+    def final_path(self, segment: str) -> Path:
+        """Where the Parquet file of ``segment`` lands: its first row's UTC hour."""
+        when = datetime.fromtimestamp(segment_first_ms(segment) / 1000, tz=UTC)
+        partition = self.pushes / f"date={when:%Y-%m-%d}" / f"hour={when:%H}"
+        return partition / f"part-{segment}.parquet"
+
+
+@dataclass(frozen=True, slots=True)
+class Converted:
+    """The outcome of turning one WAL segment into its Parquet file."""
+
+    segment: str
+    rows: int
+    path: Path | None
+    #: True when the file was already there (a crash after rename, before unlink).
+    already_landed: bool = False
+    torn_bytes: int = 0
+
+
+def fsync_dir(path: Path) -> None:
+    """Make the entries of ``path`` (creations, renames, unlinks) durable."""
+    fd = os.open(path, os.O_RDONLY | os.O_DIRECTORY)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
+def make_dirs(path: Path) -> None:
+    """``mkdir -p`` that fsyncs the parent of every directory it creates."""
+    missing: list[Path] = []
+    current = path
+    while not current.exists():
+        missing.append(current)
+        current = current.parent
+    for directory in reversed(missing):
+        with contextlib.suppress(FileExistsError):
+            directory.mkdir()
+        fsync_dir(directory.parent)
+
+
+def to_table(cols: Columns) -> pa.Table:
+    """The landing rows of ``cols`` as a table with the contract's exact schema."""
+    arrays = [
+        pa.array(cols.received_at_us, SCHEMA.field("received_at").type),
+        pa.array(cols.client_instance_id, pa.string()),
+        pa.array(cols.subscription_id, pa.int32()),
+        pa.array(cols.terminating, pa.bool_()),
+        pa.array(cols.client_id, pa.string()),
+        pa.array(cols.client_software_name, pa.string()),
+        pa.array(cols.client_software_version, pa.string()),
+        pa.array(cols.client_source_address, pa.string()),
+        pa.array(cols.client_source_port, pa.int32()),
+        pa.array(cols.principal, pa.string()),
+        pa.array(cols.node_id, pa.int32()),
+        pa.array(cols.compression_type, pa.int8()),
+        pa.array(cols.push_interval_ms, pa.int32()),
+        pa.array(cols.payload, pa.binary()),
+    ]
+    return pa.Table.from_arrays(arrays, schema=SCHEMA)
+
+
+def convert_segment(layout: Layout, segment_path: Path) -> Converted:
+    """Turn one sealed WAL segment into exactly one Parquet file, then delete it.
+
+    Skips the write when the file already exists, so running this twice on the
+    same segment (a crash between rename and unlink) never duplicates rows.
+    """
+    segment = segment_path.name.removesuffix(SUFFIX)
+    final = layout.final_path(segment)
+    if final.exists():
+        _remove_segment(segment_path)
+        return Converted(segment, 0, final, already_landed=True)
+    contents = decode_segment(segment_path.read_bytes())
+    if contents.torn_bytes:
+        log.warning(
+            "landing.wal.torn_tail",
+            segment=segment,
+            kept_bytes=contents.valid_bytes,
+            dropped_bytes=contents.torn_bytes,
+        )
+    rows = len(contents.columns)
+    if rows == 0:
+        _remove_segment(segment_path)
+        return Converted(segment, 0, None, torn_bytes=contents.torn_bytes)
+    staging = layout.staging / final.name
+    pq.write_table(to_table(contents.columns), staging, compression="zstd")
+    _fsync_file(staging)
+    make_dirs(final.parent)
+    os.rename(staging, final)
+    fsync_dir(final.parent)
+    _remove_segment(segment_path)
+    return Converted(segment, rows, final, torn_bytes=contents.torn_bytes)
+
+
+def _fsync_file(path: Path) -> None:
+    fd = os.open(path, os.O_RDONLY)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
+def _remove_segment(segment_path: Path) -> None:
+    segment_path.unlink(missing_ok=True)
+    fsync_dir(segment_path.parent)
+
+
+def segments_in(writer_dir: Path) -> list[Path]:
+    """The WAL segments of a writer, oldest first (sequence order)."""
+    return sorted(
+        writer_dir.glob(f"*{SUFFIX}"), key=lambda p: int(p.name.removesuffix(SUFFIX).split("-")[-1])
+    )
+
+
+def lock_writer_dir(writer_dir: Path) -> int | None:
+    """Take the writer directory's lock; the fd while held, None if a live process has it.
+
+    ``flock`` locks belong to the open file, so they also exclude a second exporter
+    in the same process, and the kernel drops them when the owner dies.
+    """
+    fd = os.open(writer_dir / LOCK_NAME, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o644)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except BlockingIOError:
+        os.close(fd)
+        return None
+    except OSError:
+        os.close(fd)
+        raise
+    return fd
+
+
+def retire_writer_dir(writer_dir: Path, lock_fd: int) -> None:
+    """Remove an emptied writer directory, then release its lock."""
+    try:
+        if not segments_in(writer_dir):
+            (writer_dir / LOCK_NAME).unlink(missing_ok=True)
+            with contextlib.suppress(OSError):
+                writer_dir.rmdir()
+            fsync_dir(writer_dir.parent)
+    finally:
+        os.close(lock_fd)
+
+
+def recover_orphans(layout: Layout, own_writer_id: str) -> list[Converted]:
+    """Convert the segments of every writer directory no live process holds."""
+    results: list[Converted] = []
+    for writer_dir in sorted(p for p in layout.wal.iterdir() if p.is_dir()):
+        if writer_dir.name == own_writer_id:
+            continue
+        try:
+            lock_fd = lock_writer_dir(writer_dir)
+        except FileNotFoundError:
+            continue  # another process retired it meanwhile
+        if lock_fd is None:
+            continue
+        try:
+            for segment_path in segments_in(writer_dir):
+                results.append(convert_segment(layout, segment_path))
+        finally:
+            retire_writer_dir(writer_dir, lock_fd)
+    return results
