@@ -4,10 +4,10 @@ Built for a million instances. Each instance is one ``__slots__`` object keyed
 by the 128-bit integer of its id (no ``uuid.UUID`` kept alive), pointing at the
 shared ``ClientContext`` of its connection and a shared ``SubscriptionPlan``.
 
-Expiry uses a lazy timing wheel: an instance sits in exactly one one-second
-bucket. Re-arming only moves the deadline on the object; when its bucket comes
-due the real deadline is checked and the instance is expired or re-filed. So
-``expire(now)`` touches only due buckets, and each instance at most once per
+Expiry uses a lazy timing wheel: an instance sits in one one-second bucket.
+Re-arming only moves the deadline on the object; when its bucket comes due the
+real deadline is checked and the instance is expired or re-filed. So
+``expire(now)`` touches only due buckets, and each instance a few times per
 expiry period, never the whole registry.
 """
 
@@ -143,7 +143,7 @@ class InstanceRegistry:
             self._file(instance, slot)
 
     def _slot(self, at_ms: int) -> int:
-        return -(-at_ms // self._bucket_ms)  # ceiling: a bucket is due once all of it has passed
+        return at_ms // self._bucket_ms  # a bucket is visited once its start has passed
 
     def _file(self, instance: ClientInstance, slot: int) -> None:
         instance.wheel_slot = slot
@@ -157,6 +157,7 @@ class InstanceRegistry:
     def expire(self, now_ms: int) -> int:
         """Remove every instance whose deadline is at or before ``now_ms``; return how many."""
         removed = 0
+        not_yet: list[ClientInstance] = []
         while self._due and self._due[0] * self._bucket_ms <= now_ms:
             slot = heapq.heappop(self._due)
             for key in self._wheel.pop(slot):
@@ -167,7 +168,10 @@ class InstanceRegistry:
                     self.remove(instance)
                     removed += 1
                 else:
-                    self._file(instance, self._slot(instance.expires_at_ms))
+                    not_yet.append(instance)
+        # Re-filed after the loop: the bucket holding `now` is only partly due.
+        for instance in not_yet:
+            self._file(instance, self._slot(instance.expires_at_ms))
         return removed
 
     def connection_closed(self, connection_id: int) -> int:
@@ -181,7 +185,3 @@ class InstanceRegistry:
                 instance.wheel_slot = _NOT_FILED
                 removed += 1
         return removed
-
-    def key_taken(self, key: int) -> bool:
-        """True when an instance with this id is tracked."""
-        return key in self._by_key
