@@ -36,11 +36,16 @@ def blank_entity(entity_type: type, **values: Any) -> Any:
     Unset error codes are NONE, nullable fields ``None``, arrays empty, numbers 0.
     Names in ``values`` the schema lacks are ignored, so one call fits every version.
     """
-    known = {name: value for name, value in values.items() if name in _field_names(entity_type)}
+    known: dict[str, Any] = {}
     for field in fields(entity_type):
-        if field.name in known or field.default is not MISSING:
-            continue
-        known[field.name] = _default(field)
+        value = values.get(field.name)
+        # A None for a non-nullable field (a Metadata v10 request names a topic by
+        # id only, but the v10 response's name is not nullable) gets the default.
+        if value is None and (field.name not in values or not is_optional(field)):
+            if field.default is not MISSING or field.default_factory is not MISSING:
+                continue
+            value = _default(field)
+        known[field.name] = value
     return entity_type(**known)
 
 
