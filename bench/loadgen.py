@@ -1,0 +1,146 @@
+"""A lean KIP-714 load generator for benchmarks: many instances multiplexed on few connections.
+
+Each connection pipelines up to ``window`` requests. Frames are encoded with the
+project's wire layer; responses are matched by correlation id. Runs in its own
+process so it does not share a core's event loop with the gateway.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import struct
+import time
+import uuid
+from dataclasses import dataclass, field
+
+from clientmetrics.wire import RequestHeader, decode_response, encode_request, request_type
+
+GET, PUSH = 71, 72
+
+
+@dataclass
+class Results:
+    ok: int = 0
+    errors: dict[int, int] = field(default_factory=dict)
+    latencies_us: list[int] = field(default_factory=list)
+    #: (connection index, instance id, subscription id)
+    instances: list[tuple[int, uuid.UUID, int]] = field(default_factory=list)
+
+
+class Conn(asyncio.Protocol):
+    """One pipelined connection; ``call`` returns the response frame."""
+
+    def __init__(self) -> None:
+        self.buf = bytearray()
+        self.waiters: dict[int, asyncio.Future[bytes]] = {}
+        self.transport: asyncio.Transport | None = None
+        self.next_id = 0
+
+    def connection_made(self, transport: asyncio.BaseTransport) -> None:
+        self.transport = transport  # type: ignore[assignment]
+
+    def data_received(self, data: bytes) -> None:
+        self.buf += data
+        while len(self.buf) >= 4:
+            size = struct.unpack_from(">i", self.buf)[0]
+            if len(self.buf) < 4 + size:
+                return
+            frame = bytes(self.buf[4 : 4 + size])
+            del self.buf[: 4 + size]
+            corr = struct.unpack_from(">i", frame)[0]
+            fut = self.waiters.pop(corr, None)
+            if fut is not None and not fut.done():
+                fut.set_result(frame)
+
+    def connection_lost(self, exc: Exception | None) -> None:
+        for fut in self.waiters.values():
+            if not fut.done():
+                fut.set_exception(ConnectionError("closed"))
+
+    def header(self, api_key: int) -> RequestHeader:
+        self.next_id += 1
+        return RequestHeader(api_key, 0, self.next_id, "bench-client", header_version=2)
+
+    def call(self, header: RequestHeader, body: object) -> asyncio.Future[bytes]:
+        assert self.transport is not None
+        fut: asyncio.Future[bytes] = asyncio.get_running_loop().create_future()
+        self.waiters[header.correlation_id] = fut
+        self.transport.write(encode_request(header, body))
+        return fut
+
+
+async def connect(host: str, port: int) -> Conn:
+    loop = asyncio.get_running_loop()
+    _, proto = await loop.create_connection(Conn, host, port)
+    return proto
+
+
+async def handshake(conns: list[Conn], per_conn: int, window: int, res: Results) -> None:
+    """Every instance sends GetTelemetrySubscriptions with a zero id (new instance)."""
+    get_v0 = request_type(GET, 0)
+
+    async def one(index: int, conn: Conn) -> None:
+        sem = asyncio.Semaphore(window)
+
+        async def single() -> None:
+            async with sem:
+                t0 = time.perf_counter_ns()
+                frame = await conn.call(conn.header(GET), get_v0(client_instance_id=uuid.UUID(int=0)))
+                res.latencies_us.append((time.perf_counter_ns() - t0) // 1000)
+                _, body = decode_response(GET, 0, frame)
+                if int(body.error_code) == 0:
+                    res.ok += 1
+                    res.instances.append((index, body.client_instance_id, int(body.subscription_id)))
+                else:
+                    res.errors[int(body.error_code)] = res.errors.get(int(body.error_code), 0) + 1
+
+        await asyncio.gather(*(single() for _ in range(per_conn)))
+
+    await asyncio.gather(*(one(i, c) for i, c in enumerate(conns)))
+
+
+async def pushes(
+    conns: list[Conn],
+    instances: list[tuple[int, uuid.UUID, int]],
+    payload: bytes,
+    rate: float,
+    window: int,
+    res: Results,
+) -> None:
+    """Open-loop pushes at ``rate``/s, round-robin over the connections that own them."""
+    push_v0 = request_type(PUSH, 0)
+    sem = asyncio.Semaphore(window * len(conns))
+    start = time.perf_counter()
+    tasks: list[asyncio.Task[None]] = []
+
+    async def single(conn: Conn, inst: uuid.UUID, sub: int) -> None:
+        try:
+            t0 = time.perf_counter_ns()
+            frame = await conn.call(
+                conn.header(PUSH),
+                push_v0(
+                    client_instance_id=inst,
+                    subscription_id=sub,
+                    terminating=False,
+                    compression_type=4,
+                    metrics=payload,
+                ),
+            )
+            res.latencies_us.append((time.perf_counter_ns() - t0) // 1000)
+            code = struct.unpack_from(">h", frame, 4 + 1 + 4)[0]  # corr, tagged, throttle
+            if code == 0:
+                res.ok += 1
+            else:
+                res.errors[code] = res.errors.get(code, 0) + 1
+        finally:
+            sem.release()
+
+    for i, (index, inst, sub) in enumerate(instances):
+        due = start + i / rate
+        delay = due - time.perf_counter()
+        if delay > 0.001:
+            await asyncio.sleep(delay)
+        await sem.acquire()
+        conn = conns[index]
+        tasks.append(asyncio.create_task(single(conn, inst, sub)))
+    await asyncio.gather(*tasks)

@@ -1,0 +1,238 @@
+"""The landing exporter against docs/landing.md: rows, files, rolling, durability."""
+
+from __future__ import annotations
+
+import asyncio
+import uuid
+from collections.abc import AsyncIterator, Callable
+from datetime import UTC, datetime
+from pathlib import Path
+
+import pyarrow.parquet as pq
+import pytest
+from landing_helpers import BASE_MS, PushFactory, landed_files, read_landing
+
+from clientmetrics.errors import ConfigurationError
+from clientmetrics.exporters import (
+    LANDING_SCHEMA,
+    ExportError,
+    LandingExporter,
+    LandingOptions,
+)
+from clientmetrics.exporters.landing import create
+
+
+@pytest.fixture
+async def exporters(tmp_path: Path) -> AsyncIterator[list[LandingExporter]]:
+    """Exporters a test starts; whatever it leaves open is closed afterwards."""
+    started: list[LandingExporter] = []
+    yield started
+    for exporter in started:
+        await exporter.close(timeout_s=10)
+
+
+async def _start(
+    started: list[LandingExporter], data_dir: Path, **options: float
+) -> LandingExporter:
+    exporter = LandingExporter(data_dir, LandingOptions(**options))  # type: ignore[arg-type]
+    await exporter.start()
+    started.append(exporter)
+    return exporter
+
+
+async def _wait_for(predicate: Callable[[], bool], timeout_s: float = 5.0) -> None:
+    for _ in range(int(timeout_s / 0.01)):
+        if predicate():
+            return
+        await asyncio.sleep(0.01)
+    raise AssertionError("condition not reached")
+
+
+def _parquet_files(data_dir: Path) -> list[Path]:
+    return [p for p in landed_files(data_dir) if p.is_file()]
+
+
+async def test_rows_land_with_exact_types_and_values(
+    tmp_path: Path, exporters: list[LandingExporter], make_push: PushFactory
+) -> None:
+    exporter = await _start(exporters, tmp_path)
+    pushes = [
+        make_push(0, payload=b""),
+        make_push(1, client_id="prodüction", payload=b"\x0a\x00\xff" * 500),
+        make_push(2, client_instance_id=uuid.UUID("ABCDEF01-2345-6789-ABCD-EF0123456789")),
+    ]
+    await asyncio.gather(*(exporter.export(p) for p in pushes))
+    await exporter.close(timeout_s=10)
+
+    files = _parquet_files(tmp_path)
+    assert len(files) == 1
+    assert pq.read_schema(files[0]).remove_metadata() == LANDING_SCHEMA
+    assert files[0].parent.relative_to(tmp_path / "landing" / "pushes") == Path(
+        "date=2026-03-01/hour=10"
+    )
+    assert files[0].name.startswith(f"part-{BASE_MS}-{exporter.writer_id}-")
+    rows = sorted(read_landing(tmp_path).to_pylist(), key=lambda r: r["client_source_port"])
+    expected = [
+        {
+            "received_at": datetime(2026, 3, 1, 10, 59, 59, tzinfo=UTC),
+            "client_instance_id": str(p.client_instance_id),
+            "subscription_id": p.subscription_id,
+            "terminating": p.terminating,
+            "client_id": p.client_id,
+            "client_software_name": "librdkafka",
+            "client_software_version": "2.16.0",
+            "client_source_address": "192.0.2.7",
+            "client_source_port": p.client_source_port,
+            "principal": "User:ANONYMOUS",
+            "node_id": 3,
+            "compression_type": 4,
+            "push_interval_ms": 30000,
+            "payload": p.payload,
+            "date": "2026-03-01",
+            "hour": 10,
+        }
+        for p in pushes
+    ]
+    assert rows == expected
+    assert rows[0]["payload"] == b""
+    assert rows[2]["client_instance_id"] == "abcdef01-2345-6789-abcd-ef0123456789"
+
+
+async def test_hour_boundary_splits_files(
+    tmp_path: Path, exporters: list[LandingExporter], make_push: PushFactory
+) -> None:
+    exporter = await _start(exporters, tmp_path)
+    for i, at in enumerate([BASE_MS + 999, BASE_MS + 1000, BASE_MS + 998, BASE_MS + 5000]):
+        await exporter.export(make_push(i, received_at_ms=at))
+    await exporter.close(timeout_s=10)
+    table = read_landing(tmp_path)
+    by_hour: dict[int, set[str]] = {}
+    for row in table.to_pylist():
+        assert row["received_at"].hour == row["hour"]
+        by_hour.setdefault(row["hour"], set()).add(row["client_id"])
+    assert by_hour == {10: {"c0", "c2"}, 11: {"c1", "c3"}}
+    hours = sorted(p.parent.name for p in _parquet_files(tmp_path))
+    # c0 / c1 / c2 / c3 alternate hours, so each change of hour seals a segment.
+    assert hours == ["hour=10", "hour=10", "hour=11", "hour=11"]
+
+
+async def test_rolls_by_size_without_flush(
+    tmp_path: Path, exporters: list[LandingExporter], make_push: PushFactory
+) -> None:
+    exporter = await _start(exporters, tmp_path, roll_bytes=5000, roll_seconds=60)
+    for i in range(20):
+        await exporter.export(make_push(i, payload=b"p" * 1000))
+    # 20 records of ~1.1 KB with a 5,000-byte limit: four sealed segments of 5.
+    await _wait_for(lambda: len(_parquet_files(tmp_path)) == 4)
+    assert sorted(read_landing(tmp_path).column("client_id").to_pylist()) == sorted(
+        f"c{i}" for i in range(20)
+    )
+    assert [pq.read_metadata(p).num_rows for p in _parquet_files(tmp_path)] == [5, 5, 5, 5]
+
+
+async def test_rolls_by_age_without_flush(
+    tmp_path: Path, exporters: list[LandingExporter], make_push: PushFactory
+) -> None:
+    exporter = await _start(exporters, tmp_path, roll_seconds=0.1)
+    await exporter.export(make_push(0))
+    assert _parquet_files(tmp_path) == []
+    await _wait_for(lambda: len(_parquet_files(tmp_path)) == 1, timeout_s=3)
+    assert read_landing(tmp_path).column("client_id").to_pylist() == ["c0"]
+
+
+async def test_flush_makes_rows_visible_and_export_continues(
+    tmp_path: Path, exporters: list[LandingExporter], make_push: PushFactory
+) -> None:
+    exporter = await _start(exporters, tmp_path, roll_seconds=60)
+    await exporter.export(make_push(0))
+    await exporter.flush(timeout_s=10)
+    assert read_landing(tmp_path).num_rows == 1
+    await exporter.export(make_push(1))
+    await exporter.close(timeout_s=10)
+    assert sorted(read_landing(tmp_path).column("client_id").to_pylist()) == ["c0", "c1"]
+    assert len(_parquet_files(tmp_path)) == 2
+
+
+async def test_close_flushes_everything_and_leaves_no_wal(
+    tmp_path: Path, make_push: PushFactory
+) -> None:
+    exporter = LandingExporter(tmp_path, LandingOptions(roll_seconds=60))
+    await exporter.start()
+    await asyncio.gather(*(exporter.export(make_push(i)) for i in range(300)))
+    await exporter.close(timeout_s=10)
+    ids = read_landing(tmp_path).column("client_id").to_pylist()
+    assert sorted(ids) == sorted(f"c{i}" for i in range(300))
+    assert list((tmp_path / "landing" / ".wal").iterdir()) == []
+    assert list((tmp_path / "landing" / ".staging").iterdir()) == []
+    with pytest.raises(ExportError):
+        await exporter.export(make_push(301))
+
+
+async def test_export_before_start_fails(tmp_path: Path, make_push: PushFactory) -> None:
+    exporter = LandingExporter(tmp_path)
+    with pytest.raises(ExportError):
+        await exporter.export(make_push(0))
+    await exporter.close(timeout_s=1)
+
+
+async def test_group_commit_and_max_pending_bound(
+    tmp_path: Path, exporters: list[LandingExporter], make_push: PushFactory
+) -> None:
+    grouped = await _start(exporters, tmp_path / "a", commit_interval_ms=50)
+    await asyncio.gather(*(grouped.export(make_push(i)) for i in range(200)))
+    assert grouped.stats.pushes == 200
+    assert grouped.stats.batches < 20  # pushes shared fsyncs
+
+    bounded = await _start(exporters, tmp_path / "b", max_pending=1)
+    await asyncio.gather(*(bounded.export(make_push(i)) for i in range(30)))
+    # Only one push may wait for the WAL at a time, so none can share a commit.
+    assert bounded.stats.batches == 30
+
+
+async def test_two_writers_share_a_data_dir(
+    tmp_path: Path, exporters: list[LandingExporter], make_push: PushFactory
+) -> None:
+    first = await _start(exporters, tmp_path, roll_seconds=60)
+    await first.export(make_push(0))
+    live_segments = list((tmp_path / "landing" / ".wal" / first.writer_id).glob("*.wal"))
+    assert len(live_segments) == 1
+    # The second writer must not treat the first one's live WAL as orphaned.
+    second = await _start(exporters, tmp_path, roll_seconds=60)
+    assert second.writer_id != first.writer_id
+    assert live_segments[0].exists()
+    assert _parquet_files(tmp_path) == []
+    await asyncio.gather(
+        *(first.export(make_push(i)) for i in range(1, 50)),
+        *(second.export(make_push(i)) for i in range(50, 100)),
+    )
+    await asyncio.gather(first.close(timeout_s=10), second.close(timeout_s=10))
+    ids = read_landing(tmp_path).column("client_id").to_pylist()
+    assert sorted(ids) == sorted(f"c{i}" for i in range(100))
+    writers = {p.name.split("-")[2] for p in _parquet_files(tmp_path)}
+    assert writers == {first.writer_id, second.writer_id}
+
+
+@pytest.mark.parametrize(
+    "options",
+    [
+        {"roll_bytes": 0},
+        {"roll_bytes": "lots"},
+        {"roll_seconds": -1},
+        {"commit_interval_ms": -0.5},
+        {"max_pending": 1.5},
+        {"max_pending": True},
+        {"bogus": 1},
+    ],
+)
+def test_bad_options_are_rejected(tmp_path: Path, options: dict[str, object]) -> None:
+    with pytest.raises(ConfigurationError):
+        create(options, tmp_path)
+
+
+def test_options_accept_strings_and_numbers() -> None:
+    parsed = LandingOptions.from_mapping(
+        {"roll_bytes": "1024", "roll_seconds": 2, "commit_interval_ms": "0", "max_pending": 10}
+    )
+    assert parsed == LandingOptions(
+        roll_bytes=1024, roll_seconds=2.0, commit_interval_ms=0.0, max_pending=10
+    )
