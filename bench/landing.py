@@ -15,6 +15,8 @@ import time
 import uuid
 from pathlib import Path
 
+import uvloop
+
 from clientmetrics.exporters import LandingExporter, LandingOptions
 from clientmetrics.telemetry.model import AcceptedPush
 
@@ -71,8 +73,10 @@ async def _run(args: argparse.Namespace, data_dir: Path) -> None:
     print(f"pushes/s:      {rate:,.0f}  ({rate / TARGET_PUSHES_PER_S:.2f}x the 17k/s target)")
     print(f"export p50:    {quantiles[49] * 1000:.2f} ms")
     print(f"export p99:    {quantiles[98] * 1000:.2f} ms")
-    print(f"fsyncs/s:      {stats.fsyncs / elapsed:,.0f}  ({stats.batches} group commits, "
-          f"{stats.pushes / max(stats.batches, 1):.0f} pushes each)")
+    print(
+        f"fsyncs/s:      {stats.fsyncs / elapsed:,.0f}  ({stats.batches} group commits, "
+        f"{stats.pushes / max(stats.batches, 1):.0f} pushes each)"
+    )
     print(f"parquet files: {len(files)}")
 
 
@@ -86,8 +90,6 @@ def main() -> None:
     args = parser.parse_args()
     runner = asyncio.run
     if args.uvloop:
-        import uvloop
-
         runner = uvloop.run
     if args.dir is not None:
         runner(_run(args, args.dir))
