@@ -18,6 +18,7 @@ from clientmetrics.exporters import (
     ExportError,
     LandingExporter,
     LandingOptions,
+    landing,
 )
 from clientmetrics.exporters.landing import create
 
@@ -236,3 +237,38 @@ def test_options_accept_strings_and_numbers() -> None:
     assert parsed == LandingOptions(
         roll_bytes=1024, roll_seconds=2.0, commit_interval_ms=0.0, max_pending=10
     )
+
+
+async def test_wal_write_failure_fails_exports_and_close_still_returns(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, make_push: PushFactory
+) -> None:
+    def broken_disk(batch: object) -> int:
+        raise OSError(28, "No space left on device")
+
+    monkeypatch.setattr(landing, "_write_batch", broken_disk)
+    exporter = LandingExporter(tmp_path)
+    await exporter.start()
+    results = await asyncio.gather(
+        *(exporter.export(make_push(i)) for i in range(5)), return_exceptions=True
+    )
+    assert all(isinstance(r, ExportError) for r in results)
+    with pytest.raises(ExportError, match="No space left"):
+        await exporter.export(make_push(9))
+    with pytest.raises(ExportError):
+        await exporter.flush(timeout_s=1)
+    await asyncio.wait_for(exporter.close(timeout_s=1), 5)
+
+
+async def test_cancelled_export_does_not_disturb_its_batch(
+    tmp_path: Path, exporters: list[LandingExporter], make_push: PushFactory
+) -> None:
+    exporter = await _start(exporters, tmp_path, commit_interval_ms=20)
+    tasks = [asyncio.create_task(exporter.export(make_push(i))) for i in range(10)]
+    await asyncio.sleep(0)
+    tasks[0].cancel()
+    results = await asyncio.gather(*tasks, return_exceptions=True)
+    assert isinstance(results[0], asyncio.CancelledError)
+    assert results[1:] == [None] * 9
+    await exporter.close(timeout_s=10)
+    # The record was already in the WAL when its waiter went away; it still lands.
+    assert read_landing(tmp_path).num_rows == 10
