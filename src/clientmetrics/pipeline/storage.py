@@ -1,0 +1,122 @@
+"""Where the job keeps its tables and state, with batch-idempotent writes.
+
+Every write is keyed by the streaming batch id, so a batch that is replayed
+after a crash (Structured Streaming replays the last uncommitted batch) leaves
+exactly what one successful run would have:
+
+* table rows are written to a staging directory, then each file is renamed into
+  its ``date=`` partition as ``b<batch>-<name>``; a replay first deletes the
+  files that carry its batch prefix;
+* state is written to ``_state/<name>/batch=<id>`` and read back from the latest
+  batch before the current one, so a replay sees the state it saw the first time;
+* snapshot tables (clients) are replaced whole.
+
+Paths go through Hadoop's FileSystem API (via the JVM), so any
+Hadoop-compatible location works, not only local directories.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from pyspark.sql import DataFrame, SparkSession
+from pyspark.sql.types import StructType
+
+_STATE_KEEP = 2
+
+
+class TableStore:
+    """Tables and state under one root directory (``DATA/tables`` by default)."""
+
+    def __init__(self, spark: SparkSession, root: str) -> None:
+        self._spark = spark
+        self._root = root.rstrip("/")
+        jvm: Any = spark.sparkContext._jvm
+        self._path_class = jvm.org.apache.hadoop.fs.Path
+        conf = spark.sparkContext._jsc.hadoopConfiguration()
+        self._fs = self._path(self._root).getFileSystem(conf)
+
+    @property
+    def root(self) -> str:
+        """The root directory."""
+        return self._root
+
+    def table_path(self, table: str) -> str:
+        """Where a table lives."""
+        return f"{self._root}/{table}"
+
+    def _path(self, path: str) -> Any:
+        return self._path_class(path)
+
+    def append(self, frame: DataFrame, table: str, batch_id: int) -> list[str]:
+        """Add a batch's rows to a date-partitioned table, replacing any earlier try.
+
+        Returns the paths of the files written, so the batch can read its rows back.
+        """
+        staging = f"{self._root}/_staging/{table}/{batch_id}"
+        frame.write.mode("overwrite").partitionBy("date").parquet(staging)
+        prefix = f"b{batch_id:012d}-"
+        for status in self._glob(f"{self.table_path(table)}/date=*/{prefix}*"):
+            self._fs.delete(status.getPath(), False)
+        written = []
+        for status in self._glob(f"{staging}/date=*/part-*"):
+            source = status.getPath()
+            partition = source.getParent().getName()
+            target_dir = self._path(f"{self.table_path(table)}/{partition}")
+            self._fs.mkdirs(target_dir)
+            target = self._path_class(target_dir, prefix + source.getName())
+            self._fs.rename(source, target)
+            written.append(str(target.toString()))
+        self._fs.delete(self._path(staging), True)
+        return written
+
+    def read_files(self, table: str, paths: list[str], schema: StructType) -> DataFrame:
+        """Read back files of a table (with its ``date`` partition column)."""
+        if not paths:
+            return self._spark.createDataFrame([], schema)
+        reader = self._spark.read.option("basePath", self.table_path(table))
+        return reader.schema(schema).parquet(*paths)
+
+    def replace(self, frame: DataFrame, table: str, batch_id: int) -> None:
+        """Replace a snapshot table whole."""
+        staging = f"{self._root}/_staging/{table}/{batch_id}"
+        frame.write.mode("overwrite").partitionBy("date").parquet(staging)
+        target = self._path(self.table_path(table))
+        self._fs.delete(target, True)
+        self._fs.rename(self._path(staging), target)
+
+    def write_state(self, frame: DataFrame, name: str, batch_id: int) -> None:
+        """Save the state a batch leaves for the next one; drop states no longer needed."""
+        frame.write.mode("overwrite").parquet(self._state_path(name, batch_id))
+        versions = self._state_versions(name)
+        for old in versions[:-_STATE_KEEP]:
+            self._fs.delete(self._path(self._state_path(name, old)), True)
+
+    def read_state(self, name: str, batch_id: int, ddl: str) -> DataFrame:
+        """The state left by the latest batch before ``batch_id`` (empty when none)."""
+        earlier = [version for version in self._state_versions(name) if version < batch_id]
+        if not earlier:
+            return self._spark.createDataFrame([], ddl)
+        return self._spark.read.schema(ddl).parquet(self._state_path(name, earlier[-1]))
+
+    def exists(self, relative: str) -> bool:
+        """Whether a path under the root exists."""
+        return bool(self._fs.exists(self._path(f"{self._root}/{relative}")))
+
+    def mark(self, relative: str) -> None:
+        """Create an empty marker file under the root."""
+        self._fs.create(self._path(f"{self._root}/{relative}"), True).close()
+
+    def _state_path(self, name: str, batch_id: int) -> str:
+        return f"{self._root}/_state/{name}/batch={batch_id:012d}"
+
+    def _state_versions(self, name: str) -> list[int]:
+        versions = []
+        for status in self._glob(f"{self._root}/_state/{name}/batch=*"):
+            if self._fs.exists(self._path_class(status.getPath(), "_SUCCESS")):
+                versions.append(int(status.getPath().getName().removeprefix("batch=")))
+        return sorted(versions)
+
+    def _glob(self, pattern: str) -> list[Any]:
+        found = self._fs.globStatus(self._path(pattern))
+        return list(found) if found is not None else []
