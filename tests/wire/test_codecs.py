@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
+import io
 import uuid
 from typing import Any
 
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
+from kio.serial import entity_writer
 
 from clientmetrics.wire import (
     SERVED,
@@ -23,6 +25,7 @@ from clientmetrics.wire import (
     request_type,
     response_type,
 )
+from clientmetrics.wire.fixed import fixed_writer
 
 from .strategies import entities, request_headers
 
@@ -100,3 +103,29 @@ def test_body_under_the_wrong_header_is_refused() -> None:
         encode_request(RequestHeader(71, 0, 1, None), body)
     with pytest.raises(ValueError, match="version"):
         encode_request(RequestHeader(72, 1, 1, None, header_version=3), body)
+
+
+FIXED_WIDTH = [
+    entity
+    for api_key, version in SERVED_VERSIONS
+    for entity in (request_type(api_key, version), response_type(api_key, version))
+    if fixed_writer(entity) is not None
+]
+
+
+def test_the_hot_path_responses_are_fixed_width() -> None:
+    assert response_type(72, 0) in FIXED_WIDTH
+    assert response_type(72, 1) in FIXED_WIDTH
+    assert response_type(71, 0) not in FIXED_WIDTH  # arrays and strings
+
+
+@pytest.mark.parametrize("entity_type", FIXED_WIDTH, ids=lambda t: f"{t.__module__}.{t.__name__}")
+@settings(max_examples=50, deadline=None)
+@given(data=st.data())
+def test_fixed_width_writer_matches_kio(entity_type: type, data: st.DataObject) -> None:
+    entity = data.draw(entities(entity_type))
+    buffer = io.BytesIO()
+    entity_writer(entity_type)(buffer, entity)
+    writer = fixed_writer(entity_type)
+    assert writer is not None
+    assert writer(entity) == buffer.getvalue()

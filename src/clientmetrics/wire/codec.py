@@ -40,6 +40,7 @@ from kio.serial._introspect import (
 from kio.serial.errors import SerialError
 
 from clientmetrics.wire.errors import ProtocolError
+from clientmetrics.wire.fixed import fixed_writer
 from clientmetrics.wire.reader import Reader, has_arrays, safe_reader
 
 __all__ = ["ZERO_UUID", "read_entity", "write_entity"]
@@ -73,9 +74,12 @@ def _read_flat(entity_type: type, frame: bytes, offset: int) -> Any:
 
 
 def write_entity(entity: Any) -> bytes:
-    """Encode one entity with kio's writer."""
-    buffer = io.BytesIO()
+    """Encode one entity: one ``struct.pack`` if it is fixed-width, else kio's writer."""
     entity_type: type = type(entity)
+    fast = fixed_writer(entity_type)
+    if fast is not None:
+        return fast(entity)
+    buffer = io.BytesIO()
     _writer(entity_type)(buffer, entity)
     return buffer.getvalue()
 
