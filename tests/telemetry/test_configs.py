@@ -231,7 +231,7 @@ def test_append_to_interval_is_rejected(op: AlterOp) -> None:
 
 def test_unknown_op_id_is_invalid_request() -> None:
     with pytest.raises(ConfigError) as info:
-        apply_incremental({}, [("metrics", 7, "a")])  # type: ignore[list-item]
+        apply_incremental({}, [("metrics", 7, "a")])
     assert info.value.error_code is ErrorCode.INVALID_REQUEST
 
 

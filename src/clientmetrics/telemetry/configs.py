@@ -209,13 +209,14 @@ def _re2_description(exc: Exception) -> str:
 
 
 def apply_incremental(
-    current: Mapping[str, str], ops: Sequence[tuple[str, AlterOp, str | None]]
+    current: Mapping[str, str], ops: Sequence[tuple[str, AlterOp | int, str | None]]
 ) -> dict[str, str]:
     """Apply IncrementalAlterConfigs operations to a resource's current configs.
 
     Returns the resulting full map; the caller validates it with ``validate``.
     APPEND adds the comma-separated entries not already present, SUBTRACT removes
-    them; both work only on the list keys ``metrics`` and ``match``.
+    them; both work only on the list keys ``metrics`` and ``match``. Operations may
+    be wire ids; an unknown id is INVALID_REQUEST.
     """
     result = dict(current)
     for key, raw_op, value in ops:
