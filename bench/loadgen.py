@@ -85,12 +85,16 @@ async def handshake(conns: list[Conn], per_conn: int, window: int, res: Results)
         async def single() -> None:
             async with sem:
                 t0 = time.perf_counter_ns()
-                frame = await conn.call(conn.header(GET), get_v0(client_instance_id=uuid.UUID(int=0)))
+                frame = await conn.call(
+                    conn.header(GET), get_v0(client_instance_id=uuid.UUID(int=0))
+                )
                 res.latencies_us.append((time.perf_counter_ns() - t0) // 1000)
                 _, body = decode_response(GET, 0, frame)
                 if int(body.error_code) == 0:
                     res.ok += 1
-                    res.instances.append((index, body.client_instance_id, int(body.subscription_id)))
+                    res.instances.append(
+                        (index, body.client_instance_id, int(body.subscription_id))
+                    )
                 else:
                     res.errors[int(body.error_code)] = res.errors.get(int(body.error_code), 0) + 1
 

@@ -1,0 +1,107 @@
+"""``clientmetrics serve``: run the gateway."""
+
+from __future__ import annotations
+
+import multiprocessing
+import sys
+from pathlib import Path
+
+import click
+
+from clientmetrics.errors import ClientMetricsError
+from clientmetrics.gateway.config import GatewayConfig, load_config
+from clientmetrics.gateway.logs import configure_logging
+
+
+def _run(config: GatewayConfig, log_level: str, log_format: str, reuse_port: bool) -> None:
+    from clientmetrics.gateway.server import Gateway
+
+    configure_logging(log_level, log_format)
+    import uvloop
+
+    uvloop.run(Gateway(config, reuse_port=reuse_port).run_until_signalled())
+
+
+@click.command()
+@click.option("--listen", help="HOST:PORT to accept clients on [127.0.0.1:9092]")
+@click.option(
+    "--data-dir", type=click.Path(path_type=Path), help="Where subscriptions and landed data live"
+)
+@click.option(
+    "--config",
+    "config_file",
+    type=click.Path(path_type=Path, dir_okay=False),
+    help="TOML configuration file",
+)
+@click.option("--node-id", type=int, help="Node id the gateway names itself with [0]")
+@click.option("--advertised-host", help="Host name clients should use for this gateway")
+@click.option("--admin-listen", help="HOST:PORT for the /metrics endpoint (off unless given)")
+@click.option("--workers", type=int, help="Processes sharing the listen port (SO_REUSEPORT) [1]")
+@click.option(
+    "--log-level", default="info", type=click.Choice(["debug", "info", "warning", "error"])
+)
+@click.option("--log-format", default="json", type=click.Choice(["json", "console"]))
+def serve(
+    listen: str | None,
+    data_dir: Path | None,
+    config_file: Path | None,
+    node_id: int | None,
+    advertised_host: str | None,
+    admin_listen: str | None,
+    workers: int | None,
+    log_level: str,
+    log_format: str,
+) -> None:
+    """Run the KIP-714 gateway in standalone mode."""
+    try:
+        config = load_config(
+            config_file,
+            data_dir=data_dir,
+            overrides={
+                "listen": listen,
+                "node_id": node_id,
+                "advertised_host": advertised_host,
+                "admin_listen": admin_listen,
+                "workers": workers,
+            },
+        )
+    except ClientMetricsError as exc:
+        raise click.UsageError(str(exc)) from exc
+    if config.workers == 1:
+        try:
+            _run(config, log_level, log_format, reuse_port=False)
+        except ClientMetricsError as exc:
+            click.echo(f"clientmetrics serve: {exc}", err=True)
+            sys.exit(1)
+        except OSError as exc:
+            click.echo(
+                f"clientmetrics serve: cannot listen on {config.listen}: {exc.strerror}", err=True
+            )
+            sys.exit(1)
+        return
+    _run_workers(config, log_level, log_format)
+
+
+def _run_workers(config: GatewayConfig, log_level: str, log_format: str) -> None:
+    """Several processes share the port; each owns its instances and landing writer."""
+    if config.listen.port == 0:
+        raise click.UsageError("--workers needs a fixed --listen port")
+    ctx = multiprocessing.get_context("spawn")
+    procs = [
+        ctx.Process(target=_run, args=(config, log_level, log_format, True), daemon=False)
+        for _ in range(config.workers)
+    ]
+    for proc in procs:
+        proc.start()
+    import signal
+
+    def forward(signum: int, _frame: object) -> None:
+        for proc in procs:
+            if proc.pid is not None and proc.is_alive():
+                proc.terminate()
+
+    signal.signal(signal.SIGTERM, forward)
+    signal.signal(signal.SIGINT, forward)
+    for proc in procs:
+        proc.join()
+    sys.exit(max((p.exitcode or 0) for p in procs))

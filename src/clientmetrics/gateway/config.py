@@ -1,0 +1,179 @@
+"""Gateway configuration: built once from TOML, environment and command line, then frozen.
+
+Precedence, lowest first: built-in defaults, the TOML file (``--config``), environment
+variables ``CLIENTMETRICS_<SECTION>_<KEY>``, then explicit command-line options.
+"""
+
+from __future__ import annotations
+
+import os
+import tomllib
+from collections.abc import Mapping
+from dataclasses import dataclass, field, fields, replace
+from pathlib import Path
+from typing import Any
+
+from clientmetrics.errors import ConfigurationError
+from clientmetrics.telemetry.manager import TelemetryConfig
+
+COMPRESSION_IDS = {"none": 0, "gzip": 1, "snappy": 2, "lz4": 3, "zstd": 4}
+
+
+@dataclass(frozen=True, slots=True)
+class Address:
+    """A host and port to bind or advertise."""
+
+    host: str
+    port: int
+
+    @classmethod
+    def parse(cls, text: str, what: str) -> Address:
+        host, sep, port = text.rpartition(":")
+        if not sep or not port.isdigit() or not 0 <= int(port) <= 65535:
+            raise ConfigurationError(f"{what}: expected HOST:PORT, got {text!r}")
+        return cls(host.strip("[]") or "127.0.0.1", int(port))
+
+    def __str__(self) -> str:
+        return f"{self.host}:{self.port}"
+
+
+@dataclass(frozen=True, slots=True)
+class ExporterSpec:
+    """One exporter plugin to load, with its options."""
+
+    name: str
+    options: Mapping[str, object] = field(default_factory=dict)
+
+
+@dataclass(frozen=True, slots=True)
+class GatewayConfig:
+    """Everything the gateway process needs, validated."""
+
+    data_dir: Path
+    listen: Address = Address("127.0.0.1", 9092)
+    advertised_host: str | None = None
+    node_id: int = 0
+    cluster_id: str = "clientmetrics"
+    max_request_bytes: int = 100 * 1024 * 1024
+    admin_listen: Address | None = None
+    telemetry: TelemetryConfig = field(default_factory=TelemetryConfig)
+    exporters: tuple[ExporterSpec, ...] = (ExporterSpec("landing"),)
+    expiry_check_ms: int = 1000
+    shutdown_timeout_s: float = 10.0
+    workers: int = 1
+
+    def __post_init__(self) -> None:
+        if not 0 <= self.node_id <= 2**31 - 1:
+            raise ConfigurationError(f"node_id must be a non-negative int32, got {self.node_id}")
+        if self.max_request_bytes < 1024:
+            raise ConfigurationError("max_request_bytes must be at least 1024")
+        if self.workers < 1:
+            raise ConfigurationError("workers must be at least 1")
+        if not self.exporters:
+            raise ConfigurationError("at least one exporter is required")
+
+    @property
+    def advertised(self) -> Address:
+        """The address the gateway names for itself in Metadata."""
+        host = self.advertised_host or self.listen.host
+        if host in ("0.0.0.0", "::", ""):
+            host = "127.0.0.1"
+        return Address(host, self.listen.port)
+
+
+def _telemetry_from(section: Mapping[str, Any]) -> TelemetryConfig:
+    known = {f.name for f in fields(TelemetryConfig)}
+    values: dict[str, Any] = {}
+    for key, value in section.items():
+        name = key.replace(".", "_").replace("-", "_")
+        if name not in known:
+            raise ConfigurationError(f"unknown [telemetry] setting {key!r}")
+        if name == "accepted_compression_types":
+            values[name] = tuple(_compression_id(v) for v in value)
+        else:
+            values[name] = value
+    try:
+        return TelemetryConfig(**values)
+    except TypeError as exc:
+        raise ConfigurationError(f"[telemetry]: {exc}") from exc
+
+
+def _compression_id(value: object) -> int:
+    if isinstance(value, int):
+        return value
+    if isinstance(value, str) and value.lower() in COMPRESSION_IDS:
+        return COMPRESSION_IDS[value.lower()]
+    raise ConfigurationError(f"unknown compression type {value!r}")
+
+
+def _env_overrides(environ: Mapping[str, str]) -> dict[str, dict[str, str]]:
+    out: dict[str, dict[str, str]] = {}
+    for key, value in environ.items():
+        if key.startswith("CLIENTMETRICS_") and key.count("_") >= 2:
+            _, section, name = key.split("_", 2)
+            out.setdefault(section.lower(), {})[name.lower()] = value
+    return out
+
+
+def load_config(
+    path: Path | None,
+    *,
+    data_dir: Path | None = None,
+    overrides: Mapping[str, object] | None = None,
+    environ: Mapping[str, str] | None = None,
+) -> GatewayConfig:
+    """Build the configuration from a TOML file, the environment and explicit overrides."""
+    doc: dict[str, Any] = {}
+    if path is not None:
+        try:
+            doc = tomllib.loads(path.read_text())
+        except OSError as exc:
+            raise ConfigurationError(f"cannot read config file {path}: {exc.strerror}") from exc
+        except tomllib.TOMLDecodeError as exc:
+            raise ConfigurationError(f"config file {path} is not valid TOML: {exc}") from exc
+    unknown = set(doc) - {"gateway", "telemetry", "exporters"}
+    if unknown:
+        raise ConfigurationError(f"unknown config section(s): {', '.join(sorted(unknown))}")
+    env = _env_overrides(os.environ if environ is None else environ)
+    gateway: dict[str, Any] = {**doc.get("gateway", {}), **env.get("gateway", {})}
+    gateway.update({k: v for k, v in (overrides or {}).items() if v is not None})
+    telemetry = _telemetry_from({**doc.get("telemetry", {}), **_typed(env.get("telemetry", {}))})
+    exporters = tuple(
+        ExporterSpec(name, dict(options)) for name, options in doc.get("exporters", {}).items()
+    ) or (ExporterSpec("landing"),)
+    root = data_dir or gateway.pop("data_dir", None)
+    gateway.pop("data_dir", None)
+    if root is None:
+        raise ConfigurationError("a data directory is required (--data-dir)")
+    try:
+        config = GatewayConfig(data_dir=Path(root), telemetry=telemetry, exporters=exporters)
+        return replace(config, **_gateway_values(gateway))
+    except TypeError as exc:
+        raise ConfigurationError(f"[gateway]: {exc}") from exc
+
+
+def _typed(section: Mapping[str, str]) -> dict[str, object]:
+    return {k: int(v) if v.lstrip("-").isdigit() else v for k, v in section.items()}
+
+
+def _gateway_values(section: Mapping[str, Any]) -> dict[str, Any]:
+    out: dict[str, Any] = {}
+    for key, value in section.items():
+        try:
+            out.update(_gateway_value(key, value))
+        except ValueError as exc:
+            raise ConfigurationError(f"[gateway] {key}: invalid value {value!r}") from exc
+    return out
+
+
+def _gateway_value(key: str, value: Any) -> dict[str, Any]:
+    name = key.replace("-", "_")
+    if name in ("listen", "admin_listen"):
+        return {name: value if isinstance(value, Address) else Address.parse(str(value), name)}
+    if name in ("node_id", "max_request_bytes", "expiry_check_ms", "workers"):
+        return {name: int(value)}
+    if name in ("advertised_host", "cluster_id"):
+        return {name: str(value)}
+    if name == "shutdown_timeout_s":
+        return {name: float(value)}
+    raise ConfigurationError(f"unknown [gateway] setting {key!r}")

@@ -1,0 +1,175 @@
+"""DescribeConfigs, AlterConfigs, IncrementalAlterConfigs and ListConfigResources.
+
+CLIENT_METRICS (type 16) resources are answered here. Other resource types are the
+upstream cluster's business: in standalone mode they get a clear per-resource error,
+in proxy mode the proxy splits them off before they reach these handlers.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+from clientmetrics.gateway.build import build
+from clientmetrics.gateway.connection import ConnectionState
+from clientmetrics.gateway.subscriptions import Subscriptions
+from clientmetrics.telemetry.configs import ConfigError, apply_incremental, describe, validate
+from clientmetrics.wire import (
+    ErrorCode,
+    RequestHeader,
+    decode_request,
+    encode_response,
+    response_type,
+)
+
+CLIENT_METRICS = 16
+RESOURCE_TYPE_NAMES = {
+    2: "TOPIC",
+    4: "BROKER",
+    8: "BROKER_LOGGER",
+    16: "CLIENT_METRICS",
+    32: "GROUP",
+}
+LISTABLE_TYPES = frozenset(RESOURCE_TYPE_NAMES)
+
+
+def _not_served(resource_type: int) -> tuple[ErrorCode, str]:
+    kind = RESOURCE_TYPE_NAMES.get(resource_type, f"type {resource_type}")
+    return (
+        ErrorCode.INVALID_REQUEST,
+        f"Resource type {kind} is not served by this gateway in standalone mode; "
+        "only CLIENT_METRICS (16) resources are.",
+    )
+
+
+class ConfigHandlers:
+    """The config RPCs for client-metrics subscriptions."""
+
+    def __init__(self, subscriptions: Subscriptions) -> None:
+        self._subs = subscriptions
+
+    # -- DescribeConfigs ------------------------------------------------------
+    async def describe_configs(
+        self, conn: ConnectionState, header: RequestHeader, frame: bytes, offset: int
+    ) -> bytes:
+        _, body = decode_request(frame)
+        synonyms = bool(getattr(body, "include_synonyms", False))
+        documentation = bool(getattr(body, "include_documentation", False))
+        results = [
+            self._describe_one(resource, synonyms=synonyms, documentation=documentation)
+            for resource in body.resources
+        ]
+        cls = response_type(header.api_key, header.api_version)
+        return encode_response(header, build(cls, {"throttle_time": 0, "results": results}))
+
+    def _describe_one(
+        self, resource: Any, *, synonyms: bool, documentation: bool
+    ) -> dict[str, Any]:
+        rtype, name = int(resource.resource_type), str(resource.resource_name)
+        result: dict[str, Any] = {
+            "resource_type": rtype,
+            "resource_name": name,
+            "error_code": ErrorCode.NONE,
+            "error_message": None,
+            "configs": [],
+        }
+        if rtype != CLIENT_METRICS:
+            code, message = _not_served(rtype)
+            return {**result, "error_code": code, "error_message": message}
+        if not name:
+            return {
+                **result,
+                "error_code": ErrorCode.INVALID_REQUEST,
+                "error_message": "Client metrics subscription name must not be empty",
+            }
+        wanted = set(resource.configuration_keys) if resource.configuration_keys else None
+        entries = []
+        for entry in describe(self._subs.get(name)):
+            if wanted is not None and entry.name not in wanted:
+                continue
+            entries.append(
+                {
+                    "name": entry.name,
+                    "value": entry.value,
+                    "read_only": entry.read_only,
+                    "is_default": entry.source == 5,
+                    "config_source": entry.source,
+                    "is_sensitive": entry.sensitive,
+                    "synonyms": [{"name": entry.name, "value": entry.value, "source": entry.source}]
+                    if synonyms and entry.source != 5
+                    else [],
+                    "config_type": entry.config_type,
+                    "documentation": entry.documentation if documentation else None,
+                }
+            )
+        return {**result, "configs": entries}
+
+    # -- AlterConfigs / IncrementalAlterConfigs -----------------------------
+    async def alter_configs(
+        self, conn: ConnectionState, header: RequestHeader, frame: bytes, offset: int
+    ) -> bytes:
+        _, body = decode_request(frame)
+        responses = []
+        for resource in body.resources:
+            new = {c.name: c.value for c in resource.configs if c.value is not None}
+            responses.append(await self._alter_one(resource, lambda _cur, new=new: new, body))
+        return self._alter_response(header, responses)
+
+    async def incremental_alter_configs(
+        self, conn: ConnectionState, header: RequestHeader, frame: bytes, offset: int
+    ) -> bytes:
+        _, body = decode_request(frame)
+        responses = []
+        for resource in body.resources:
+            ops = [(c.name, int(c.config_operation), c.value) for c in resource.configs]
+            responses.append(
+                await self._alter_one(
+                    resource,
+                    lambda cur, ops=ops: apply_incremental(cur, ops),
+                    body,
+                )
+            )
+        return self._alter_response(header, responses)
+
+    async def _alter_one(self, resource: Any, change: Any, body: Any) -> dict[str, Any]:
+        rtype, name = int(resource.resource_type), str(resource.resource_name)
+        result: dict[str, Any] = {
+            "resource_type": rtype,
+            "resource_name": name,
+            "error_code": ErrorCode.NONE,
+            "error_message": None,
+        }
+        if rtype != CLIENT_METRICS:
+            code, message = _not_served(rtype)
+            return {**result, "error_code": code, "error_message": message}
+        try:
+            new: Mapping[str, str] = change(self._subs.get(name))
+            validate(name, new)
+        except ConfigError as exc:
+            return {**result, "error_code": exc.error_code, "error_message": exc.message}
+        if not body.validate_only:
+            await self._subs.put(name, new)
+        return result
+
+    @staticmethod
+    def _alter_response(header: RequestHeader, responses: list[dict[str, Any]]) -> bytes:
+        cls = response_type(header.api_key, header.api_version)
+        return encode_response(header, build(cls, {"throttle_time": 0, "responses": responses}))
+
+    # -- ListConfigResources (KIP-1000 v0, KIP-1142 v1) ---------------------
+    async def list_config_resources(
+        self, conn: ConnectionState, header: RequestHeader, frame: bytes, offset: int
+    ) -> bytes:
+        _, body = decode_request(frame)
+        types = {int(t) for t in getattr(body, "resource_types", ()) or ()}
+        code = ErrorCode.NONE
+        names: list[dict[str, Any]] = []
+        if types - LISTABLE_TYPES:
+            code = ErrorCode.UNSUPPORTED_VERSION
+        elif not types or CLIENT_METRICS in types:
+            names = [
+                {"resource_name": n, "resource_type": CLIENT_METRICS} for n in self._subs.names()
+            ]
+        values = {"throttle_time": 0, "error_code": code, "config_resources": names}
+        cls = response_type(header.api_key, header.api_version)
+        return encode_response(header, build(cls, values))

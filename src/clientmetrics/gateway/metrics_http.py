@@ -1,0 +1,100 @@
+"""The gateway's own metrics, in Prometheus text format on an admin port."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Callable, Iterator, Mapping
+
+import structlog
+from prometheus_client import CollectorRegistry, generate_latest
+from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
+from prometheus_client.registry import Collector
+
+log = structlog.get_logger("clientmetrics.gateway")
+
+#: name -> (kind, help); kind "counter" or "gauge". Names follow KIP-714's broker
+#: metrics (group client-metrics), Prometheus-style.
+METRICS: dict[str, tuple[str, str]] = {
+    "instance_count": ("gauge", "Client instances currently tracked"),
+    "unknown_subscription_request": ("counter", "Pushes with an unknown subscription id"),
+    "throttle": ("counter", "Get and Push requests throttled"),
+    "plugin_export": ("counter", "Pushes handed to the exporters successfully"),
+    "plugin_export_time_ms": ("counter", "Total time spent exporting, milliseconds"),
+    "plugin_export_time_max_ms": ("gauge", "Longest export so far, milliseconds"),
+    "plugin_error": ("counter", "Pushes the exporters failed to land"),
+    "push": ("counter", "PushTelemetry requests answered"),
+    "get_subscriptions": ("counter", "GetTelemetrySubscriptions requests answered"),
+    "connections": ("gauge", "Open client connections"),
+    "accepted_pushes": ("counter", "Pushes accepted (answered NONE), empty ones included"),
+    "empty_pushes": ("counter", "Accepted pushes with no metrics"),
+    "instances_expired": ("counter", "Client instances removed by expiry"),
+    "instances_evicted": ("counter", "Client instances dropped because the registry was full"),
+}
+
+
+class _GatewayCollector(Collector):
+    def __init__(self, read: Callable[[], Mapping[str, float]]) -> None:
+        self._read = read
+
+    def collect(self) -> Iterator[Metric]:
+        values = self._read()
+        for name, (kind, text) in METRICS.items():
+            if name not in values:
+                continue
+            full = f"kafka_server_client_metrics_{name}"
+            family: Metric
+            if kind == "counter":
+                family = CounterMetricFamily(full, text, value=values[name])
+            else:
+                family = GaugeMetricFamily(full, text, value=values[name])
+            yield family
+
+
+class MetricsServer:
+    """A tiny HTTP server answering ``GET /metrics``; everything else is 404."""
+
+    def __init__(self, read: Callable[[], Mapping[str, float]]) -> None:
+        self._registry = CollectorRegistry(auto_describe=False)
+        self._registry.register(_GatewayCollector(read))
+        self._server: asyncio.Server | None = None
+
+    async def start(self, host: str, port: int) -> int:
+        self._server = await asyncio.start_server(self._handle, host, port)
+        bound: int = self._server.sockets[0].getsockname()[1]
+        return bound
+
+    async def _handle(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        try:
+            request = await asyncio.wait_for(reader.readuntil(b"\r\n\r\n"), timeout=5)
+            path = request.split(b" ", 2)[1] if request.count(b" ") >= 2 else b""
+            if path.split(b"?")[0] == b"/metrics":
+                body = generate_latest(self._registry)
+                status = b"200 OK"
+                ctype = b"text/plain; version=0.0.4; charset=utf-8"
+            else:
+                body, status, ctype = b"not found\n", b"404 Not Found", b"text/plain"
+            writer.write(
+                b"HTTP/1.1 "
+                + status
+                + b"\r\nContent-Type: "
+                + ctype
+                + b"\r\nContent-Length: "
+                + str(len(body)).encode()
+                + b"\r\nConnection: close\r\n\r\n"
+                + body
+            )
+            await writer.drain()
+        except (
+            TimeoutError,
+            asyncio.IncompleteReadError,
+            asyncio.LimitOverrunError,
+            ConnectionError,
+        ):
+            pass
+        finally:
+            writer.close()
+
+    async def close(self) -> None:
+        if self._server is not None:
+            self._server.close()
+            await self._server.wait_closed()

@@ -1,0 +1,242 @@
+"""The gateway process: one asyncio server wiring connections, handlers, store and exporters."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import random
+import signal
+from collections.abc import Coroutine, Sequence
+from typing import Any
+
+import structlog
+
+from clientmetrics.exporters.base import Exporter
+from clientmetrics.exporters.registry import load_exporters
+from clientmetrics.gateway.cluster import API_VERSIONS, METADATA, ClusterHandlers
+from clientmetrics.gateway.config import GatewayConfig
+from clientmetrics.gateway.config_rpcs import ConfigHandlers
+from clientmetrics.gateway.connection import ConnectionState, Dispatcher, Handler, serve_connection
+from clientmetrics.gateway.metrics_http import MetricsServer
+from clientmetrics.gateway.subscriptions import Subscriptions
+from clientmetrics.gateway.telemetry_rpcs import (
+    GET_TELEMETRY_SUBSCRIPTIONS,
+    PUSH_TELEMETRY,
+    TelemetryHandlers,
+    now_ms,
+)
+from clientmetrics.store.base import SubscriptionStore
+from clientmetrics.store.sqlite import SqliteSubscriptionStore
+from clientmetrics.telemetry.manager import ClientMetricsManager
+from clientmetrics.wire import SERVED, RequestHeader
+
+log = structlog.get_logger("clientmetrics.gateway")
+
+DESCRIBE_CONFIGS, ALTER_CONFIGS, INCREMENTAL_ALTER_CONFIGS, LIST_CONFIG_RESOURCES = 32, 33, 44, 74
+#: What the standalone gateway answers, and so advertises in ApiVersions.
+STANDALONE_APIS = (
+    API_VERSIONS,
+    METADATA,
+    DESCRIBE_CONFIGS,
+    ALTER_CONFIGS,
+    INCREMENTAL_ALTER_CONFIGS,
+    GET_TELEMETRY_SUBSCRIPTIONS,
+    PUSH_TELEMETRY,
+    LIST_CONFIG_RESOURCES,
+)
+
+
+class Gateway:
+    """A KIP-714 telemetry endpoint that Kafka clients treat as a broker."""
+
+    def __init__(
+        self,
+        config: GatewayConfig,
+        *,
+        store: SubscriptionStore | None = None,
+        exporters: Sequence[Exporter] | None = None,
+        reuse_port: bool = False,
+    ) -> None:
+        self.config = config
+        self.manager = ClientMetricsManager(config.telemetry, rng=random.SystemRandom())
+        self._store = store
+        self._exporters = list(exporters) if exporters is not None else None
+        self._reuse_port = reuse_port
+        self._server: asyncio.Server | None = None
+        self._metrics: MetricsServer | None = None
+        self._subscriptions: Subscriptions | None = None
+        self._tasks: set[asyncio.Task[Any]] = set()
+        self._connections: dict[int, ConnectionState] = {}
+        self._dispatcher: Dispatcher | None = None
+        self._stats = {"push": 0, "get_subscriptions": 0}
+        self.port = 0
+        self.metrics_port: int | None = None
+
+    @property
+    def exporters(self) -> list[Exporter]:
+        return list(self._exporters or [])
+
+    async def start(self) -> None:
+        """Open the store and exporters, then listen. Raises on a bad configuration."""
+        cfg = self.config
+        cfg.data_dir.mkdir(parents=True, exist_ok=True)
+        if self._store is None:
+            self._store = SqliteSubscriptionStore(cfg.data_dir / "subscriptions.db")
+        if self._exporters is None:
+            self._exporters = load_exporters(
+                [(spec.name, spec.options) for spec in cfg.exporters], cfg.data_dir
+            )
+        for exporter in self._exporters:
+            await exporter.start()
+        self._subscriptions = Subscriptions(self._store, self.manager)
+        await self._subscriptions.start()
+        self._server = await asyncio.start_server(
+            self._on_client,
+            cfg.listen.host,
+            cfg.listen.port,
+            reuse_port=self._reuse_port or None,
+            backlog=4096,
+        )
+        self.port = self._server.sockets[0].getsockname()[1]
+        self._dispatcher = self._build_dispatcher()
+        self._spawn(self._expire_loop())
+        if cfg.admin_listen is not None:
+            self._metrics = MetricsServer(self.metrics_snapshot)
+            self.metrics_port = await self._metrics.start(
+                cfg.admin_listen.host, cfg.admin_listen.port
+            )
+        log.info(
+            "gateway_started",
+            listen=f"{cfg.listen.host}:{self.port}",
+            node_id=cfg.node_id,
+            data_dir=str(cfg.data_dir),
+            metrics_port=self.metrics_port,
+            exporters=[e.name for e in self._exporters],
+        )
+
+    def _build_dispatcher(self) -> Dispatcher:
+        assert self._subscriptions is not None
+        assert self._exporters is not None
+        cfg = self.config
+        cluster = ClusterHandlers(
+            node_id=cfg.node_id,
+            host=cfg.advertised.host,
+            port=self.port,
+            cluster_id=cfg.cluster_id,
+            advertised={key: SERVED[key] for key in STANDALONE_APIS},
+        )
+        telemetry = TelemetryHandlers(self.manager, self._exporters)
+        configs = ConfigHandlers(self._subscriptions)
+        handlers: dict[int, Handler] = {
+            API_VERSIONS: cluster.api_versions,
+            METADATA: cluster.metadata,
+            GET_TELEMETRY_SUBSCRIPTIONS: self._counted(
+                "get_subscriptions", telemetry.get_subscriptions
+            ),
+            PUSH_TELEMETRY: self._counted("push", telemetry.push),
+            DESCRIBE_CONFIGS: configs.describe_configs,
+            ALTER_CONFIGS: configs.alter_configs,
+            INCREMENTAL_ALTER_CONFIGS: configs.incremental_alter_configs,
+            LIST_CONFIG_RESOURCES: configs.list_config_resources,
+        }
+        return Dispatcher(handlers)
+
+    def _counted(self, name: str, handler: Handler) -> Handler:
+        async def counted(
+            conn: ConnectionState, header: RequestHeader, frame: bytes, offset: int
+        ) -> bytes | None:
+            self._stats[name] += 1
+            return await handler(conn, header, frame, offset)
+
+        return counted
+
+    def _spawn(self, coro: Coroutine[Any, Any, None]) -> None:
+        task = asyncio.ensure_future(coro)
+        self._tasks.add(task)
+        task.add_done_callback(self._tasks.discard)
+
+    async def _on_client(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        assert self._dispatcher is not None
+        task = asyncio.current_task()
+        if task is not None:
+            self._tasks.add(task)
+            task.add_done_callback(self._tasks.discard)
+        await serve_connection(
+            reader,
+            writer,
+            self._dispatcher,
+            node_id=self.config.node_id,
+            max_request_bytes=self.config.max_request_bytes,
+            on_open=self._opened,
+            on_close=self._closed,
+        )
+
+    def _opened(self, conn: ConnectionState) -> None:
+        self._connections[conn.connection_id] = conn
+
+    def _closed(self, conn: ConnectionState) -> None:
+        self._connections.pop(conn.connection_id, None)
+        self.manager.connection_closed(conn.connection_id)
+
+    async def _expire_loop(self) -> None:
+        while True:
+            await asyncio.sleep(self.config.expiry_check_ms / 1000)
+            removed = self.manager.expire(now_ms())
+            if removed:
+                log.debug("instances_expired", count=removed)
+
+    def metrics_snapshot(self) -> dict[str, float]:
+        """Counters for ``/metrics`` and the dashboard."""
+        stats = self.manager.stats
+        values: dict[str, float] = {
+            "instance_count": stats.instance_count,
+            "unknown_subscription_request": stats.unknown_subscription_requests,
+            "throttle": stats.throttles,
+            "plugin_export": stats.exports,
+            "plugin_export_time_ms": stats.export_time_ms_sum,
+            "plugin_export_time_max_ms": stats.export_time_ms_max,
+            "plugin_error": stats.export_errors,
+            "accepted_pushes": stats.accepted_pushes,
+            "empty_pushes": stats.empty_pushes,
+            "instances_expired": stats.instances_expired,
+            "instances_evicted": stats.instances_evicted,
+        }
+        values.update({k: float(v) for k, v in self._stats.items()})
+        values["connections"] = float(len(self._connections))
+        return values
+
+    async def close(self) -> None:
+        """Stop listening, finish or cancel in-flight work, flush the exporters."""
+        timeout = self.config.shutdown_timeout_s
+        if self._server is not None:
+            self._server.close()
+        if self._metrics is not None:
+            await self._metrics.close()
+        tasks = [t for t in self._tasks if not t.done()]
+        for task in tasks:
+            task.cancel()
+        if tasks:
+            await asyncio.wait(tasks, timeout=timeout)
+        for exporter in self._exporters or []:
+            try:
+                await exporter.close(timeout)
+            except Exception:  # one exporter failing to close must not stop the others
+                log.exception("exporter_close_failed", exporter=exporter.name)
+        if self._subscriptions is not None:
+            await self._subscriptions.close()
+        log.info("gateway_stopped")
+
+    async def run_until_signalled(self) -> None:
+        """Serve until SIGTERM or SIGINT, then drain and return."""
+        stop = asyncio.Event()
+        loop = asyncio.get_running_loop()
+        for sig in (signal.SIGTERM, signal.SIGINT):
+            loop.add_signal_handler(sig, stop.set)
+        await self.start()
+        try:
+            await stop.wait()
+        finally:
+            with contextlib.suppress(NotImplementedError):
+                for sig in (signal.SIGTERM, signal.SIGINT):
+                    loop.remove_signal_handler(sig)
+            await self.close()

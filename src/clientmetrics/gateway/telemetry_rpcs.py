@@ -1,0 +1,121 @@
+"""GetTelemetrySubscriptions (71) and PushTelemetry (72): the manager plus the exporters."""
+
+from __future__ import annotations
+
+import asyncio
+import time
+import uuid
+from collections.abc import Sequence
+
+import structlog
+
+from clientmetrics.exporters.base import Exporter, ExportError
+from clientmetrics.gateway.build import build
+from clientmetrics.gateway.connection import ConnectionState
+from clientmetrics.telemetry.manager import ClientMetricsManager
+from clientmetrics.telemetry.model import AcceptedPush
+from clientmetrics.wire import (
+    ErrorCode,
+    RequestHeader,
+    decode_request,
+    encode_response,
+    response_type,
+)
+
+log = structlog.get_logger("clientmetrics.gateway")
+
+GET_TELEMETRY_SUBSCRIPTIONS = 71
+PUSH_TELEMETRY = 72
+
+
+def now_ms() -> int:
+    """Wall-clock epoch milliseconds: the only clock the telemetry core sees."""
+    return time.time_ns() // 1_000_000
+
+
+class TelemetryHandlers:
+    """Answers the two KIP-714 RPCs (v0, and v1 with the KIP-1313 header id)."""
+
+    def __init__(self, manager: ClientMetricsManager, exporters: Sequence[Exporter]) -> None:
+        self._manager = manager
+        self._exporters = tuple(exporters)
+
+    @staticmethod
+    def _instance_id(header: RequestHeader, body: object) -> uuid.UUID | None:
+        if header.api_version >= 1:
+            return header.client_instance_id
+        value = getattr(body, "client_instance_id", None)
+        return value if isinstance(value, uuid.UUID) else None
+
+    async def get_subscriptions(
+        self, conn: ConnectionState, header: RequestHeader, frame: bytes, offset: int
+    ) -> bytes:
+        _, body = decode_request(frame)
+        result = self._manager.get_telemetry_subscriptions(
+            self._instance_id(header, body), conn.context(), now_ms()
+        )
+        values = {
+            "throttle_time": result.throttle_time_ms,
+            "error_code": result.error_code,
+            "client_instance_id": result.client_instance_id
+            if result.error_code is ErrorCode.NONE
+            else uuid.UUID(int=0),
+            "subscription_id": result.subscription_id,
+            "accepted_compression_types": result.accepted_compression_types,
+            "push_interval": result.push_interval_ms,
+            "telemetry_max_bytes": result.telemetry_max_bytes,
+            "delta_temporality": result.delta_temporality,
+            "requested_metrics": result.requested_metrics,
+        }
+        if result.error_code is not ErrorCode.NONE:
+            values.update(
+                subscription_id=0,
+                accepted_compression_types=(),
+                push_interval=0,
+                telemetry_max_bytes=0,
+                delta_temporality=False,
+                requested_metrics=(),
+            )
+        cls = response_type(header.api_key, header.api_version)
+        return encode_response(header, build(cls, values))
+
+    async def push(
+        self, conn: ConnectionState, header: RequestHeader, frame: bytes, offset: int
+    ) -> bytes:
+        _, body = decode_request(frame)
+        result = self._manager.push_telemetry(
+            self._instance_id(header, body),
+            int(body.subscription_id),
+            bool(body.terminating),
+            int(body.compression_type),
+            bytes(body.metrics or b""),
+            conn.context(),
+            now_ms(),
+        )
+        code = result.error_code
+        if result.accepted is not None:
+            code = await self._export(result.accepted)
+        cls = response_type(header.api_key, header.api_version)
+        return encode_response(header, build(cls, {"throttle_time": 0, "error_code": code}))
+
+    async def _export(self, push: AcceptedPush) -> ErrorCode:
+        """Land the push in every exporter; answer NONE only once all have it durably.
+
+        An exporter failure is answered with THROTTLING_QUOTA_EXCEEDED, not Kafka's
+        INVALID_RECORD: the data was not landed, and 89 makes a client retry after
+        its interval instead of disabling telemetry for good over a full disk.
+        """
+        started = time.perf_counter()
+        try:
+            if len(self._exporters) == 1:
+                await self._exporters[0].export(push)
+            else:
+                await asyncio.gather(*(e.export(push) for e in self._exporters))
+        except ExportError as exc:
+            self._manager.record_export((time.perf_counter() - started) * 1000, ok=False)
+            log.error(
+                "export_failed", error=str(exc), client_instance_id=str(push.client_instance_id)
+            )
+            return ErrorCode.THROTTLING_QUOTA_EXCEEDED
+        self._manager.record_export((time.perf_counter() - started) * 1000, ok=True)
+        return ErrorCode.NONE

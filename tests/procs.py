@@ -1,0 +1,120 @@
+"""Start and stop real processes for integration tests (gateway, Tansu), by PID."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import threading
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+
+BIN = Path(sys.executable).parent
+
+
+@dataclass
+class GatewayProcess:
+    """A `clientmetrics serve` child process listening on an ephemeral port."""
+
+    data_dir: Path
+    config_text: str = ""
+    extra_args: tuple[str, ...] = ()
+    port: int = 0
+    metrics_port: int | None = None
+    proc: subprocess.Popen[bytes] | None = None
+    log_lines: list[dict[str, object]] = field(default_factory=list)
+    _reader: threading.Thread | None = None
+
+    def start(self, timeout: float = 30.0) -> GatewayProcess:
+        self.data_dir.mkdir(parents=True, exist_ok=True)
+        args = [
+            str(BIN / "clientmetrics"),
+            "serve",
+            "--listen",
+            f"127.0.0.1:{self.port}",
+            "--data-dir",
+            str(self.data_dir),
+            "--admin-listen",
+            "127.0.0.1:0",
+            "--log-format",
+            "json",
+            *self.extra_args,
+        ]
+        if self.config_text:
+            cfg = self.data_dir / "gateway.toml"
+            cfg.write_text(self.config_text)
+            args += ["--config", str(cfg)]
+        self.log_lines = []
+        self.proc = subprocess.Popen(args, stderr=subprocess.PIPE, stdout=subprocess.DEVNULL)
+        started = threading.Event()
+        self._reader = threading.Thread(target=self._read_logs, args=(started,), daemon=True)
+        self._reader.start()
+        if not started.wait(timeout):
+            self.stop()
+            raise RuntimeError(f"gateway did not start: {self.log_lines[-5:]}")
+        return self
+
+    def _read_logs(self, started: threading.Event) -> None:
+        assert self.proc is not None
+        assert self.proc.stderr is not None
+        for raw in self.proc.stderr:
+            try:
+                line = json.loads(raw)
+            except ValueError:
+                line = {"event": "raw", "text": raw.decode(errors="replace").rstrip()}
+            self.log_lines.append(line)
+            if line.get("event") == "gateway_started":
+                listen = str(line["listen"])
+                self.port = int(listen.rsplit(":", 1)[1])
+                mp = line.get("metrics_port")
+                self.metrics_port = int(mp) if isinstance(mp, int) else None
+                started.set()
+
+    @property
+    def bootstrap(self) -> str:
+        return f"127.0.0.1:{self.port}"
+
+    def stop(self, timeout: float = 20.0) -> int:
+        """SIGTERM, wait; SIGKILL if it does not exit in time. Returns the exit code."""
+        if self.proc is None:
+            return 0
+        if self.proc.poll() is None:
+            self.proc.send_signal(signal.SIGTERM)
+            try:
+                self.proc.wait(timeout)
+            except subprocess.TimeoutExpired:
+                os.kill(self.proc.pid, signal.SIGKILL)
+                self.proc.wait()
+        if self._reader is not None:
+            self._reader.join(5)
+        code = self.proc.returncode
+        self.proc = None
+        for line in self.log_lines:  # shown by pytest when the test fails
+            if line.get("level") in ("warning", "error", "critical") or line.get("event") == "raw":
+                print("gateway:", line)
+        return code
+
+    def kill(self) -> None:
+        """SIGKILL: a crash, nothing flushed."""
+        if self.proc is not None:
+            os.kill(self.proc.pid, signal.SIGKILL)
+            self.proc.wait()
+            self.proc = None
+
+    def events(self, name: str) -> list[dict[str, object]]:
+        return [line for line in self.log_lines if line.get("event") == name]
+
+
+def wait_for(
+    predicate: object, timeout: float, interval: float = 0.2, what: str = "condition"
+) -> None:
+    """Poll ``predicate()`` until true; fail the test with ``what`` after ``timeout``."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if predicate():  # type: ignore[operator]
+            return
+        time.sleep(interval)
+    raise AssertionError(f"timed out after {timeout}s waiting for {what}")
