@@ -22,7 +22,7 @@ PRODUCER_PREFIX = "org.apache.kafka.producer."
 CONSUMER_PREFIX = "org.apache.kafka.consumer."
 
 
-def make_ctx(  # noqa: PLR0917 - a test factory with defaults
+def make_ctx(
     connection_id: int = 1,
     client_id: str = "probe-client",
     software_name: str = "librdkafka",

@@ -144,16 +144,18 @@ def test_expire_handles_many_instances_in_buckets() -> None:
 
 def test_registry_skips_stale_wheel_entries() -> None:
     """A key removed and re-added is expired once, at its new deadline."""
-    registry = InstanceRegistry(max_instances=10)
-    plan = resolve_plan([], 300000)
+    registry = InstanceRegistry(max_instances=10, min_expiry_ms=0)
+    plan = resolve_plan([], 1000)  # expiry 3 x 1000 ms
     first = ClientInstance(5 << 64, make_ctx(), plan, 0)
     registry.add(first)
-    registry.arm(first, 1000)
+    registry.arm(first, 0)
     registry.remove(first)
     second = ClientInstance(5 << 64, make_ctx(), plan, 0)
     registry.add(second)
-    registry.arm(second, 5000)
-    assert registry.expire(1000) == 0
+    registry.arm(second, 4000)
+    assert registry.deadline(second) == 7000
+    assert registry.expire(3000) == 0
     assert 5 << 64 in registry
-    assert registry.expire(5000) == 1
+    assert registry.expire(6999) == 0
+    assert registry.expire(7000) == 1
     assert len(registry) == 0

@@ -29,16 +29,18 @@ _NOT_FILED = -1
 class ClientInstance:
     """One client instance's broker-side state (Kafka ``ClientMetricsInstance``)."""
 
+    # Every field is a reference to a shared object where possible (ctx, plan,
+    # version, error, flags, the caller's now_ms); the SubscriptionId and the
+    # expiry deadline are derived rather than stored, to keep ints per instance few.
     __slots__ = (
         "ctx",
-        "expires_at_ms",
         "key",
         "last_error",
         "last_get_ms",
         "last_push_ms",
+        "last_seen_ms",
         "plan",
         "push_granted",
-        "subscription_id",
         "terminating",
         "version",
         "wheel_slot",
@@ -48,13 +50,12 @@ class ClientInstance:
         self.key = key
         self.ctx = ctx
         self.wheel_slot = _NOT_FILED
-        self.expires_at_ms = NEVER
+        self.last_seen_ms = NEVER
         self.reset(plan, version)
 
     def reset(self, plan: SubscriptionPlan, version: int) -> None:
         """Start afresh under a new plan: Kafka re-creates the instance on a subscription change."""
         self.plan = plan
-        self.subscription_id = plan.subscription_id_for(uuid.UUID(int=self.key))
         self.version = version
         self.last_get_ms = NEVER
         self.last_push_ms = NEVER
@@ -64,24 +65,40 @@ class ClientInstance:
         self.terminating = False
 
     @property
+    def subscription_id(self) -> int:
+        """The SubscriptionId this instance was given."""
+        return self.plan.subscription_id_for_key(self.key)
+
+    @property
     def client_instance_id(self) -> uuid.UUID:
         """The instance id as a UUID (built on demand; only the int is stored)."""
         return uuid.UUID(int=self.key)
 
 
+class _Bucket:
+    """The keys filed under one wheel slot."""
+
+    __slots__ = ("keys", "slot")
+
+    def __init__(self, slot: int) -> None:
+        self.slot = slot
+        self.keys: list[int] = []
+
+
 class InstanceRegistry:
     """Instances by id, in least-recently-used order, with expiry and disconnect removal."""
 
-    __slots__ = ("_bucket_ms", "_by_conn", "_by_key", "_due", "_max", "_wheel")
+    __slots__ = ("_bucket_ms", "_by_conn", "_by_key", "_due", "_max", "_min_expiry", "_wheel")
 
-    def __init__(self, max_instances: int, bucket_ms: int = 1000) -> None:
+    def __init__(self, max_instances: int, min_expiry_ms: int, bucket_ms: int = 1000) -> None:
         self._max = max_instances
+        self._min_expiry = min_expiry_ms
         self._bucket_ms = bucket_ms
         self._by_key: OrderedDict[int, ClientInstance] = OrderedDict()
         # connection id -> the key it created, or a set when it created several
         # (a proxy or simulator); the common single case costs no set.
         self._by_conn: dict[int, int | set[int]] = {}
-        self._wheel: dict[int, list[int]] = {}
+        self._wheel: dict[int, _Bucket] = {}
         self._due: list[int] = []  # heap of wheel slots present in _wheel
 
     def __len__(self) -> int:
@@ -135,10 +152,15 @@ class InstanceRegistry:
         elif existing == instance.key:
             del self._by_conn[conn]
 
-    def arm(self, instance: ClientInstance, expires_at_ms: int) -> None:
-        """Set the deadline; file the instance only if its bucket would be too late."""
-        instance.expires_at_ms = expires_at_ms
-        slot = self._slot(expires_at_ms)
+    def deadline(self, instance: ClientInstance) -> int:
+        """When ``instance`` expires: ``max(min expiry, 3 x interval)`` after its last request."""
+        interval = instance.plan.push_interval_ms
+        return instance.last_seen_ms + max(self._min_expiry, 3 * interval)
+
+    def arm(self, instance: ClientInstance, now_ms: int) -> None:
+        """Re-arm the expiry from ``now_ms``; re-file only if the bucket would be too late."""
+        instance.last_seen_ms = now_ms
+        slot = self._slot(self.deadline(instance))
         if instance.wheel_slot == _NOT_FILED or slot < instance.wheel_slot:
             self._file(instance, slot)
 
@@ -146,13 +168,13 @@ class InstanceRegistry:
         return at_ms // self._bucket_ms  # a bucket is visited once its start has passed
 
     def _file(self, instance: ClientInstance, slot: int) -> None:
-        instance.wheel_slot = slot
-        keys = self._wheel.get(slot)
-        if keys is None:
-            self._wheel[slot] = [instance.key]
+        bucket = self._wheel.get(slot)
+        if bucket is None:
+            bucket = self._wheel[slot] = _Bucket(slot)
             heapq.heappush(self._due, slot)
-        else:
-            keys.append(instance.key)
+        # The bucket's own int object: a million instances share a few slot ints.
+        instance.wheel_slot = bucket.slot
+        bucket.keys.append(instance.key)
 
     def expire(self, now_ms: int) -> int:
         """Remove every instance whose deadline is at or before ``now_ms``; return how many."""
@@ -160,18 +182,18 @@ class InstanceRegistry:
         not_yet: list[ClientInstance] = []
         while self._due and self._due[0] * self._bucket_ms <= now_ms:
             slot = heapq.heappop(self._due)
-            for key in self._wheel.pop(slot):
+            for key in self._wheel.pop(slot).keys:
                 instance = self._by_key.get(key)
                 if instance is None or instance.wheel_slot != slot:
                     continue  # removed, or re-filed into an earlier bucket
-                if instance.expires_at_ms <= now_ms:
+                if self.deadline(instance) <= now_ms:
                     self.remove(instance)
                     removed += 1
                 else:
                     not_yet.append(instance)
         # Re-filed after the loop: the bucket holding `now` is only partly due.
         for instance in not_yet:
-            self._file(instance, self._slot(instance.expires_at_ms))
+            self._file(instance, self._slot(self.deadline(instance)))
         return removed
 
     def connection_closed(self, connection_id: int) -> int:

@@ -122,7 +122,7 @@ class ClientMetricsManager:
         # Instances matching the same subscriptions share one plan object.
         self._plans: dict[tuple[str, ...], SubscriptionPlan] = {}
         self._version = 0
-        self._registry = InstanceRegistry(config.max_instances)
+        self._registry = InstanceRegistry(config.max_instances, config.min_expiry_ms)
         self._stats = StatsRecorder()
         self._push_gap = 1.0 - config.early_push_tolerance
 
@@ -194,7 +194,7 @@ class ClientMetricsManager:
         """Find or create the instance and re-arm its expiry (Kafka ``clientInstance``)."""
         key = client_instance_id.int
         instance = self._registry.get(key)
-        if instance is not None and instance.expires_at_ms <= now_ms:
+        if instance is not None and self._registry.deadline(instance) <= now_ms:
             # Past its deadline but not yet reaped: behave as if the timer had fired.
             self._registry.remove(instance)
             self._stats.instances_expired += 1
@@ -209,9 +209,7 @@ class ClientMetricsManager:
                 # Matched again with the metadata captured when the instance was created.
                 instance.reset(self._plan_for(client_instance_id, instance.ctx), self._version)
             self._registry.touch(instance)
-        interval = instance.plan.push_interval_ms
-        expiry = max(self._config.min_expiry_ms, 3 * interval)
-        self._registry.arm(instance, now_ms + expiry)
+        self._registry.arm(instance, now_ms)
         return instance
 
     def connection_closed(self, connection_id: int) -> None:
@@ -262,7 +260,7 @@ class ClientMetricsManager:
 
     # -- PushTelemetry -------------------------------------------------------
 
-    def push_telemetry(  # noqa: PLR0917 - mirrors the request's fields, as the gateway calls it
+    def push_telemetry(
         self,
         client_instance_id: uuid.UUID | None,
         subscription_id: int,

@@ -60,7 +60,12 @@ class SubscriptionPlan:
 
     def subscription_id_for(self, instance: uuid.UUID) -> int:
         """This plan's SubscriptionId for one client instance."""
-        return _int32(self.crc ^ uuid_hash_code(instance))
+        return self.subscription_id_for_key(instance.int)
+
+    def subscription_id_for_key(self, key: int) -> int:
+        """The same, from the id's 128-bit integer (cheap enough not to store per instance)."""
+        x = (key >> 64) ^ (key & _MASK64)
+        return _int32(self.crc ^ (x >> 32) ^ x)
 
 
 def resolve_plan(matched: Iterable[Subscription], default_interval_ms: int) -> SubscriptionPlan:
