@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import os
 import shutil
 import signal
@@ -10,9 +11,10 @@ import sys
 from pathlib import Path
 
 import pyarrow.parquet as pq
+import pytest
 from landing_helpers import BASE_MS, build_push, landed_files, read_landing
 
-from clientmetrics.exporters import LandingExporter, LandingOptions
+from clientmetrics.exporters import LandingExporter, LandingOptions, landing
 from clientmetrics.exporters.wal import MAGIC, encode_record, segment_name
 
 CRASH_WRITER = Path(__file__).with_name("crash_writer.py")
@@ -137,3 +139,19 @@ async def test_live_writer_dir_is_not_recovered(tmp_path: Path) -> None:
     await writer.close(timeout_s=10)
     assert _client_ids(tmp_path) == ["c0"]
     assert os.listdir(tmp_path / "landing" / ".wal") == []
+
+
+async def test_running_writer_recovers_a_writer_that_died_later(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(landing, "RECOVER_EVERY_S", 0.05)
+    survivor = LandingExporter(tmp_path, LandingOptions(roll_seconds=60))
+    await survivor.start()
+    _write_orphan_segment(tmp_path, [encode_record(build_push(i)) for i in range(3)], b"")
+    for _ in range(300):
+        if _parquet_files(tmp_path):
+            break
+        await asyncio.sleep(0.01)
+    assert sorted(_client_ids(tmp_path)) == ["c0", "c1", "c2"]
+    assert survivor.stats.recovered_files == 1
+    await survivor.close(timeout_s=10)

@@ -31,6 +31,8 @@ from clientmetrics.telemetry.model import AcceptedPush
 
 log = structlog.get_logger(__name__)
 _SEALED_BACKLOG = 8
+#: How often a running exporter looks for WAL left by writers that died since.
+RECOVER_EVERY_S = 30.0
 
 
 @dataclass(frozen=True, slots=True)
@@ -124,15 +126,19 @@ class LandingExporter:
             asyncio.create_task(self._commit_loop(), name="landing-commit"),
             asyncio.create_task(self._roll_loop(), name="landing-roll"),
             asyncio.create_task(self._convert_loop(), name="landing-convert"),
+            asyncio.create_task(self._recover_loop(), name="landing-recover"),
         ]
 
     def _claim_and_recover(self) -> None:
         self._layout.create()
-        self._writer_dir.mkdir()
-        files.fsync_dir(self._layout.wal)
         self._lock_fd = files.lock_writer_dir(self._writer_dir)
         if self._lock_fd is None:
-            raise OSError(f"writer directory {self._writer_dir} is locked by another process")
+            raise OSError(f"writer {self.writer_id} is locked by another process")
+        self._writer_dir.mkdir()
+        files.fsync_dir(self._layout.wal)
+        self._recover()
+
+    def _recover(self) -> None:
         recovered = files.recover_orphans(self._layout, self.writer_id)
         self._counts["recovered"] += sum(1 for r in recovered if r.rows and not r.already_landed)
 
@@ -276,6 +282,17 @@ class LandingExporter:
                 and loop.time() - segment.opened_at >= self._options.roll_seconds
             ):
                 self._seal_current()
+
+    async def _recover_loop(self) -> None:
+        # Several gateway processes may share the data dir; when one dies, another
+        # that is still running lands its acknowledged pushes without a restart.
+        loop = asyncio.get_running_loop()
+        while True:
+            await asyncio.sleep(RECOVER_EVERY_S)
+            try:
+                await loop.run_in_executor(self._file_thread, self._recover)
+            except (OSError, pa.ArrowException) as exc:
+                log.error("landing.recover_failed", error=str(exc))
 
     async def _convert_loop(self) -> None:
         loop = asyncio.get_running_loop()

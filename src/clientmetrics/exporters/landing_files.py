@@ -40,7 +40,7 @@ SCHEMA = pa.schema(
         pa.field("payload", pa.binary()),
     ]
 )
-LOCK_NAME = "lock"
+LOCK_SUFFIX = ".lock"
 
 
 @dataclass(frozen=True, slots=True)
@@ -181,13 +181,19 @@ def segments_in(writer_dir: Path) -> list[Path]:
     )
 
 
+def _lock_path(writer_dir: Path) -> Path:
+    # The lock sits beside the directory, not in it: a writer takes its lock before
+    # it creates its directory, so a directory whose lock can be taken is orphaned.
+    return writer_dir.with_name(writer_dir.name + LOCK_SUFFIX)
+
+
 def lock_writer_dir(writer_dir: Path) -> int | None:
-    """Take the writer directory's lock; the fd while held, None if a live process has it.
+    """Take a writer's lock; the fd while held, None if a live process holds it.
 
     ``flock`` locks belong to the open file, so they also exclude a second exporter
     in the same process, and the kernel drops them when the owner dies.
     """
-    fd = os.open(writer_dir / LOCK_NAME, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o644)
+    fd = os.open(_lock_path(writer_dir), os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o644)
     try:
         fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
     except BlockingIOError:
@@ -200,12 +206,14 @@ def lock_writer_dir(writer_dir: Path) -> int | None:
 
 
 def retire_writer_dir(writer_dir: Path, lock_fd: int) -> None:
-    """Remove an emptied writer directory, then release its lock."""
+    """Remove an emptied writer directory, then its lock file, then release the lock."""
     try:
-        if not segments_in(writer_dir):
-            (writer_dir / LOCK_NAME).unlink(missing_ok=True)
-            with contextlib.suppress(OSError):
+        if not writer_dir.exists() or not segments_in(writer_dir):
+            with contextlib.suppress(FileNotFoundError):
                 writer_dir.rmdir()
+            # Unlinked only while held and after the directory is gone, so nobody
+            # can lock a fresh lock file for a directory that still has segments.
+            _lock_path(writer_dir).unlink(missing_ok=True)
             fsync_dir(writer_dir.parent)
     finally:
         os.close(lock_fd)
@@ -217,15 +225,13 @@ def recover_orphans(layout: Layout, own_writer_id: str) -> list[Converted]:
     for writer_dir in sorted(p for p in layout.wal.iterdir() if p.is_dir()):
         if writer_dir.name == own_writer_id:
             continue
-        try:
-            lock_fd = lock_writer_dir(writer_dir)
-        except FileNotFoundError:
-            continue  # another process retired it meanwhile
+        lock_fd = lock_writer_dir(writer_dir)
         if lock_fd is None:
             continue
         try:
-            for segment_path in segments_in(writer_dir):
-                results.append(convert_segment(layout, segment_path))
+            if writer_dir.exists():  # another process may have retired it meanwhile
+                for segment_path in segments_in(writer_dir):
+                    results.append(convert_segment(layout, segment_path))
         finally:
             retire_writer_dir(writer_dir, lock_fd)
     return results
