@@ -12,10 +12,12 @@ from clientmetrics.wire import (
     RequestHeader,
     UnsupportedApi,
     decode_request,
+    decode_response,
     encode_request,
     encode_request_header,
     request_header_version,
     request_type,
+    response_type,
 )
 
 from .strategies import entities
@@ -88,3 +90,14 @@ def test_hostile_array_length_is_refused_without_allocating(
     header = RequestHeader(api_key, version, 1, "c", None, request_header_version(api_key, version))
     with pytest.raises(ProtocolError, match="array"):
         decode_request(encode_request_header(header) + body)
+
+
+@FUZZ
+@given(version_key=st.sampled_from(SERVED_VERSIONS), frame=st.binary(max_size=150))
+def test_random_response_bytes(version_key: tuple[int, int], frame: bytes) -> None:
+    api_key, version = version_key
+    try:
+        _correlation_id, body = decode_response(api_key, version, frame)
+    except ProtocolError:
+        return
+    assert type(body) is response_type(api_key, version)
