@@ -20,7 +20,6 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
 
-import pyarrow as pa
 import structlog
 
 from clientmetrics.exporters import landing_files as files
@@ -99,6 +98,7 @@ class LandingExporter:
         self._sequence = 0
         self._current: _Segment | None = None
         self._batch: _Batch | None = None
+        self._inflight: _Batch | None = None
         self._wake = asyncio.Event()
         self._slots = asyncio.Semaphore(self._options.max_pending)
         self._sealed: asyncio.Queue[_Segment] = asyncio.Queue(_SEALED_BACKLOG)
@@ -119,7 +119,7 @@ class LandingExporter:
         loop = asyncio.get_running_loop()
         try:
             await loop.run_in_executor(self._file_thread, self._claim_and_recover)
-        except (OSError, pa.ArrowException) as exc:
+        except OSError as exc:
             raise ExportError(f"landing zone {self._layout.root}: {exc}") from exc
         self._batch = _Batch(loop.create_future())
         self._tasks = [
@@ -214,6 +214,12 @@ class LandingExporter:
             with contextlib.suppress(asyncio.CancelledError):
                 await task
         self._tasks = []
+        # Only after a flush that timed out can pushes still be waiting; they were
+        # never acknowledged, and must not wait for ever.
+        for batch in (self._inflight, self._batch):
+            if batch is not None and not batch.future.done():
+                batch.future.set_exception(ExportError("landing exporter closed"))
+                batch.future.exception()
         loop = asyncio.get_running_loop()
         await loop.run_in_executor(None, self._release)
 
@@ -241,11 +247,14 @@ class LandingExporter:
                 continue
             await self._gather(batch, loop)
             self._batch = _Batch(loop.create_future())
+            self._inflight = batch
             try:
                 fsyncs = await loop.run_in_executor(self._wal_thread, _write_batch, batch)
             except OSError as exc:
                 self._fail(exc, batch)
                 return
+            finally:
+                self._inflight = None
             self._counts["pushes"] += batch.count
             self._counts["batches"] += 1
             self._counts["fsyncs"] += fsyncs
@@ -291,7 +300,7 @@ class LandingExporter:
             await asyncio.sleep(RECOVER_EVERY_S)
             try:
                 await loop.run_in_executor(self._file_thread, self._recover)
-            except (OSError, pa.ArrowException) as exc:
+            except OSError as exc:
                 log.error("landing.recover_failed", error=str(exc))
 
     async def _convert_loop(self) -> None:
@@ -304,9 +313,10 @@ class LandingExporter:
                 )
                 if result.path is not None:
                     self._counts["files"] += 1
-            except (OSError, pa.ArrowException) as exc:
-                # The segment stays in the WAL; the next start converts it.
-                log.error("landing.convert_failed", segment=segment.name, error=str(exc))
+            except Exception as exc:
+                # Whatever went wrong, the segment stays in the WAL for recovery, and
+                # this loop must go on, or flush() would wait for ever.
+                log.error("landing.convert_failed", segment=segment.name, error=repr(exc))
             finally:
                 self._sealed.task_done()
 

@@ -230,8 +230,19 @@ def recover_orphans(layout: Layout, own_writer_id: str) -> list[Converted]:
             continue
         try:
             if writer_dir.exists():  # another process may have retired it meanwhile
-                for segment_path in segments_in(writer_dir):
-                    results.append(convert_segment(layout, segment_path))
+                results.extend(_convert_all(layout, writer_dir))
         finally:
             retire_writer_dir(writer_dir, lock_fd)
+    return results
+
+
+def _convert_all(layout: Layout, writer_dir: Path) -> list[Converted]:
+    results: list[Converted] = []
+    for segment_path in segments_in(writer_dir):
+        try:
+            results.append(convert_segment(layout, segment_path))
+        except (ValueError, pa.ArrowException) as exc:
+            # One undecodable segment must not keep the gateway from starting; it
+            # stays in the WAL (and in the logs) for an operator to look at.
+            log.error("landing.recover_failed", segment=segment_path.name, error=repr(exc))
     return results
