@@ -13,6 +13,7 @@ from clientmetrics.telemetry import (
     ZERO_UUID,
     ClientMetricsManager,
     TelemetryConfig,
+    kafka_uuid_text,
     subscription_id,
 )
 from clientmetrics.wire.errors import ErrorCode
@@ -238,3 +239,12 @@ def test_subscription_stored_under_another_name_is_refused() -> None:
     """update_subscription's name must be the subscription's own."""
     with pytest.raises(ConfigurationError):
         manager().update_subscription("other", sub("s1"))
+
+
+def test_generated_ids_never_start_with_a_dash() -> None:
+    """Uuid.randomUuid() re-draws ids whose base64 text starts with "-"."""
+    dash = uuid.UUID(int=(62 << 122) | 5)
+    fresh = uuid.UUID(int=(61 << 122) | 5)
+    assert kafka_uuid_text(dash).startswith("-")
+    mgr = ClientMetricsManager(TelemetryConfig(), rng=_ScriptedRandom([dash.int, fresh.int]))
+    assert subscribe(mgr, NOW, None).client_instance_id == fresh

@@ -138,3 +138,21 @@ def test_bad_pattern_subscription_does_not_break_the_manager() -> None:
         sub("good", metrics=("y.",)),
     )
     assert subscribe(mgr, 0).requested_metrics == ("y.",)
+
+
+def test_remembered_outcomes_stay_per_value() -> None:
+    """The (pattern, value) memo never answers for a different value."""
+    compiled = PatternCache().compile_subscription(sub(match=(("client_id", "probe-.*"),)))
+    assert compiled.matches(IID, make_ctx(client_id="probe-a"))
+    assert not compiled.matches(IID, make_ctx(client_id="other"))
+    assert compiled.matches(IID, make_ctx(client_id="probe-a"))
+    assert not compiled.matches(IID, make_ctx(client_id="other"))
+
+
+def test_memo_is_bounded(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The memo is cleared when full, and answers stay right afterwards."""
+    monkeypatch.setattr("clientmetrics.telemetry.matching.MEMO_SIZE", 4)
+    compiled = PatternCache().compile_subscription(sub(match=(("client_id", "c[0-4]"),)))
+    outcomes = [compiled.matches(IID, make_ctx(client_id=f"c{i}")) for i in range(10)]
+    assert outcomes == [True] * 5 + [False] * 5
+    assert len(compiled.memo) <= 4

@@ -36,7 +36,6 @@ from clientmetrics.telemetry.model import (
     AcceptedPush,
     ClientContext,
     Subscription,
-    kafka_uuid_text,
 )
 from clientmetrics.telemetry.otlp import InvalidPayload, parse_metrics_data
 from clientmetrics.telemetry.stats import StatsRecorder, TelemetryStats
@@ -44,6 +43,7 @@ from clientmetrics.telemetry.subscription_id import SubscriptionPlan, resolve_pl
 from clientmetrics.wire.errors import ErrorCode
 
 _INT32_MAX = (1 << 31) - 1
+_BASE64_DASH = 62  # index of "-" in the base64url alphabet
 #: After these push errors the client must re-fetch at once, so that Get is not throttled.
 _REFETCH_ERRORS = frozenset(
     {ErrorCode.UNKNOWN_SUBSCRIPTION_ID, ErrorCode.UNSUPPORTED_COMPRESSION_TYPE}
@@ -180,11 +180,12 @@ class ClientMetricsManager:
     def _new_instance_id(self) -> uuid.UUID:
         while True:
             candidate = uuid.UUID(int=self._rng.getrandbits(128))
-            # Uuid.randomUuid() also re-draws ids whose text starts with "-" (CLI-unfriendly).
+            # Uuid.randomUuid() also re-draws ids whose base64 text starts with "-"
+            # (CLI-unfriendly): that is when the top six bits are 62.
             if (
                 candidate not in RESERVED_UUIDS
                 and candidate.int not in self._registry
-                and not kafka_uuid_text(candidate).startswith("-")
+                and candidate.int >> 122 != _BASE64_DASH
             ):
                 return candidate
 

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import uuid
 from collections.abc import Iterable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 import re2
@@ -27,6 +27,10 @@ def _options() -> Any:
     return options
 
 
+#: Bound on remembered (pattern, value) outcomes; the memo is cleared when full.
+MEMO_SIZE = 65536
+
+
 @dataclass(frozen=True, slots=True)
 class CompiledSubscription:
     """A subscription with its ``match`` patterns compiled once."""
@@ -34,6 +38,10 @@ class CompiledSubscription:
     subscription: Subscription
     #: (selector, compiled pattern or None when it does not compile).
     patterns: tuple[tuple[str, Any], ...]
+    #: Outcomes by (compiled pattern, value), shared through the PatternCache: most
+    #: attribute values (software name, version, client id) repeat across clients,
+    #: and a call into the re2 wrapper costs far more than a dict lookup.
+    memo: dict[tuple[Any, str], bool] = field(default_factory=dict, compare=False, repr=False)
 
     @property
     def valid(self) -> bool:
@@ -45,9 +53,21 @@ class CompiledSubscription:
         for selector, pattern in self.patterns:
             if pattern is None:
                 return False
-            if not any(pattern.fullmatch(v) for v in _attribute(selector, client_instance_id, ctx)):
+            if not any(
+                self._fullmatch(pattern, v) for v in _attribute(selector, client_instance_id, ctx)
+            ):
                 return False
         return True
+
+    def _fullmatch(self, pattern: Any, value: str) -> bool:
+        key = (pattern, value)
+        found = self.memo.get(key)
+        if found is None:
+            found = pattern.fullmatch(value) is not None
+            if len(self.memo) >= MEMO_SIZE:
+                self.memo.clear()
+            self.memo[key] = found
+        return found
 
 
 def _attribute(selector: str, client_instance_id: uuid.UUID, ctx: ClientContext) -> tuple[str, ...]:
@@ -71,10 +91,11 @@ def _attribute(selector: str, client_instance_id: uuid.UUID, ctx: ClientContext)
 class PatternCache:
     """Compiles each distinct pattern text once, however many subscriptions use it."""
 
-    __slots__ = ("_compiled", "_options")
+    __slots__ = ("_compiled", "_memo", "_options")
 
     def __init__(self) -> None:
         self._compiled: dict[str, Any] = {}
+        self._memo: dict[tuple[Any, str], bool] = {}
         self._options = _options()
 
     def compile(self, pattern: str) -> Any:
@@ -90,12 +111,13 @@ class PatternCache:
     def compile_subscription(self, subscription: Subscription) -> CompiledSubscription:
         """Compile every pattern of ``subscription``."""
         patterns = tuple((sel, self.compile(pat)) for sel, pat in subscription.match)
-        return CompiledSubscription(subscription, patterns)
+        return CompiledSubscription(subscription, patterns, self._memo)
 
     def retain(self, subscriptions: Iterable[Subscription]) -> None:
         """Forget patterns no longer used by ``subscriptions`` (keeps the cache bounded)."""
         used = {pat.strip() for sub in subscriptions for _, pat in sub.match}
         self._compiled = {k: v for k, v in self._compiled.items() if k in used}
+        self._memo.clear()
 
 
 def matching_subscriptions(
