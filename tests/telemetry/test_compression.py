@@ -181,3 +181,8 @@ def test_snappy_compress_is_a_raw_block() -> None:
     """compress(SNAPPY) writes what librdkafka writes: one raw block, no framing."""
     data = b"abc" * 100
     assert bytes(cramjam.snappy.decompress_raw(compress(2, data))) == data
+
+
+def test_trailing_bytes_after_gzip_are_ignored() -> None:
+    """Java's GZIPInputStream stops at bytes that are not another gzip member."""
+    assert decompress(1, gzip.compress(b"payload") + b"\x00\x00\x00", BIG) == b"payload"

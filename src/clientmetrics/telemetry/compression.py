@@ -84,7 +84,8 @@ class _Sink:
 
 def _gunzip(data: bytes, sink: _Sink) -> None:
     remaining = data
-    while remaining:
+    # Like Java's GZIPInputStream: further members are read, trailing non-gzip bytes ignored.
+    while remaining and (remaining is data or remaining.startswith(b"\x1f\x8b")):
         # wbits 47 accepts gzip and zlib headers; concatenated gzip members are legal.
         inflater = zlib.decompressobj(wbits=47)
         chunk = inflater.decompress(remaining, min(sink.room, _CHUNK))
