@@ -11,7 +11,7 @@ import asyncio
 import contextlib
 import itertools
 import uuid
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass, field
 
 import structlog
@@ -102,11 +102,31 @@ Handler = Callable[[ConnectionState, RequestHeader, bytes, int], Awaitable[bytes
 
 
 class Dispatcher:
-    """Routes each request to the handler that claims its api key."""
+    """Routes each request to the handler that claims its api key.
 
-    def __init__(self, handlers: dict[int, Handler], fallback: Handler | None = None) -> None:
+    ``api_keys`` is what an ApiVersions error response advertises. A request for an
+    api key or version nobody serves closes the connection, as Kafka does.
+    """
+
+    def __init__(
+        self,
+        handlers: dict[int, Handler],
+        fallback: Handler | None = None,
+        *,
+        api_keys: Mapping[int, tuple[int, int]] | None = None,
+    ) -> None:
         self._handlers = handlers
         self._fallback = fallback
+        self._api_keys = api_keys
+
+    def reject(self, header: RequestHeader, code: ErrorCode) -> bytes:
+        """An error response for ``header``, or ProtocolError where none can be built."""
+        try:
+            return error_response(header, code, api_keys=self._api_keys)
+        except UnsupportedApi as exc:
+            raise ProtocolError(
+                f"unsupported api key {header.api_key} version {header.api_version}"
+            ) from exc
 
     async def dispatch(self, conn: ConnectionState, frame: bytes) -> bytes | None:
         try:
@@ -115,7 +135,7 @@ class Dispatcher:
             known: RequestHeader | None = getattr(exc, "header", None)
             if known is None:
                 raise ProtocolError(str(exc)) from exc
-            return error_response(known, ErrorCode.UNSUPPORTED_VERSION)
+            return self.reject(known, ErrorCode.UNSUPPORTED_VERSION)
         admitted = conn.admit(header)
         if admitted is not ErrorCode.NONE:
             log.info(
@@ -124,17 +144,17 @@ class Dispatcher:
                 api_key=header.api_key,
                 connection=conn.connection_id,
             )
-            return error_response(header, admitted)
+            return self.reject(header, admitted)
         handler = self._handlers.get(header.api_key, self._fallback)
         if handler is None:
-            return error_response(header, ErrorCode.UNSUPPORTED_VERSION)
+            return self.reject(header, ErrorCode.UNSUPPORTED_VERSION)
         try:
             return await handler(conn, header, frame, offset)
         except ProtocolError:
             raise
         except Exception:  # a bug in one handler must not take the gateway down
             log.exception("handler_failed", api_key=header.api_key, version=header.api_version)
-            return error_response(header, ErrorCode.UNKNOWN_SERVER_ERROR)
+            return self.reject(header, ErrorCode.UNKNOWN_SERVER_ERROR)
 
 
 async def serve_connection(

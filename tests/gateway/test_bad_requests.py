@@ -1,0 +1,118 @@
+"""Bad requests get Kafka's answer (or a closed connection) and never hurt the gateway."""
+
+from __future__ import annotations
+
+import socket
+import struct
+import uuid
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from clientmetrics.wire import (
+    ErrorCode,
+    RequestHeader,
+    decode_response,
+    encode_request,
+    request_type,
+)
+from tests.procs import GatewayProcess
+
+pytestmark = pytest.mark.integration
+
+
+@pytest.fixture(scope="module")
+def gateway(tmp_path_factory: pytest.TempPathFactory) -> Iterator[GatewayProcess]:
+    gw = GatewayProcess(Path(tmp_path_factory.mktemp("gw")) / "data").start()
+    yield gw
+    assert gw.stop() == 0
+
+
+def roundtrip(port: int, frame: bytes) -> bytes | None:
+    """Send one framed request; the response frame, or None if the gateway closed."""
+    with socket.create_connection(("127.0.0.1", port), timeout=5) as sock:
+        sock.sendall(frame)
+        head = b""
+        while len(head) < 4:
+            chunk = sock.recv(4 - len(head))
+            if not chunk:
+                return None
+            head += chunk
+        size = struct.unpack(">i", head)[0]
+        body = b""
+        while len(body) < size:
+            chunk = sock.recv(size - len(body))
+            assert chunk, "connection closed mid-response"
+            body += chunk
+        return body
+
+
+def raw_request(api_key: int, version: int, body: bytes = b"") -> bytes:
+    payload = struct.pack(">hhih", api_key, version, 7, 4) + b"test" + body
+    return struct.pack(">i", len(payload)) + payload
+
+
+def test_unknown_api_key_closes_the_connection(gateway: GatewayProcess) -> None:
+    assert roundtrip(gateway.port, raw_request(9999, 0)) is None
+
+
+def test_unsupported_version_of_a_served_api_closes_the_connection(gateway: GatewayProcess) -> None:
+    assert roundtrip(gateway.port, raw_request(3, 99)) is None
+
+
+def test_api_versions_with_unknown_version_gets_v0_error_with_the_api_list(
+    gateway: GatewayProcess,
+) -> None:
+    # A future ApiVersions is flexible: header v2, so an empty tagged-field buffer.
+    response = roundtrip(gateway.port, raw_request(18, 99, b"\x00"))
+    assert response is not None
+    correlation, error = struct.unpack(">ih", response[:6])
+    assert (correlation, error) == (7, ErrorCode.UNSUPPORTED_VERSION)
+    count = struct.unpack(">i", response[6:10])[0]
+    keys = {struct.unpack(">h", response[10 + 6 * i : 12 + 6 * i])[0] for i in range(count)}
+    assert {18, 71, 72, 74} <= keys
+
+
+def test_push_with_zero_instance_id_is_invalid_request(gateway: GatewayProcess) -> None:
+    header = RequestHeader(72, 0, 11, "bad-push")
+    push = request_type(72, 0)(
+        client_instance_id=uuid.UUID(int=0),
+        subscription_id=0,
+        terminating=False,
+        compression_type=0,
+        metrics=b"",
+    )
+    frame = roundtrip(gateway.port, encode_request(header, push))
+    assert frame is not None
+    correlation, body = decode_response(72, 0, frame)
+    assert correlation == 11
+    assert int(body.error_code) == ErrorCode.INVALID_REQUEST
+
+
+def test_header_v3_connection_rejects_a_different_instance_id(gateway: GatewayProcess) -> None:
+    """KIP-1313: the first v3 request fixes the connection's instance id."""
+    first_id, other_id = uuid.uuid4(), uuid.uuid4()
+    get_v1 = request_type(71, 1)()
+    with socket.create_connection(("127.0.0.1", gateway.port), timeout=5) as sock:
+        for correlation, instance in ((1, first_id), (2, other_id)):
+            header = RequestHeader(71, 1, correlation, "v3", instance, header_version=3)
+            sock.sendall(encode_request(header, get_v1))
+        codes = []
+        buf = b""
+        while len(codes) < 2:
+            buf += sock.recv(4096)
+            while len(buf) >= 4 and len(buf) >= 4 + struct.unpack(">i", buf[:4])[0]:
+                size = struct.unpack(">i", buf[:4])[0]
+                _, body = decode_response(71, 1, buf[4 : 4 + size])
+                codes.append(int(body.error_code))
+                buf = buf[4 + size :]
+    assert codes == [ErrorCode.NONE, ErrorCode.INVALID_REQUEST]
+
+
+def test_gateway_still_serves_after_bad_requests(gateway: GatewayProcess) -> None:
+    for _ in range(3):
+        roundtrip(gateway.port, struct.pack(">i", 3) + b"\x00\x01\x02")
+    response = roundtrip(gateway.port, raw_request(18, 0))
+    assert response is not None
+    assert struct.unpack(">ih", response[:6]) == (7, 0)
