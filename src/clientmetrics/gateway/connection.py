@@ -150,6 +150,8 @@ class Dispatcher:
             return self.reject(header, ErrorCode.UNSUPPORTED_VERSION)
         try:
             return await handler(conn, header, frame, offset)
+        except UnsupportedApi:
+            return self.reject(header, ErrorCode.UNSUPPORTED_VERSION)
         except ProtocolError:
             raise
         except Exception:  # a bug in one handler must not take the gateway down
