@@ -62,8 +62,10 @@ async def _run(args: argparse.Namespace, data_dir: Path) -> None:
             latencies.append(time.perf_counter() - began)
 
     began = time.perf_counter()
+    cpu_began = time.process_time()
     await asyncio.gather(*(worker() for _ in range(args.tasks)))
     elapsed = time.perf_counter() - began
+    cpu = time.process_time() - cpu_began
     stats = exporter.stats
     await exporter.close(timeout_s=120)
     files = sorted((data_dir / "landing" / "pushes").rglob("*.parquet"))
@@ -76,6 +78,10 @@ async def _run(args: argparse.Namespace, data_dir: Path) -> None:
     print(
         f"fsyncs/s:      {stats.fsyncs / elapsed:,.0f}  ({stats.batches} group commits, "
         f"{stats.pushes / max(stats.batches, 1):.0f} pushes each)"
+    )
+    print(
+        f"cpu per push:  {cpu / len(latencies) * 1e6:.1f} us (all threads; "
+        f"{cpu / elapsed:.2f} cores busy)"
     )
     print(f"parquet files: {len(files)}")
 
