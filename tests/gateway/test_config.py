@@ -1,0 +1,88 @@
+"""Gateway configuration: TOML, environment and command line, validated where built."""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+import pytest
+
+from clientmetrics.errors import ConfigurationError
+from clientmetrics.gateway.config import Address, load_config
+
+
+def write(tmp_path: Path, text: str) -> Path:
+    path = tmp_path / "gw.toml"
+    path.write_text(text)
+    return path
+
+
+def test_defaults(tmp_path: Path) -> None:
+    cfg = load_config(None, data_dir=tmp_path, environ={})
+    assert cfg.listen == Address("127.0.0.1", 9092)
+    assert cfg.telemetry.max_bytes == 1048576
+    assert cfg.telemetry.accepted_compression_types == (4, 3, 1, 2)
+    assert [e.name for e in cfg.exporters] == ["landing"]
+    assert cfg.admin_listen is None
+
+
+def test_toml_sections(tmp_path: Path) -> None:
+    path = write(
+        tmp_path,
+        """
+[gateway]
+listen = "0.0.0.0:19092"
+node_id = 7
+admin_listen = "127.0.0.1:9464"
+
+[telemetry]
+"max.bytes" = 2048
+accepted_compression_types = ["gzip", "zstd"]
+
+[exporters.landing]
+roll_seconds = 1.5
+""",
+    )
+    cfg = load_config(path, data_dir=tmp_path, environ={})
+    assert cfg.listen == Address("0.0.0.0", 19092)
+    assert cfg.advertised == Address("127.0.0.1", 19092)
+    assert cfg.node_id == 7
+    assert cfg.admin_listen == Address("127.0.0.1", 9464)
+    assert cfg.telemetry.max_bytes == 2048
+    assert cfg.telemetry.accepted_compression_types == (1, 4)
+    assert dict(cfg.exporters[0].options) == {"roll_seconds": 1.5}
+
+
+def test_environment_then_command_line_override(tmp_path: Path) -> None:
+    path = write(tmp_path, "[gateway]\nnode_id = 1\n[telemetry]\nmax_bytes = 10\n")
+    env = {"CLIENTMETRICS_GATEWAY_NODE_ID": "2", "CLIENTMETRICS_TELEMETRY_MAX_BYTES": "4096"}
+    assert load_config(path, data_dir=tmp_path, environ=env).node_id == 2
+    assert load_config(path, data_dir=tmp_path, environ=env).telemetry.max_bytes == 4096
+    cfg = load_config(path, data_dir=tmp_path, environ=env, overrides={"node_id": 3})
+    assert cfg.node_id == 3
+
+
+@pytest.mark.parametrize(
+    ("text", "message"),
+    [
+        ("[gateway]\nlisten = 'nonsense'\n", "expected HOST:PORT"),
+        ("[gateway]\nnode_id = 'x'\n", "node_id"),
+        ("[gateway]\nnode_id = -1\n", "node_id"),
+        ("[gateway]\nbogus = 1\n", "unknown [gateway] setting"),
+        ("[telemetry]\nbogus = 1\n", "unknown [telemetry] setting"),
+        ("[telemetry]\naccepted_compression_types = ['brotli']\n", "unknown compression type"),
+        ("[telemetry]\nmax_bytes = 0\n", "max_bytes"),
+        ("[nope]\n", "unknown config section"),
+        ("not toml [", "not valid TOML"),
+    ],
+)
+def test_bad_configuration_is_one_clear_error(tmp_path: Path, text: str, message: str) -> None:
+    with pytest.raises(ConfigurationError, match=re.escape(message)):
+        load_config(write(tmp_path, text), data_dir=tmp_path, environ={})
+
+
+def test_missing_file_and_missing_data_dir(tmp_path: Path) -> None:
+    with pytest.raises(ConfigurationError, match="cannot read config file"):
+        load_config(tmp_path / "absent.toml", data_dir=tmp_path, environ={})
+    with pytest.raises(ConfigurationError, match="data directory is required"):
+        load_config(None, environ={})
