@@ -7,6 +7,14 @@ from clientmetrics.telemetry.compression import (
     compress_snappy_xerial,
     decompress,
 )
+from clientmetrics.telemetry.configs import (
+    AlterOp,
+    ConfigEntry,
+    ConfigError,
+    apply_incremental,
+    describe,
+    validate,
+)
 from clientmetrics.telemetry.instances import ClientInstance, InstanceRegistry
 from clientmetrics.telemetry.manager import (
     ClientMetricsManager,
@@ -50,11 +58,14 @@ __all__ = [
     "UNKNOWN",
     "ZERO_UUID",
     "AcceptedPush",
+    "AlterOp",
     "ClientContext",
     "ClientInstance",
     "ClientMetricsManager",
     "CompiledSubscription",
     "CompressionError",
+    "ConfigEntry",
+    "ConfigError",
     "InstanceRegistry",
     "InvalidPayload",
     "PatternCache",
@@ -65,10 +76,12 @@ __all__ = [
     "TelemetryConfig",
     "TelemetryStats",
     "TelemetryTooLarge",
+    "apply_incremental",
     "build_metrics_data",
     "compress",
     "compress_snappy_xerial",
     "decompress",
+    "describe",
     "gauge",
     "histogram",
     "kafka_uuid_text",
@@ -78,4 +91,5 @@ __all__ = [
     "subscription_id",
     "sum_metric",
     "uuid_hash_code",
+    "validate",
 ]
