@@ -1,0 +1,180 @@
+"""Admin client settings: Java ``.properties`` files and the settings built from them.
+
+``--command-config`` takes the same file a Java admin client reads, so the parser
+follows ``java.util.Properties.load`` (comments, ``=``/``:``/space separators, line
+continuations, escapes). Unsupported transport settings fail here, at build time,
+with one clear line rather than later on the wire.
+"""
+
+from __future__ import annotations
+
+import ssl
+from collections.abc import Mapping
+from dataclasses import dataclass
+from pathlib import Path
+
+from clientmetrics.errors import ConfigurationError
+
+__all__ = ["AdminConfig", "parse_bootstrap", "parse_properties", "read_properties"]
+
+SUPPORTED_PROTOCOLS = ("PLAINTEXT", "SSL")
+KNOWN_PROTOCOLS = ("PLAINTEXT", "SSL", "SASL_PLAINTEXT", "SASL_SSL")
+_ESCAPES = {"t": "\t", "n": "\n", "r": "\r", "f": "\f"}
+
+
+def _logical_lines(text: str) -> list[str]:
+    lines: list[str] = []
+    pending = ""
+    for raw in text.splitlines():
+        line = raw.lstrip(" \t\f")  # Java skips leading blanks of every natural line
+        if not pending and (not line or line[0] in "#!"):
+            continue
+        trailing = len(line) - len(line.rstrip("\\"))
+        if trailing % 2 == 1:  # an odd count of backslashes continues the line
+            pending += line[:-1]
+            continue
+        lines.append(pending + line)
+        pending = ""
+    if pending:
+        lines.append(pending)
+    return lines
+
+
+def _unescape(text: str) -> str:
+    out: list[str] = []
+    i = 0
+    while i < len(text):
+        char = text[i]
+        if char == "\\" and i + 1 < len(text):
+            nxt = text[i + 1]
+            if nxt == "u" and i + 6 <= len(text):
+                try:
+                    out.append(chr(int(text[i + 2 : i + 6], 16)))
+                except ValueError as exc:
+                    raise ConfigurationError(f"Malformed \\uxxxx encoding in {text!r}") from exc
+                i += 6
+                continue
+            out.append(_ESCAPES.get(nxt, nxt))
+            i += 2
+            continue
+        out.append(char)
+        i += 1
+    return "".join(out)
+
+
+def _split_key(line: str) -> tuple[str, str]:
+    i = 0
+    while i < len(line):
+        char = line[i]
+        if char == "\\":
+            i += 2
+            continue
+        if char in "=: \t\f":
+            break
+        i += 1
+    key, rest = line[:i], line[i:].lstrip(" \t\f")
+    if rest[:1] in ("=", ":"):
+        rest = rest[1:].lstrip(" \t\f")
+    return _unescape(key), _unescape(rest)
+
+
+def parse_properties(text: str) -> dict[str, str]:
+    """The key/value pairs of a Java ``.properties`` text (later keys win, as in Java)."""
+    return dict(_split_key(line) for line in _logical_lines(text))
+
+
+def read_properties(path: str | Path) -> dict[str, str]:
+    """Read a ``.properties`` file; a missing or unreadable file is a ``ConfigurationError``."""
+    try:
+        text = Path(path).read_text(encoding="utf-8")
+    except OSError as exc:
+        raise ConfigurationError(f"{path} ({exc.strerror or exc})") from exc
+    return parse_properties(text)
+
+
+def parse_bootstrap(servers: str) -> tuple[tuple[str, int], ...]:
+    """``host:port[,host:port...]`` as (host, port) pairs; IPv6 hosts in brackets."""
+    out: list[tuple[str, int]] = []
+    for item in (part.strip() for part in servers.split(",")):
+        if not item:
+            continue
+        host, sep, port = item.rpartition(":")
+        if host.startswith("[") and host.endswith("]"):
+            host = host[1:-1]
+        if not sep or not host or not port.isdigit() or not 0 < int(port) < 65536:
+            raise ConfigurationError(f"Invalid url in bootstrap.servers: {item}")
+        out.append((host, int(port)))
+    if not out:
+        raise ConfigurationError("No resolvable bootstrap urls given in bootstrap.servers")
+    return tuple(out)
+
+
+def _ssl_context(props: Mapping[str, str]) -> ssl.SSLContext:
+    """An SSLContext from Kafka's ``ssl.*`` client properties (PEM stores only)."""
+    context = ssl.create_default_context(ssl.Purpose.SERVER_AUTH)
+    for kind in ("truststore", "keystore"):
+        store_type = props.get(f"ssl.{kind}.type", "JKS")  # Java's default store type
+        if f"ssl.{kind}.location" in props and store_type.upper() != "PEM":
+            raise ConfigurationError(
+                f"ssl.{kind}.type={store_type} is not supported; "
+                f"use ssl.{kind}.type=PEM with a PEM ssl.{kind}.location"
+            )
+    if "ssl.keystore.key" in props or "ssl.keystore.certificate.chain" in props:
+        raise ConfigurationError(
+            "inline ssl.keystore.key/ssl.keystore.certificate.chain are not supported; "
+            "use ssl.keystore.type=PEM with ssl.keystore.location"
+        )
+    try:
+        if "ssl.truststore.location" in props:
+            context.load_verify_locations(cafile=props["ssl.truststore.location"])
+        if "ssl.truststore.certificates" in props:
+            context.load_verify_locations(cadata=props["ssl.truststore.certificates"])
+        if "ssl.keystore.location" in props:
+            context.load_cert_chain(
+                props["ssl.keystore.location"], password=props.get("ssl.key.password")
+            )
+    except (OSError, ssl.SSLError) as exc:
+        raise ConfigurationError(f"Invalid SSL configuration: {exc}") from exc
+    # Kafka verifies the host name unless the algorithm is set to the empty string.
+    if props.get("ssl.endpoint.identification.algorithm", "https").strip() == "":
+        context.check_hostname = False
+    return context
+
+
+@dataclass(frozen=True)
+class AdminConfig:
+    """Where and how to connect. Build it with ``from_properties`` or directly."""
+
+    bootstrap_servers: tuple[tuple[str, int], ...]
+    client_id: str = "kafka-client-metrics"
+    timeout_s: float = 30.0
+    """Bound on each connection attempt and each request round trip."""
+    ssl_context: ssl.SSLContext | None = None
+    """Set for ``security.protocol=SSL``; ``None`` means PLAINTEXT."""
+
+    @classmethod
+    def from_properties(
+        cls, bootstrap: str, props: Mapping[str, str] | None = None, timeout_s: float = 30.0
+    ) -> AdminConfig:
+        """Settings from a bootstrap list and Java admin client properties."""
+        props = dict(props or {})
+        protocol = props.get("security.protocol", "PLAINTEXT").strip().upper()
+        if protocol not in KNOWN_PROTOCOLS:
+            raise ConfigurationError(
+                f"Invalid value {protocol} for configuration security.protocol: "
+                f"String must be one of: {', '.join(KNOWN_PROTOCOLS)}"
+            )
+        if protocol not in SUPPORTED_PROTOCOLS:
+            mechanism = props.get("sasl.mechanism", "GSSAPI")
+            raise ConfigurationError(
+                f"security.protocol={protocol} (sasl.mechanism={mechanism}) is not supported "
+                f"by this tool; supported: {', '.join(SUPPORTED_PROTOCOLS)}"
+            )
+        if timeout_s <= 0:
+            raise ConfigurationError(f"timeout must be positive, not {timeout_s}")
+        return cls(
+            bootstrap_servers=parse_bootstrap(bootstrap),
+            client_id=props.get("client.id", "kafka-client-metrics"),
+            timeout_s=timeout_s,
+            ssl_context=_ssl_context(props) if protocol == "SSL" else None,
+        )
