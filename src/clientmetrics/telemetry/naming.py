@@ -1,0 +1,59 @@
+"""KIP-714 metric naming: Kafka metric (group, name, tags) -> telemetry name and attributes.
+
+The rule is Java's ``TelemetryMetricNamingConvention`` (reference §4.6):
+
+* name = ``org.apache.kafka.`` + clean(group) with every ``.metrics`` removed
+  + ``.`` + clean(name), where clean lower-cases and turns ``-`` into ``.``;
+* tag keys lower-case with ``-`` turned into ``_``; values unchanged;
+* the ``client_id`` tag is left out (the broker knows it from the request header).
+
+Pure functions, no I/O.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+
+__all__ = [
+    "TELEMETRY_PREFIX",
+    "telemetry_attributes",
+    "telemetry_name",
+    "telemetry_tag_key",
+]
+
+TELEMETRY_PREFIX = "org.apache.kafka"
+_EXCLUDED_TAG = "client_id"
+
+
+def _clean(value: str, joiner: str) -> str:
+    return value.lower().replace("-", joiner)
+
+
+def _clean_group(group: str) -> str:
+    # Java: replaceAll("\\.(metrics)", "") -- unanchored, so every ".metrics" goes,
+    # which is why "group-metrics-metrics" becomes "group".
+    return _clean(group, ".").replace(".metrics", "")
+
+
+def telemetry_name(group: str, name: str) -> str:
+    """The telemetry metric name of a Kafka metric ``name`` in ``group``.
+
+    >>> telemetry_name("producer-metrics", "record-queue-time-avg")
+    'org.apache.kafka.producer.record.queue.time.avg'
+    """
+    return f"{TELEMETRY_PREFIX}.{_clean_group(group)}.{_clean(name, '.')}"
+
+
+def telemetry_tag_key(key: str) -> str:
+    """A Kafka metric tag key as a telemetry attribute key (``-`` -> ``_``)."""
+    return _clean(key, "_")
+
+
+def telemetry_attributes(tags: Mapping[str, str]) -> dict[str, str]:
+    """Point attributes for a metric's tags: keys cleaned, values kept, client_id left out."""
+    out: dict[str, str] = {}
+    for key, value in tags.items():
+        cleaned = telemetry_tag_key(key)
+        if cleaned != _EXCLUDED_TAG:
+            out[cleaned] = value
+    return out
