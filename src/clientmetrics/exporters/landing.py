@@ -100,7 +100,11 @@ class LandingExporter:
         self._batch: _Batch | None = None
         self._inflight: _Batch | None = None
         self._wake = asyncio.Event()
-        self._slots = asyncio.Semaphore(self._options.max_pending)
+        # Back-pressure: at most max_pending pushes wait on the WAL. A plain counter
+        # and one shared "space" future: asyncio.Semaphore wakes waiters one scan at a
+        # time, which goes quadratic when a group commit frees thousands of slots.
+        self._pending = 0
+        self._space: asyncio.Future[None] | None = None
         self._sealed: asyncio.Queue[_Segment] = asyncio.Queue(_SEALED_BACKLOG)
         self._tasks: list[asyncio.Task[None]] = []
         self._wal_thread = ThreadPoolExecutor(1, thread_name_prefix="landing-wal")
@@ -144,12 +148,19 @@ class LandingExporter:
 
     async def export(self, push: AcceptedPush) -> None:
         """Append ``push`` to the WAL; return once it is fsynced."""
-        await self._slots.acquire()
+        while self._pending >= self._options.max_pending:
+            if self._space is None or self._space.done():
+                self._space = asyncio.get_running_loop().create_future()
+            await asyncio.shield(self._space)
+        self._pending += 1
         try:
             batch = self._append(push)
             await asyncio.shield(batch.future)
         finally:
-            self._slots.release()
+            self._pending -= 1
+            space = self._space
+            if space is not None and not space.done():
+                space.set_result(None)
 
     def _append(self, push: AcceptedPush) -> _Batch:
         if self._failure is not None:
