@@ -38,6 +38,23 @@ def _run(config: GatewayConfig, log_level: str, log_format: str, reuse_port: boo
 @click.option("--admin-listen", help="HOST:PORT for the /metrics endpoint (off unless given)")
 @click.option("--workers", type=int, help="Processes sharing the listen port (SO_REUSEPORT) [1]")
 @click.option(
+    "--upstream",
+    help="Proxy mode: HOST:PORT[,HOST:PORT...] of the Kafka cluster to front (bootstrap brokers)",
+)
+@click.option(
+    "--broker-port-base",
+    type=int,
+    help="Proxy mode: upstream node N is served on port BASE+N [listen port + 1]",
+)
+@click.option(
+    "--store",
+    type=click.Choice(["auto", "sqlite", "topic"]),
+    help="Subscription store: topic on the upstream cluster (proxy default) or SQLite",
+)
+@click.option(
+    "--subscriptions-topic", help="Topic of the topic store [__client_metrics_subscriptions]"
+)
+@click.option(
     "--log-level", default="info", type=click.Choice(["debug", "info", "warning", "error"])
 )
 @click.option("--log-format", default="json", type=click.Choice(["json", "console"]))
@@ -49,10 +66,14 @@ def serve(
     advertised_host: str | None,
     admin_listen: str | None,
     workers: int | None,
+    upstream: str | None,
+    broker_port_base: int | None,
+    store: str | None,
+    subscriptions_topic: str | None,
     log_level: str,
     log_format: str,
 ) -> None:
-    """Run the KIP-714 gateway in standalone mode."""
+    """Run the KIP-714 gateway: standalone, or in front of a cluster with --upstream."""
     try:
         config = load_config(
             config_file,
@@ -63,6 +84,10 @@ def serve(
                 "advertised_host": advertised_host,
                 "admin_listen": admin_listen,
                 "workers": workers,
+                "upstream": upstream,
+                "broker_port_base": broker_port_base,
+                "store": store,
+                "subscriptions_topic": subscriptions_topic,
             },
         )
     except ClientMetricsError as exc:

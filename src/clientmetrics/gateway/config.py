@@ -61,6 +61,15 @@ class GatewayConfig:
     expiry_check_ms: int = 1000
     shutdown_timeout_s: float = 10.0
     workers: int = 1
+    #: Proxy mode: the upstream cluster's bootstrap brokers (empty: standalone mode).
+    upstream: tuple[Address, ...] = ()
+    #: Proxy mode: upstream node N is served on port ``broker_port_base + N``
+    #: (deterministic, so replicas agree without talking); default listen port + 1.
+    broker_port_base: int | None = None
+    #: ``sqlite`` or ``topic``; ``auto`` is the topic store in proxy mode, else SQLite.
+    store: str = "auto"
+    subscriptions_topic: str = "__client_metrics_subscriptions"
+    upstream_connect_timeout_s: float = 10.0
 
     def __post_init__(self) -> None:
         if not 0 <= self.node_id <= 2**31 - 1:
@@ -71,6 +80,38 @@ class GatewayConfig:
             raise ConfigurationError("workers must be at least 1")
         if not self.exporters:
             raise ConfigurationError("at least one exporter is required")
+        if self.store not in ("auto", "sqlite", "topic"):
+            raise ConfigurationError(f"store must be auto, sqlite or topic, got {self.store!r}")
+        if self.store == "topic" and not self.upstream:
+            raise ConfigurationError("the topic store needs an upstream cluster (--upstream)")
+        if self.broker_port_base is not None and not 0 < self.broker_port_base <= 65535:
+            raise ConfigurationError("broker_port_base must be a port number")
+        if self.upstream and self.workers != 1:
+            raise ConfigurationError("proxy mode runs one worker per gateway process")
+
+    @property
+    def proxy(self) -> bool:
+        """Whether the gateway fronts an upstream cluster (proxy mode)."""
+        return bool(self.upstream)
+
+    @property
+    def store_kind(self) -> str:
+        """The subscription store actually used: ``topic`` or ``sqlite``."""
+        if self.store == "auto":
+            return "topic" if self.proxy else "sqlite"
+        return self.store
+
+    def broker_port(self, node_id: int) -> int:
+        """The gateway port that stands for upstream broker ``node_id``."""
+        base = self.broker_port_base
+        if base is None:
+            if self.listen.port == 0:
+                raise ConfigurationError("proxy mode with --listen port 0 needs --broker-port-base")
+            base = self.listen.port + 1
+        port = base + node_id
+        if not 0 < port <= 65535:
+            raise ConfigurationError(f"node {node_id} maps to port {port}, outside 1-65535")
+        return port
 
     @property
     def advertised(self) -> Address:
@@ -170,10 +211,13 @@ def _gateway_value(key: str, value: Any) -> dict[str, Any]:
     name = key.replace("-", "_")
     if name in ("listen", "admin_listen"):
         return {name: value if isinstance(value, Address) else Address.parse(str(value), name)}
-    if name in ("node_id", "max_request_bytes", "expiry_check_ms", "workers"):
+    if name in ("node_id", "max_request_bytes", "expiry_check_ms", "workers", "broker_port_base"):
         return {name: int(value)}
-    if name in ("advertised_host", "cluster_id"):
+    if name in ("advertised_host", "cluster_id", "store", "subscriptions_topic"):
         return {name: str(value)}
-    if name == "shutdown_timeout_s":
+    if name in ("shutdown_timeout_s", "upstream_connect_timeout_s"):
         return {name: float(value)}
+    if name == "upstream":
+        items = value.split(",") if isinstance(value, str) else list(value)
+        return {name: tuple(Address.parse(str(item).strip(), name) for item in items if item)}
     raise ConfigurationError(f"unknown [gateway] setting {key!r}")

@@ -53,14 +53,18 @@ class ConfigHandlers:
         self, conn: ConnectionState, header: RequestHeader, frame: bytes, offset: int
     ) -> bytes:
         _, body = decode_request(frame)
+        cls = response_type(header.api_key, header.api_version)
+        results = self.describe_results(body)
+        return encode_response(header, build(cls, {"throttle_time": 0, "results": results}))
+
+    def describe_results(self, body: Any) -> list[dict[str, Any]]:
+        """One DescribeConfigs result per resource of a decoded request, in order."""
         synonyms = bool(getattr(body, "include_synonyms", False))
         documentation = bool(getattr(body, "include_documentation", False))
-        results = [
+        return [
             self._describe_one(resource, synonyms=synonyms, documentation=documentation)
             for resource in body.resources
         ]
-        cls = response_type(header.api_key, header.api_version)
-        return encode_response(header, build(cls, {"throttle_time": 0, "results": results}))
 
     def _describe_one(
         self, resource: Any, *, synonyms: bool, documentation: bool
@@ -109,16 +113,22 @@ class ConfigHandlers:
         self, conn: ConnectionState, header: RequestHeader, frame: bytes, offset: int
     ) -> bytes:
         _, body = decode_request(frame)
-        responses = []
-        for resource in body.resources:
-            new = {c.name: c.value for c in resource.configs if c.value is not None}
-            responses.append(await self._alter_one(resource, lambda _cur, new=new: new, body))
-        return self._alter_response(header, responses)
+        return self._alter_response(header, await self.alter_results(body, incremental=False))
 
     async def incremental_alter_configs(
         self, conn: ConnectionState, header: RequestHeader, frame: bytes, offset: int
     ) -> bytes:
         _, body = decode_request(frame)
+        return self._alter_response(header, await self.alter_results(body, incremental=True))
+
+    async def alter_results(self, body: Any, *, incremental: bool) -> list[dict[str, Any]]:
+        """Apply a decoded (Incremental)AlterConfigs request; one response per resource."""
+        if not incremental:
+            responses = []
+            for resource in body.resources:
+                new = {c.name: c.value for c in resource.configs if c.value is not None}
+                responses.append(await self._alter_one(resource, lambda _cur, new=new: new, body))
+            return responses
         responses = []
         for resource in body.resources:
             ops = [(c.name, int(c.config_operation), c.value) for c in resource.configs]
@@ -129,7 +139,7 @@ class ConfigHandlers:
                     body,
                 )
             )
-        return self._alter_response(header, responses)
+        return responses
 
     async def _alter_one(self, resource: Any, change: Any, body: Any) -> dict[str, Any]:
         rtype, name = int(resource.resource_type), str(resource.resource_name)
@@ -157,6 +167,10 @@ class ConfigHandlers:
         return encode_response(header, build(cls, {"throttle_time": 0, "responses": responses}))
 
     # -- ListConfigResources (KIP-1000 v0, KIP-1142 v1) ---------------------
+    def client_metrics_resources(self) -> list[dict[str, Any]]:
+        """ListConfigResources entries for every client-metrics subscription."""
+        return [{"resource_name": n, "resource_type": CLIENT_METRICS} for n in self._subs.names()]
+
     async def list_config_resources(
         self, conn: ConnectionState, header: RequestHeader, frame: bytes, offset: int
     ) -> bytes:
@@ -167,9 +181,7 @@ class ConfigHandlers:
         if types - LISTABLE_TYPES:
             code = ErrorCode.UNSUPPORTED_VERSION
         elif not types or CLIENT_METRICS in types:
-            names = [
-                {"resource_name": n, "resource_type": CLIENT_METRICS} for n in self._subs.names()
-            ]
+            names = self.client_metrics_resources()
         values = {"throttle_time": 0, "error_code": code, "config_resources": names}
         cls = response_type(header.api_key, header.api_version)
         return encode_response(header, build(cls, values))

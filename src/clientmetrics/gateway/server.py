@@ -7,7 +7,7 @@ import contextlib
 import random
 import signal
 from collections.abc import Coroutine, Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import structlog
 
@@ -29,6 +29,9 @@ from clientmetrics.store.base import SubscriptionStore
 from clientmetrics.store.sqlite import SqliteSubscriptionStore
 from clientmetrics.telemetry.manager import ClientMetricsManager
 from clientmetrics.wire import SERVED, RequestHeader
+
+if TYPE_CHECKING:
+    from clientmetrics.gateway.proxy import ProxyServer
 
 log = structlog.get_logger("clientmetrics.gateway")
 
@@ -68,6 +71,7 @@ class Gateway:
         self._tasks: set[asyncio.Task[Any]] = set()
         self._connections: dict[int, ConnectionState] = {}
         self._dispatcher: Dispatcher | None = None
+        self._proxy: ProxyServer | None = None
         self._stats = {"push": 0, "get_subscriptions": 0}
         self.port = 0
         self.metrics_port: int | None = None
@@ -81,7 +85,7 @@ class Gateway:
         cfg = self.config
         cfg.data_dir.mkdir(parents=True, exist_ok=True)
         if self._store is None:
-            self._store = SqliteSubscriptionStore(cfg.data_dir / "subscriptions.db")
+            self._store = self._default_store()
         if self._exporters is None:
             self._exporters = load_exporters(
                 [(spec.name, spec.options) for spec in cfg.exporters], cfg.data_dir
@@ -90,15 +94,18 @@ class Gateway:
             await exporter.start()
         self._subscriptions = Subscriptions(self._store, self.manager)
         await self._subscriptions.start()
-        self._server = await asyncio.start_server(
-            self._on_client,
-            cfg.listen.host,
-            cfg.listen.port,
-            reuse_port=self._reuse_port or None,
-            backlog=4096,
-        )
-        self.port = self._server.sockets[0].getsockname()[1]
-        self._dispatcher = self._build_dispatcher()
+        if cfg.proxy:
+            await self._start_proxy()
+        else:
+            self._server = await asyncio.start_server(
+                self._on_client,
+                cfg.listen.host,
+                cfg.listen.port,
+                reuse_port=self._reuse_port or None,
+                backlog=4096,
+            )
+            self.port = self._server.sockets[0].getsockname()[1]
+            self._dispatcher = self._build_dispatcher()
         self._spawn(self._expire_loop())
         if cfg.admin_listen is not None:
             self._metrics = MetricsServer(self.metrics_snapshot)
@@ -112,7 +119,40 @@ class Gateway:
             data_dir=str(cfg.data_dir),
             metrics_port=self.metrics_port,
             exporters=[e.name for e in self._exporters],
+            upstream=[str(a) for a in cfg.upstream] or None,
+            broker_ports=self._proxy.broker_ports if self._proxy is not None else None,
         )
+
+    def _default_store(self) -> SubscriptionStore:
+        cfg = self.config
+        if cfg.store_kind == "topic":
+            from clientmetrics.store.topic import TopicSubscriptionStore
+
+            bootstrap = ",".join(str(a) for a in cfg.upstream)
+            return TopicSubscriptionStore(bootstrap, cfg.subscriptions_topic)
+        return SqliteSubscriptionStore(cfg.data_dir / "subscriptions.db")
+
+    async def _start_proxy(self) -> None:
+        """Proxy mode: forward to the upstream cluster, answer telemetry and configs here."""
+        from clientmetrics.gateway.proxy import build_proxy
+
+        assert self._subscriptions is not None
+        assert self._exporters is not None
+        telemetry = TelemetryHandlers(self.manager, self._exporters)
+        self._proxy = build_proxy(
+            self.config,
+            telemetry={
+                GET_TELEMETRY_SUBSCRIPTIONS: self._counted(
+                    "get_subscriptions", telemetry.get_subscriptions
+                ),
+                PUSH_TELEMETRY: self._counted("push", telemetry.push),
+            },
+            subscriptions=self._subscriptions,
+            on_open=self._opened,
+            on_close=self._closed,
+        )
+        await self._proxy.start()
+        self.port = self._proxy.port
 
     def _build_dispatcher(self) -> Dispatcher:
         assert self._subscriptions is not None
@@ -210,6 +250,8 @@ class Gateway:
         timeout = self.config.shutdown_timeout_s
         if self._server is not None:
             self._server.close()
+        if self._proxy is not None:
+            await self._proxy.close(timeout)
         if self._metrics is not None:
             await self._metrics.close()
         tasks = [t for t in self._tasks if not t.done()]

@@ -1,0 +1,153 @@
+"""KIP-951 node endpoints in Produce (v10+) and Fetch (v16+) responses, rewritten in place.
+
+These are the hot-path responses, often megabytes of records. Decoding and
+re-encoding them whole to change a host name would cost more than the proxy
+itself, and the endpoints are only present when a leader moved. So the body is
+walked, not decoded: fixed-width fields are skipped, records are skipped by their
+length, and only the response's own tagged-field section (always last) is read.
+When it has no NodeEndpoints (tag 0) the frame is returned untouched; otherwise
+only that tail is rebuilt, every other byte is kept.
+"""
+
+from __future__ import annotations
+
+import struct
+from collections.abc import Callable
+
+from clientmetrics.wire import ProtocolError
+from clientmetrics.wire.headers import skip_tagged_fields, write_uvarint
+
+__all__ = ["FETCH_MAX", "PRODUCE_MAX", "Endpoint", "rewrite_node_endpoints"]
+
+PRODUCE, FETCH = 0, 1
+#: Highest versions whose layout this module knows; the proxy caps ApiVersions here.
+PRODUCE_MAX = 12  # v13 names topics by id (KIP-516); not walked yet
+FETCH_MAX = 17
+_NODE_ENDPOINTS_TAG = 0
+_INT32 = struct.Struct(">i")
+
+#: Maps an upstream node id to the (host, port) clients must use instead.
+Endpoint = Callable[[int], tuple[str, int]]
+
+
+def _uvarint(frame: bytes, offset: int) -> tuple[int, int]:
+    value = shift = 0
+    while True:
+        if offset >= len(frame):
+            raise ProtocolError("truncated varint in response")
+        byte = frame[offset]
+        offset += 1
+        value |= (byte & 0x7F) << shift
+        if not byte & 0x80:
+            return value, offset
+        shift += 7
+        if shift > 28:
+            raise ProtocolError("varint longer than 5 bytes in response")
+
+
+def _skip_compact(frame: bytes, offset: int) -> int:
+    """Skip a compact (nullable) string or bytes: uvarint length + 1, then the bytes."""
+    length, offset = _uvarint(frame, offset)
+    return offset + max(length - 1, 0)
+
+
+def _produce_tail(frame: bytes, offset: int) -> int:
+    topics, offset = _uvarint(frame, offset)
+    for _ in range(max(topics - 1, 0)):
+        offset = _skip_compact(frame, offset)  # name
+        partitions, offset = _uvarint(frame, offset)
+        for _ in range(max(partitions - 1, 0)):
+            offset += 4 + 2 + 8 + 8 + 8  # index, error, base offset, append time, start
+            errors, offset = _uvarint(frame, offset)
+            for _ in range(max(errors - 1, 0)):
+                offset = _skip_compact(frame, offset + 4)
+                offset = skip_tagged_fields(frame, offset)
+            offset = _skip_compact(frame, offset)  # error_message
+            offset = skip_tagged_fields(frame, offset)
+        offset = skip_tagged_fields(frame, offset)
+    return offset + 4  # throttle_time_ms
+
+
+def _fetch_tail(frame: bytes, offset: int) -> int:
+    offset += 4 + 2 + 4  # throttle, error, session id
+    topics, offset = _uvarint(frame, offset)
+    for _ in range(max(topics - 1, 0)):
+        offset += 16  # topic id
+        partitions, offset = _uvarint(frame, offset)
+        for _ in range(max(partitions - 1, 0)):
+            offset += 4 + 2 + 8 + 8 + 8  # index, error, high watermark, LSO, log start
+            aborted, offset = _uvarint(frame, offset)
+            for _ in range(max(aborted - 1, 0)):
+                offset = skip_tagged_fields(frame, offset + 16)
+            offset = _skip_compact(frame, offset + 4)  # preferred replica, records
+            offset = skip_tagged_fields(frame, offset)
+        offset = skip_tagged_fields(frame, offset)
+    return offset
+
+
+def _rewrite_endpoints(raw: bytes, endpoint: Endpoint) -> bytes:
+    """Re-encode a NodeEndpoints array with every host and port replaced."""
+    count, offset = _uvarint(raw, 0)
+    out = [write_uvarint(count)]
+    for _ in range(max(count - 1, 0)):
+        (node_id,) = _INT32.unpack_from(raw, offset)
+        offset = _skip_compact(raw, offset + 4) + 4  # host, port
+        rack_start = offset
+        offset = _skip_compact(raw, offset)
+        offset = skip_tagged_fields(raw, offset)
+        host, port = endpoint(node_id)
+        encoded = host.encode()
+        out += [
+            _INT32.pack(node_id),
+            write_uvarint(len(encoded) + 1),
+            encoded,
+            _INT32.pack(port),
+            raw[rack_start:offset],  # rack and the entry's tagged fields, unchanged
+        ]
+    return b"".join(out)
+
+
+def rewrite_node_endpoints(
+    api_key: int, frame: bytes, body_offset: int, endpoint: Endpoint
+) -> tuple[bytes, list[tuple[int, str, int]]]:
+    """The response frame with NodeEndpoints rewritten, and the upstream endpoints it named.
+
+    ``frame`` is a whole Produce v10+ or Fetch v16+ response (header included,
+    no size prefix); the body starts at ``body_offset``. Returns ``frame`` itself
+    when there is nothing to rewrite. Raises ``ProtocolError`` on a malformed body.
+    """
+    try:
+        walk = _produce_tail if api_key == PRODUCE else _fetch_tail
+        tail = walk(frame, body_offset)
+        count, offset = _uvarint(frame, tail)
+        if count == 0:
+            return frame, []
+        parts: list[bytes] = [frame[:tail], write_uvarint(count)]
+        nodes: list[tuple[int, str, int]] = []
+        for _ in range(count):
+            tag, offset = _uvarint(frame, offset)
+            size, start = _uvarint(frame, offset)
+            raw = frame[start : start + size]
+            offset = start + size
+            if tag == _NODE_ENDPOINTS_TAG:
+                nodes = _upstream_endpoints(raw)
+                raw = _rewrite_endpoints(raw, endpoint)
+            parts += [write_uvarint(tag), write_uvarint(len(raw)), raw]
+    except (IndexError, struct.error) as exc:
+        raise ProtocolError(f"malformed response body of api key {api_key}: {exc}") from exc
+    if offset != len(frame):
+        raise ProtocolError(f"response of api key {api_key} has {len(frame) - offset} extra bytes")
+    return b"".join(parts), nodes
+
+
+def _upstream_endpoints(raw: bytes) -> list[tuple[int, str, int]]:
+    count, offset = _uvarint(raw, 0)
+    nodes = []
+    for _ in range(max(count - 1, 0)):
+        (node_id,) = _INT32.unpack_from(raw, offset)
+        length, start = _uvarint(raw, offset + 4)
+        host_end = start + length - 1
+        (port,) = _INT32.unpack_from(raw, host_end)
+        nodes.append((node_id, raw[start:host_end].decode("utf-8", "replace"), port))
+        offset = skip_tagged_fields(raw, _skip_compact(raw, host_end + 4))
+    return nodes

@@ -1,0 +1,174 @@
+"""The proxy's listeners: the bootstrap port, and one port per upstream broker.
+
+A client bootstrapping on the listen port is connected to the upstream bootstrap
+brokers; a client on port ``broker_port_base + N`` to upstream node N. Broker
+ports open as nodes are learned (at start from a Metadata probe, later from any
+response naming a new node) and before any client is told about them.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import itertools
+from collections.abc import Callable, Mapping
+from typing import Any
+
+import structlog
+
+from clientmetrics.gateway.config import Address, GatewayConfig
+from clientmetrics.gateway.connection import ConnectionState
+from clientmetrics.gateway.proxy.cluster_map import ClusterMap
+from clientmetrics.gateway.proxy.session import ProxyHandler, ProxySession
+from clientmetrics.gateway.proxy.upstream import UpstreamError, UpstreamLink
+from clientmetrics.wire import RequestHeader, decode_response, encode_request, request_type
+
+log = structlog.get_logger("clientmetrics.gateway.proxy")
+
+# Own range: the standalone connection counter is private to gateway.connection.
+_connection_ids = itertools.count(1_000_000_000)
+_PROBE_METADATA_VERSION = 4  # old enough for any broker since 0.11, still in Kafka 4
+
+
+class ProxyServer:
+    """Accepts clients on the bootstrap and broker ports and runs a session for each."""
+
+    def __init__(
+        self,
+        config: GatewayConfig,
+        cluster: ClusterMap,
+        handlers: Mapping[int, ProxyHandler],
+        *,
+        on_open: Callable[[ConnectionState], None],
+        on_close: Callable[[ConnectionState], None],
+    ) -> None:
+        self._config = config
+        self._cluster = cluster
+        self._handlers = handlers
+        self._on_open = on_open
+        self._on_close = on_close
+        self._servers: dict[int | None, asyncio.Server] = {}
+        self._opening: dict[int, asyncio.Lock] = {}
+        self._tasks: set[asyncio.Task[Any]] = set()
+        self.port = 0
+        cluster.set_listener(self.open_broker_port)
+
+    @property
+    def broker_ports(self) -> dict[int, int]:
+        """Upstream node id -> gateway port, for the brokers listened for so far."""
+        return {
+            node: server.sockets[0].getsockname()[1]
+            for node, server in self._servers.items()
+            if node is not None
+        }
+
+    async def start(self) -> None:
+        """Listen on the bootstrap port and on a port per broker the upstream names."""
+        cfg = self._config
+        server = await asyncio.start_server(
+            self._client(None), cfg.listen.host, cfg.listen.port, backlog=4096
+        )
+        self._servers[None] = server
+        self.port = server.sockets[0].getsockname()[1]
+        try:
+            await self.probe()
+        except UpstreamError as exc:
+            # Not fatal: broker ports open once the upstream answers a client.
+            log.warning("upstream_unavailable_at_start", error=str(exc))
+
+    async def probe(self) -> None:
+        """Ask a bootstrap broker for the cluster's brokers (opens their ports)."""
+        errors = []
+        for address in self._cluster.bootstrap:
+            link = UpstreamLink(address, self._config.upstream_connect_timeout_s)
+            try:
+                await link.connect()
+                header = RequestHeader(
+                    3, _PROBE_METADATA_VERSION, 0, "clientmetrics-proxy", None, 1
+                )
+                body = request_type(3, _PROBE_METADATA_VERSION)(
+                    topics=(), allow_auto_topic_creation=False
+                )
+                frame = await asyncio.wait_for(
+                    link.inject(encode_request(header, body)[4:]),
+                    self._config.upstream_connect_timeout_s,
+                )
+                _, response = decode_response(3, _PROBE_METADATA_VERSION, frame)
+                for broker in response.brokers:
+                    await self._cluster.learn(
+                        int(broker.node_id), str(broker.host), int(broker.port)
+                    )
+                return
+            except (TimeoutError, UpstreamError) as exc:
+                errors.append(str(exc))
+            finally:
+                await link.close()
+        raise UpstreamError("; ".join(errors) or "no upstream bootstrap brokers")
+
+    async def open_broker_port(self, node_id: int) -> None:
+        """Listen on the port standing for upstream node ``node_id`` (idempotent)."""
+        lock = self._opening.setdefault(node_id, asyncio.Lock())
+        async with lock:
+            if node_id in self._servers:
+                return
+            port = self._config.broker_port(node_id)
+            try:
+                server = await asyncio.start_server(
+                    self._client(node_id), self._config.listen.host, port, backlog=4096
+                )
+            except OSError as exc:
+                log.error("broker_port_unavailable", node_id=node_id, port=port, error=exc.strerror)
+                return
+            self._servers[node_id] = server
+            log.info("broker_port_open", node_id=node_id, port=port)
+
+    async def _upstream_for(self, node_id: int | None) -> tuple[Address, ...]:
+        if node_id is None:
+            return self._cluster.bootstrap
+        address = self._cluster.address(node_id)
+        if address is None:  # e.g. this gateway restarted and a client came straight back
+            await self.probe()
+            address = self._cluster.address(node_id)
+        if address is None:
+            raise UpstreamError(f"upstream node {node_id} is not in the cluster")
+        return (address,)
+
+    def _client(
+        self, node_id: int | None
+    ) -> Callable[[asyncio.StreamReader, asyncio.StreamWriter], Any]:
+        async def accept(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+            task = asyncio.current_task()
+            if task is not None:
+                self._tasks.add(task)
+                task.add_done_callback(self._tasks.discard)
+            peer = writer.get_extra_info("peername") or ("", 0)
+            own_id = self._config.node_id if node_id is None else node_id
+            conn = ConnectionState(next(_connection_ids), str(peer[0]), int(peer[1]), own_id)
+            session = ProxySession(
+                conn,
+                lambda: self._upstream_for(node_id),
+                self._handlers,
+                self._cluster,
+                max_request_bytes=self._config.max_request_bytes,
+                connect_timeout_s=self._config.upstream_connect_timeout_s,
+            )
+            self._on_open(conn)
+            try:
+                await session.serve(reader, writer)
+            finally:
+                self._on_close(conn)
+
+        return accept
+
+    async def close(self, timeout: float) -> None:
+        """Stop listening and end every session."""
+        for server in self._servers.values():
+            server.close()
+        tasks = [t for t in self._tasks if not t.done()]
+        for task in tasks:
+            task.cancel()
+        if tasks:
+            await asyncio.wait(tasks, timeout=timeout)
+        for server in self._servers.values():
+            with contextlib.suppress(Exception):
+                await asyncio.wait_for(server.wait_closed(), 1.0)

@@ -1,0 +1,204 @@
+"""One client connection in proxy mode: pipelined forwarding, ordered responses.
+
+Unlike the standalone connection (one request at a time), a proxy connection
+must keep a client's pipeline full: librdkafka keeps many Produce requests in
+flight, and waiting for each upstream answer before reading the next request
+would cap throughput at one request per round trip. So the reader forwards
+each frame at once and queues a *slot* for its response; a writer task
+resolves the slots in request order. The queue is bounded: a client that
+outruns its broker stops being read (back-pressure), nothing piles up.
+
+Requests nobody claims pass through undecoded, header and correlation id
+intact. The KIP-1313 header rules apply to every request, forwarded or not.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import struct
+from collections.abc import Awaitable, Callable, Mapping, Sequence
+
+import structlog
+
+from clientmetrics.gateway.config import Address
+from clientmetrics.gateway.connection import ConnectionState
+from clientmetrics.gateway.proxy.cluster_map import ClusterMap
+from clientmetrics.gateway.proxy.configs import Slot
+from clientmetrics.gateway.proxy.rewrite import rewriter_for
+from clientmetrics.gateway.proxy.upstream import UpstreamError, UpstreamLink
+from clientmetrics.wire import (
+    ErrorCode,
+    FrameDecoder,
+    ProtocolError,
+    RequestHeader,
+    UnsupportedApi,
+    decode_request,
+    error_response,
+    parse_request_header,
+)
+
+log = structlog.get_logger("clientmetrics.gateway.proxy")
+
+#: A proxy handler: answers a request itself and/or through the upstream link.
+ProxyHandler = Callable[[ConnectionState, RequestHeader, bytes, int, UpstreamLink], Awaitable[Slot]]
+
+PRODUCE, API_VERSIONS = 0, 18
+MAX_IN_FLIGHT = 1024
+_SIZE = struct.Struct(">i")
+_INT16 = struct.Struct(">h")
+_READ_CHUNK = 262144
+
+
+def expects_response(header: RequestHeader, frame: bytes, offset: int) -> bool:
+    """False only for Produce with acks=0, which Kafka never answers."""
+    if header.api_key != PRODUCE:
+        return True
+    if header.api_version >= 3:  # transactional_id comes first
+        if header.api_version >= 9:  # compact nullable string: uvarint length + 1
+            length = shift = 0
+            while True:
+                byte = frame[offset]
+                offset += 1
+                length |= (byte & 0x7F) << shift
+                if not byte & 0x80:
+                    break
+                shift += 7
+            offset += max(length - 1, 0)
+        else:
+            (length,) = _INT16.unpack_from(frame, offset)
+            offset += 2 + max(length, 0)
+    (acks,) = _INT16.unpack_from(frame, offset)
+    return bool(acks != 0)
+
+
+class ProxySession:
+    """Serves one client connection on a gateway port standing for ``upstream``."""
+
+    def __init__(
+        self,
+        conn: ConnectionState,
+        upstream: Callable[[], Awaitable[Sequence[Address]]],
+        handlers: Mapping[int, ProxyHandler],
+        cluster: ClusterMap,
+        *,
+        max_request_bytes: int,
+        connect_timeout_s: float,
+    ) -> None:
+        self.conn = conn
+        self._upstream = upstream
+        self._handlers = handlers
+        self._cluster = cluster
+        self._max_request_bytes = max_request_bytes
+        self._timeout = connect_timeout_s
+        self._slots: asyncio.Queue[Slot] = asyncio.Queue(MAX_IN_FLIGHT)
+        self._link: UpstreamLink | None = None
+
+    async def serve(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        """Read, forward and answer until the client or its upstream goes away."""
+        output = asyncio.create_task(self._write_loop(writer))
+        # The upstream going away, or a response that cannot be delivered, closes
+        # the client's connection, as a broker's failure would: the read loop then
+        # sees end of stream and everything unwinds.
+        output.add_done_callback(lambda _task: writer.transport.abort())
+        watch: asyncio.Task[None] | None = None
+        cid = self.conn.connection_id
+        try:
+            self._link = await self._connect(await self._upstream())
+            watch = asyncio.create_task(self._abort_when_closed(self._link, writer))
+            await self._read_loop(reader)
+        except UpstreamError as exc:
+            log.info("client_closed_upstream_unavailable", connection=cid, error=str(exc))
+        except ProtocolError as exc:
+            log.warning("connection_closed_on_protocol_error", connection=cid, error=str(exc))
+        except (ConnectionError, asyncio.IncompleteReadError):
+            pass
+        finally:
+            for task in (output, watch):
+                if task is not None:
+                    task.cancel()
+                    with contextlib.suppress(asyncio.CancelledError, Exception):
+                        await task
+            if self._link is not None:
+                await self._link.close()
+            writer.close()
+            with contextlib.suppress(ConnectionError, OSError):
+                await writer.wait_closed()
+
+    async def _connect(self, candidates: Sequence[Address]) -> UpstreamLink:
+        # Several bootstrap brokers: one being down must not stop new clients.
+        failure = UpstreamError("no upstream address")
+        for address in candidates:
+            link = UpstreamLink(address, self._timeout)
+            try:
+                await link.connect()
+            except UpstreamError as exc:
+                failure = exc
+                continue
+            return link
+        raise failure
+
+    @staticmethod
+    async def _abort_when_closed(link: UpstreamLink, writer: asyncio.StreamWriter) -> None:
+        await link.closed.wait()
+        writer.transport.abort()
+
+    async def _read_loop(self, reader: asyncio.StreamReader) -> None:
+        assert self._link is not None
+        decoder = FrameDecoder(self._max_request_bytes)
+        while True:
+            data = await reader.read(_READ_CHUNK)
+            if not data:
+                return
+            for frame in decoder.feed(data):
+                await self._slots.put(await self._handle(frame))
+            await self._link.drain()
+
+    async def _handle(self, frame: bytes) -> Slot:
+        assert self._link is not None
+        try:
+            header, offset = parse_request_header(frame)
+        except UnsupportedApi as exc:
+            raise ProtocolError(str(exc)) from exc
+        admitted = self.conn.admit(header)
+        if admitted is not ErrorCode.NONE:
+            log.info("request_rejected", reason="kip1313_instance_id", api_key=header.api_key)
+            try:
+                return error_response(header, admitted)
+            except UnsupportedApi as exc:  # a forwarded api we cannot shape: close, as Kafka does
+                raise ProtocolError(f"KIP-1313 violation on api key {header.api_key}") from exc
+        handler = self._handlers.get(header.api_key)
+        if handler is not None:
+            return await handler(self.conn, header, frame, offset, self._link)
+        if header.api_key == API_VERSIONS:
+            self._record_software(frame)
+        future = self._link.send(frame, expect_response=expects_response(header, frame, offset))
+        if future is None:
+            return b""
+        return (future, rewriter_for(header, self._cluster))
+
+    def _record_software(self, frame: bytes) -> None:
+        with contextlib.suppress(ProtocolError, UnsupportedApi):
+            _, body = decode_request(frame)
+            name = getattr(body, "client_software_name", None)
+            if name is not None:
+                self.conn.set_software(str(name), str(getattr(body, "client_software_version", "")))
+
+    async def _write_loop(self, writer: asyncio.StreamWriter) -> None:
+        while True:
+            slot = await self._slots.get()
+            if isinstance(slot, bytes):
+                if slot:
+                    writer.write(slot)
+            elif isinstance(slot, asyncio.Task):
+                data = await slot
+                if data:
+                    writer.write(data)
+            else:
+                future, rewrite = slot
+                frame = await future
+                if rewrite is not None:
+                    frame = await rewrite(frame)
+                writer.write(_SIZE.pack(len(frame)))
+                writer.write(frame)
+            await writer.drain()

@@ -1,0 +1,259 @@
+"""Subscriptions kept in a topic on the upstream cluster, shared by every gateway.
+
+One record per change: the key is the resource name, the value a small JSON
+document ``{"configs": {...}}``, a null value deletes. Every gateway consumes the
+topic from the beginning and keeps consuming, so the latest record per name wins
+(with or without log compaction) and a change made through one gateway reaches
+the others within the consumer's fetch wait. ``put`` returns once this gateway's
+own consumer has read the record back, so a describe right after an alter
+through the same gateway sees the new value.
+
+The Kafka client is librdkafka (confluent-kafka): its producer and consumer are
+thread-based, so polling runs on one thread of ours and results cross into the
+event loop with ``call_soon_threadsafe``.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import threading
+from collections.abc import Mapping
+from typing import Any
+
+import structlog
+from confluent_kafka import (
+    OFFSET_BEGINNING,
+    Consumer,
+    KafkaError,
+    KafkaException,
+    Producer,
+    TopicPartition,
+)
+from confluent_kafka.admin import AdminClient, NewTopic  # type: ignore[attr-defined]
+
+from clientmetrics.store.base import ChangeListener, ConfigMap, StoreError
+
+__all__ = ["DEFAULT_TOPIC", "TopicSubscriptionStore"]
+
+log = structlog.get_logger("clientmetrics.store")
+
+DEFAULT_TOPIC = "__client_metrics_subscriptions"
+_POLL_S = 0.05
+
+
+def encode_value(configs: ConfigMap) -> bytes | None:
+    """The record value for ``configs``; ``None`` (a tombstone) deletes."""
+    if not configs:
+        return None
+    return json.dumps({"configs": dict(sorted(configs.items()))}).encode()
+
+
+def decode_value(value: bytes | None) -> dict[str, str]:
+    """The configs a record value carries (empty for a tombstone or garbage)."""
+    if not value:
+        return {}
+    try:
+        doc = json.loads(value)
+        configs = doc["configs"]
+        return {str(k): str(v) for k, v in configs.items()}
+    except (ValueError, KeyError, TypeError, AttributeError):
+        log.warning("subscription_record_invalid", value=value[:200])
+        return {}
+
+
+class TopicSubscriptionStore:
+    """A ``SubscriptionStore`` backed by a (compacted) Kafka topic."""
+
+    def __init__(
+        self,
+        bootstrap: str,
+        topic: str = DEFAULT_TOPIC,
+        *,
+        timeout_s: float = 10.0,
+        client_config: Mapping[str, Any] | None = None,
+    ) -> None:
+        self._bootstrap = bootstrap
+        self._topic = topic
+        self._timeout = timeout_s
+        self._extra = dict(client_config or {})
+        self._state: dict[str, dict[str, str]] = {}
+        self._consumed: dict[int, int] = {}  # partition -> next offset to read
+        self._waiters: list[tuple[int, int, asyncio.Future[None]]] = []
+        self._on_change: ChangeListener | None = None
+        self._loop: asyncio.AbstractEventLoop | None = None
+        self._producer: Producer | None = None
+        self._consumer: Consumer | None = None
+        self._stop = threading.Event()
+        self._thread: threading.Thread | None = None
+
+    def _client_config(self) -> dict[str, Any]:
+        return {"bootstrap.servers": self._bootstrap, "log_level": 3, **self._extra}
+
+    async def start(self, on_change: ChangeListener) -> dict[str, dict[str, str]]:
+        """Create the topic if missing, read it to its end, then follow it."""
+        self._loop = asyncio.get_running_loop()
+        try:
+            await asyncio.to_thread(self._ensure_topic)
+            state = await asyncio.to_thread(self._catch_up)
+        except KafkaException as exc:
+            raise StoreError(f"subscription topic {self._topic}: {exc}") from exc
+        self._on_change = on_change
+        self._thread = threading.Thread(
+            target=self._follow, name="clientmetrics-topic-store", daemon=True
+        )
+        self._thread.start()
+        log.info("topic_store_started", topic=self._topic, resources=len(state))
+        return {name: dict(configs) for name, configs in state.items()}
+
+    def _ensure_topic(self) -> None:
+        admin = AdminClient(self._client_config())
+        metadata = admin.list_topics(timeout=self._timeout)
+        if self._topic in metadata.topics and not metadata.topics[self._topic].error:
+            return
+        for config in ({"cleanup.policy": "compact"}, {}):
+            futures = admin.create_topics(
+                [NewTopic(self._topic, num_partitions=1, replication_factor=-1, config=config)],
+                operation_timeout=self._timeout,
+            )
+            try:
+                futures[self._topic].result(self._timeout)
+                return
+            except KafkaException as exc:
+                error = exc.args[0]
+                if error.code() == KafkaError.TOPIC_ALREADY_EXISTS:
+                    return
+                # A Kafka-compatible broker may not know cleanup.policy: retry without it.
+                log.info("create_topic_retry", topic=self._topic, error=str(error))
+        raise StoreError(f"cannot create subscription topic {self._topic}")
+
+    def _catch_up(self) -> dict[str, dict[str, str]]:
+        self._producer = Producer({**self._client_config(), "linger.ms": 0, "acks": "all"})
+        consumer = Consumer(
+            {
+                **self._client_config(),
+                "group.id": "clientmetrics-topic-store",  # required, never joined
+                "enable.auto.commit": False,
+                "fetch.wait.max.ms": 100,
+                "enable.partition.eof": False,
+            }
+        )
+        self._consumer = consumer
+        metadata = consumer.list_topics(self._topic, timeout=self._timeout)
+        partitions = sorted(metadata.topics[self._topic].partitions)
+        ends: dict[int, int] = {}
+        for p in partitions:
+            _low, high = consumer.get_watermark_offsets(
+                TopicPartition(self._topic, p), timeout=self._timeout
+            )
+            ends[p] = high
+            self._consumed[p] = 0
+        consumer.assign([TopicPartition(self._topic, p, OFFSET_BEGINNING) for p in partitions])
+        state: dict[str, dict[str, str]] = {}
+        remaining = {p for p, end in ends.items() if end > 0}
+        while remaining:
+            message = consumer.poll(self._timeout)
+            if message is None:
+                raise StoreError(f"timed out reading subscription topic {self._topic}")
+            if message.error():
+                continue
+            name, configs = self._record(message)
+            partition, offset = int(message.partition() or 0), int(message.offset() or 0)
+            self._consumed[partition] = offset + 1
+            if configs:
+                state[name] = configs
+            else:
+                state.pop(name, None)
+            if offset + 1 >= ends[partition]:
+                remaining.discard(partition)
+        self._state = state
+        return state
+
+    @staticmethod
+    def _record(message: Any) -> tuple[str, dict[str, str]]:
+        key = message.key()
+        name = key.decode("utf-8", "replace") if key else ""
+        return name, decode_value(message.value())
+
+    def _follow(self) -> None:
+        consumer = self._consumer
+        assert consumer is not None
+        assert self._loop is not None
+        while not self._stop.is_set():
+            try:
+                message = consumer.poll(_POLL_S)
+            except RuntimeError:  # consumer closed under us during shutdown
+                return
+            if self._producer is not None:
+                self._producer.poll(0)
+            if message is None:
+                continue
+            if message.error():
+                log.warning("subscription_topic_error", error=str(message.error()))
+                continue
+            name, configs = self._record(message)
+            partition, offset = int(message.partition() or 0), int(message.offset() or 0)
+            self._loop.call_soon_threadsafe(self._apply, name, configs, partition, offset)
+
+    def _apply(self, name: str, configs: dict[str, str], partition: int, offset: int) -> None:
+        self._consumed[partition] = offset + 1
+        if name and self._state.get(name, {}) != configs:
+            if configs:
+                self._state[name] = configs
+            else:
+                self._state.pop(name, None)
+            if self._on_change is not None:
+                self._on_change(name, dict(configs))
+        still = []
+        for p, o, future in self._waiters:
+            if self._consumed.get(p, 0) > o:
+                if not future.done():
+                    future.set_result(None)
+            else:
+                still.append((p, o, future))
+        self._waiters = still
+
+    async def put(self, name: str, configs: ConfigMap) -> None:
+        """Append a record for ``name`` and wait until this gateway has read it back."""
+        producer = self._producer
+        if producer is None or self._loop is None:
+            raise StoreError("topic store is not started")
+        loop = self._loop
+        delivered: asyncio.Future[tuple[int, int]] = loop.create_future()
+
+        def on_delivery(error: Any, message: Any) -> None:
+            def settle() -> None:
+                if delivered.done():
+                    return
+                if error is not None:
+                    delivered.set_exception(StoreError(f"cannot write subscription: {error}"))
+                else:
+                    delivered.set_result((message.partition(), message.offset()))
+
+            loop.call_soon_threadsafe(settle)
+
+        try:
+            producer.produce(
+                self._topic, key=name.encode(), value=encode_value(configs), on_delivery=on_delivery
+            )
+        except (KafkaException, BufferError) as exc:
+            raise StoreError(f"cannot write subscription {name}: {exc}") from exc
+        try:
+            partition, offset = await asyncio.wait_for(delivered, self._timeout)
+            if self._consumed.get(partition, 0) > offset:
+                return
+            seen: asyncio.Future[None] = loop.create_future()
+            self._waiters.append((partition, offset, seen))
+            await asyncio.wait_for(seen, self._timeout)
+        except TimeoutError as exc:
+            raise StoreError(f"timed out writing subscription {name}") from exc
+
+    async def close(self) -> None:
+        """Stop following the topic and release the clients."""
+        self._stop.set()
+        if self._thread is not None:
+            await asyncio.to_thread(self._thread.join, 5.0)
+        if self._producer is not None:
+            await asyncio.to_thread(self._producer.flush, 5.0)
+        if self._consumer is not None:
+            await asyncio.to_thread(self._consumer.close)
