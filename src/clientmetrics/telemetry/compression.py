@@ -176,7 +176,27 @@ def _unlz4(data: bytes, sink: _Sink) -> None:
         remaining = inflater.unused_data
 
 
+_ZSTD = zstandard.ZstdDecompressor()
+
+
 def _unzstd(data: bytes, sink: _Sink) -> None:
+    # Fast path for the common case (librdkafka, the Java client): one frame that
+    # declares a content size within the room left. libzstd rejects a frame whose
+    # output differs from its declared size, so this cannot overrun the bound.
+    try:
+        declared = zstandard.frame_content_size(data)
+    except zstandard.ZstdError as exc:
+        raise CompressionError(f"corrupt zstd data: {exc}") from exc
+    if 0 <= declared < sink.room:
+        one = _ZSTD.decompressobj()
+        try:
+            out = one.decompress(data)
+        except zstandard.ZstdError as exc:
+            raise CompressionError(f"corrupt zstd data: {exc}") from exc
+        if one.eof and not one.unused_data:
+            sink.add(out)
+            return
+        # More than one frame: the bounded streaming path below reads them all.
     reader = zstandard.ZstdDecompressor().stream_reader(data, read_across_frames=True)
     while chunk := reader.read(min(sink.room, _CHUNK)):
         sink.add(chunk)
