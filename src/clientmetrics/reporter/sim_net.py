@@ -1,0 +1,150 @@
+"""The simulator's network side: one pipelined Kafka connection shared by many clients.
+
+Each connection starts with ApiVersions (header v2, so KIP-1313's per-connection
+instance-id rule does not pin it to one client) and then carries the
+telemetry requests of every simulated client assigned to it, matched to their
+responses by correlation id.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import struct
+import typing
+from typing import Any
+
+from clientmetrics.errors import ClientMetricsError
+from clientmetrics.wire import RequestHeader, decode_response, encode_request, request_type
+
+__all__ = ["SimConnection", "open_connection", "set_subscription"]
+
+API_VERSIONS = 18
+_SOFTWARE = ("clientmetrics-simulator", "1.0")
+
+
+class SimConnection(asyncio.Protocol):
+    """A pipelined connection: ``call`` sends a request and awaits its response body."""
+
+    def __init__(self, client_id: str) -> None:
+        self.client_id = client_id
+        self.transport: asyncio.Transport | None = None
+        self.api_versions: dict[int, tuple[int, int]] = {}
+        self._buffer = bytearray()
+        self._waiters: dict[int, tuple[asyncio.Future[Any], int, int]] = {}
+        self._next_id = 0
+        self._lost: BaseException | None = None
+
+    def connection_made(self, transport: asyncio.BaseTransport) -> None:
+        self.transport = transport  # type: ignore[assignment]  # uvloop's is not a subclass
+
+    def data_received(self, data: bytes) -> None:
+        self._buffer += data
+        while len(self._buffer) >= 4:
+            (size,) = struct.unpack_from(">i", self._buffer)
+            if len(self._buffer) < 4 + size:
+                return
+            frame = bytes(self._buffer[4 : 4 + size])
+            del self._buffer[: 4 + size]
+            (correlation_id,) = struct.unpack_from(">i", frame)
+            waiter = self._waiters.pop(correlation_id, None)
+            if waiter is None or waiter[0].done():
+                continue
+            future, api_key, version = waiter
+            try:
+                future.set_result(decode_response(api_key, version, frame)[1])
+            except ClientMetricsError as exc:
+                future.set_exception(exc)
+
+    def connection_lost(self, exc: Exception | None) -> None:
+        self._lost = exc or ConnectionError("connection closed")
+        for future, _, _ in self._waiters.values():
+            if not future.done():
+                future.set_exception(ConnectionError("connection closed"))
+        self._waiters.clear()
+
+    @property
+    def closed(self) -> bool:
+        return self._lost is not None
+
+    def next_correlation_id(self) -> int:
+        self._next_id = (self._next_id + 1) & 0x7FFFFFFF
+        return self._next_id
+
+    def call(self, header: RequestHeader, body: Any) -> asyncio.Future[Any]:
+        """Send ``body`` under ``header``; the future gets the decoded response body."""
+        future: asyncio.Future[Any] = asyncio.get_running_loop().create_future()
+        if self.transport is None or self._lost is not None:
+            future.set_exception(ConnectionError("not connected"))
+            return future
+        self._waiters[header.correlation_id] = (future, header.api_key, header.api_version)
+        self.transport.write(encode_request(header, body))
+        return future
+
+    async def handshake(self) -> None:
+        """ApiVersions v3: learn which telemetry versions the broker offers."""
+        header = RequestHeader(API_VERSIONS, 3, self.next_correlation_id(), self.client_id)
+        body = request_type(API_VERSIONS, 3)(
+            client_software_name=_SOFTWARE[0], client_software_version=_SOFTWARE[1]
+        )
+        response = await self.call(header, body)
+        self.api_versions = {
+            int(k.api_key): (int(k.min_version), int(k.max_version)) for k in response.api_keys
+        }
+
+    def close(self) -> None:
+        if self.transport is not None:
+            self.transport.close()
+
+
+async def open_connection(host: str, port: int, client_id: str) -> SimConnection:
+    """Connect and run the ApiVersions handshake."""
+    loop = asyncio.get_running_loop()
+    _, protocol = await loop.create_connection(lambda: SimConnection(client_id), host, port)
+    await protocol.handshake()
+    return protocol
+
+
+INCREMENTAL_ALTER_CONFIGS = 44
+CLIENT_METRICS_RESOURCE = 16
+
+
+def _nested(cls: type, field_name: str) -> type:
+    hinted: type = typing.get_args(typing.get_type_hints(cls)[field_name])[0]
+    return hinted
+
+
+async def set_subscription(host: str, port: int, name: str, configs: dict[str, str]) -> None:
+    """Create or update the client-metrics subscription ``name`` (IncrementalAlterConfigs).
+
+    Raises ``ClientMetricsError`` if the broker rejects it.
+    """
+    conn = await open_connection(host, port, "clientmetrics-simulate-admin")
+    try:
+        request_cls = request_type(INCREMENTAL_ALTER_CONFIGS, 1)
+        resource_cls = _nested(request_cls, "resources")
+        config_cls = _nested(resource_cls, "configs")
+        body = request_cls(
+            resources=(
+                resource_cls(
+                    resource_type=CLIENT_METRICS_RESOURCE,
+                    resource_name=name,
+                    configs=tuple(
+                        config_cls(name=key, config_operation=0, value=value)
+                        for key, value in configs.items()
+                    ),
+                ),
+            ),
+            validate_only=False,
+        )
+        header = RequestHeader(
+            INCREMENTAL_ALTER_CONFIGS, 1, conn.next_correlation_id(), conn.client_id
+        )
+        response = await conn.call(header, body)
+        for result in response.responses:
+            if int(result.error_code) != 0:
+                code = int(result.error_code)
+                raise ClientMetricsError(
+                    f"subscription {name!r} rejected: {code} {result.error_message}"
+                )
+    finally:
+        conn.close()

@@ -1,0 +1,109 @@
+"""librdkafka-shaped metric sets for simulated producers and consumers.
+
+The names, types and attributes follow the golden librdkafka 2.16 pushes
+(tests/data/librdkafka-2.16/): a producer sends 10 metrics, a consumer 13,
+per-broker latency copies carry an integer ``node.id`` (-1 for the group
+coordinator), no units. Values are drawn around realistic figures; an
+unhealthy client reports request latencies far above normal.
+"""
+
+from __future__ import annotations
+
+import random
+from dataclasses import dataclass
+
+from clientmetrics.reporter.payload import MetricPoint
+
+__all__ = ["SimMetrics"]
+
+_P = "org.apache.kafka."
+
+
+@dataclass
+class SimMetrics:
+    """One simulated client's metrics, with its counters and their start time."""
+
+    kind: str  # "producer" or "consumer"
+    unhealthy: bool
+    unhealthy_latency_ms: float
+    started_ns: int
+    connections: int = 1
+    rebalance_ms: int = 0
+    _last_ns: int = 0
+    _last_sent: tuple[int, int] = (0, 0)
+
+    def resource(self, index: int) -> dict[str, str | int]:
+        """The resource attributes librdkafka sets (the gateway adds the rest)."""
+        if self.kind == "consumer":
+            return {"client_rack": "rack-a", "group_id": f"sim-group-{index % 10}"}
+        return {}
+
+    def points(self, rng: random.Random, now_ns: int, delta: bool) -> list[MetricPoint]:
+        """A fresh set of points at ``now_ns``."""
+        latency = self._latency(rng)
+        nodes = (0,) if self.kind == "producer" else (0, -1)
+        if rng.random() < 0.01:
+            self.connections += 1
+        points = [
+            self._gauge("connection.creation.rate", round(rng.uniform(0, 0.05), 4), now_ns),
+            self._counter("connection.creation.total", self.connections, now_ns, delta, 0),
+        ]
+        for node in nodes:
+            attrs: dict[str, str | int] = {"node.id": node}
+            points.append(self._gauge("node.request.latency.avg", latency, now_ns, attrs))
+            points.append(
+                self._gauge("node.request.latency.max", int(latency * 1.8) + 1, now_ns, attrs)
+            )
+        if self.kind == "producer":
+            queue = round(rng.uniform(0.1, 4.0), 3)
+            points += [
+                self._gauge("produce.throttle.time.avg", 0.0, now_ns),
+                self._gauge("produce.throttle.time.max", 0, now_ns),
+                self._gauge("record.queue.time.avg", queue, now_ns),
+                self._gauge("record.queue.time.max", int(queue * 3) + 1, now_ns),
+                self._gauge("request.latency.avg", latency, now_ns),
+                self._gauge("request.latency.max", int(latency * 1.8) + 1, now_ns),
+            ]
+        else:
+            fetch = self._latency(rng) + 480.0  # fetch.wait.max.ms dominates
+            self.rebalance_ms += 0 if rng.random() < 0.99 else rng.randint(50, 3000)
+            points += [
+                self._gauge("poll.idle.ratio.avg", round(rng.uniform(0.6, 1.0), 4), now_ns),
+                self._gauge("coordinator.commit.latency.avg", self._latency(rng), now_ns),
+                self._gauge("coordinator.commit.latency.max", int(latency * 2) + 1, now_ns),
+                self._gauge("coordinator.assigned.partitions", rng.randint(1, 12), now_ns),
+                self._gauge("coordinator.rebalance.latency.avg", 120.0, now_ns),
+                self._gauge("coordinator.rebalance.latency.max", 240, now_ns),
+                self._counter(
+                    "coordinator.rebalance.latency.total", self.rebalance_ms, now_ns, delta, 1
+                ),
+                self._gauge("fetch.manager.fetch.latency.avg", round(fetch, 3), now_ns),
+                self._gauge("fetch.manager.fetch.latency.max", int(fetch * 1.2), now_ns),
+            ]
+        self._last_ns = now_ns
+        return points
+
+    def _latency(self, rng: random.Random) -> float:
+        if self.unhealthy:
+            return round(self.unhealthy_latency_ms * rng.uniform(0.95, 1.3), 3)
+        return round(max(0.2, rng.gauss(2.5, 0.8)), 3)
+
+    def _gauge(
+        self, name: str, value: float, now_ns: int, attrs: dict[str, str | int] | None = None
+    ) -> MetricPoint:
+        return MetricPoint(f"{_P}{self.kind}.{name}", value, now_ns, attributes=attrs or {})
+
+    def _counter(self, name: str, total: int, now_ns: int, delta: bool, slot: int) -> MetricPoint:
+        previous = self._last_sent[slot]
+        sent = list(self._last_sent)
+        sent[slot] = total
+        self._last_sent = (sent[0], sent[1])
+        start = (self._last_ns or self.started_ns) if delta else self.started_ns
+        return MetricPoint(
+            f"{_P}{self.kind}.{name}",
+            total - previous if delta else total,
+            now_ns,
+            is_sum=True,
+            start_time_unix_nano=start,
+            delta=delta,
+        )

@@ -1,0 +1,320 @@
+"""The load simulator: many simulated clients, each running the real state machine.
+
+Clients are asyncio tasks sharing a few pipelined connections per process
+(``clients_per_connection``); several processes split the clients between them.
+Each client does what a real one does: GetTelemetrySubscriptions, jittered
+pushes at the subscription's interval, the KIP's error table, and a terminating
+push when the run ends.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import random
+import time
+from collections.abc import Sequence
+from concurrent.futures import ProcessPoolExecutor
+from dataclasses import dataclass, field
+from typing import Any
+
+from clientmetrics.reporter.driver import new_client_instance_id
+from clientmetrics.reporter.payload import encode_push
+from clientmetrics.reporter.protocol import (
+    get_request,
+    get_response_event,
+    push_request,
+    push_response_event,
+    telemetry_version,
+)
+from clientmetrics.reporter.sim_net import SimConnection, open_connection
+from clientmetrics.reporter.sim_payloads import SimMetrics
+from clientmetrics.telemetry.client_state import (
+    Action,
+    ClientState,
+    ClientTelemetry,
+    Closed,
+    CloseRequested,
+    Event,
+    PushAccepted,
+    PushRequested,
+    RequestFailed,
+    SubscriptionReceived,
+    SubscriptionRequested,
+)
+from clientmetrics.wire import RequestHeader
+
+__all__ = ["SimConfig", "SimReport", "run_process", "simulate"]
+
+_LATENCY_SAMPLES = 200_000
+
+
+@dataclass(frozen=True, slots=True)
+class SimConfig:
+    """One simulation run."""
+
+    host: str
+    port: int
+    clients: int
+    duration_s: float
+    unhealthy: int = 0
+    unhealthy_latency_ms: float = 8000.0
+    clients_per_connection: int = 20
+    request_timeout_s: float = 30.0
+    close_timeout_s: float = 5.0
+    seed: int | None = None
+
+
+@dataclass
+class SimReport:
+    """What the simulated clients saw (summed over processes)."""
+
+    clients: int = 0
+    connections: int = 0
+    handshakes: int = 0
+    pushes: int = 0
+    terminating_pushes: int = 0
+    empty_pushes: int = 0
+    errors: dict[int, int] = field(default_factory=dict)
+    transport_failures: int = 0
+    disabled: int = 0
+    versions: dict[int, int] = field(default_factory=dict)
+    latencies_us: list[int] = field(default_factory=list)
+    elapsed_s: float = 0.0
+
+    def merge(self, other: SimReport) -> None:
+        """Add ``other`` (another process's report) to this one."""
+        for name in (
+            "clients",
+            "connections",
+            "handshakes",
+            "pushes",
+            "terminating_pushes",
+            "empty_pushes",
+            "transport_failures",
+            "disabled",
+        ):
+            setattr(self, name, getattr(self, name) + getattr(other, name))
+        for code, count in other.errors.items():
+            self.errors[code] = self.errors.get(code, 0) + count
+        for version, count in other.versions.items():
+            self.versions[version] = self.versions.get(version, 0) + count
+        self.latencies_us.extend(other.latencies_us)
+        self.elapsed_s = max(self.elapsed_s, other.elapsed_s)
+
+    def percentile_ms(self, fraction: float) -> float:
+        """Request latency percentile in ms (0 when nothing was measured)."""
+        if not self.latencies_us:
+            return 0.0
+        ordered = sorted(self.latencies_us)
+        return ordered[min(len(ordered) - 1, int(fraction * len(ordered)))] / 1000
+
+    def _record(self, started_ns: int) -> None:
+        if len(self.latencies_us) < _LATENCY_SAMPLES:
+            self.latencies_us.append((time.perf_counter_ns() - started_ns) // 1000)
+
+    def _error(self, code: int) -> None:
+        self.errors[code] = self.errors.get(code, 0) + 1
+
+
+class _SimClient:
+    """One simulated client: a state machine, its metrics and a shared connection."""
+
+    def __init__(
+        self,
+        index: int,
+        conn: SimConnection,
+        metrics: SimMetrics,
+        rng: random.Random,
+        report: SimReport,
+        config: SimConfig,
+    ) -> None:
+        self.index = index
+        self.conn = conn
+        self.metrics = metrics
+        self.rng = rng
+        self.report = report
+        self.config = config
+        self.instance_id = new_client_instance_id(rng)
+        self.machine = ClientTelemetry(rng=rng, client_instance_id=self.instance_id)
+        version = telemetry_version(conn.api_versions)
+        self.version = 0 if version is None else version
+
+    def _now(self) -> int:
+        return time.monotonic_ns() // 1_000_000
+
+    def _handle(self, event: Event) -> None:
+        self.machine.handle(event, self._now())
+
+    async def run(self, stop_at: float) -> None:
+        while time.monotonic() < stop_at and self.machine.enabled:
+            action = self.machine.poll(self._now())
+            if action is None:
+                wait_ms = self.machine.time_to_next_ms(self._now())
+                remaining = stop_at - time.monotonic()
+                await asyncio.sleep(max(0.0, min(remaining, (wait_ms or 1000) / 1000)))
+                continue
+            await self._act(action)
+        if not self.machine.enabled:
+            self.report.disabled += 1
+        await self.close()
+
+    async def close(self) -> None:
+        if self.machine.state in (
+            ClientState.SUBSCRIPTION_IN_PROGRESS,
+            ClientState.PUSH_IN_PROGRESS,
+        ):
+            return  # cancelled mid-request: nothing more to say to the broker
+        self._handle(CloseRequested())
+        if self.machine.poll(self._now()) is Action.TERMINATING_PUSH:
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(
+                    self._act(Action.TERMINATING_PUSH), self.config.close_timeout_s
+                )
+        if self.machine.state is not ClientState.TERMINATED:
+            self._handle(Closed())
+
+    async def _request(self, header_body: tuple[RequestHeader, Any]) -> Any:
+        header, body = header_body
+        started = time.perf_counter_ns()
+        try:
+            response = await asyncio.wait_for(
+                self.conn.call(header, body),
+                self.config.request_timeout_s,
+            )
+        except (ConnectionError, TimeoutError):
+            self.report.transport_failures += 1
+            self._handle(RequestFailed(retriable=not self.conn.closed))
+            return None
+        self.report._record(started)
+        self.report.versions[self.version] = self.report.versions.get(self.version, 0) + 1
+        return response
+
+    async def _act(self, action: Action) -> None:
+        conn = self.conn
+        if action is Action.GET_SUBSCRIPTIONS:
+            self._handle(SubscriptionRequested())
+            response = await self._request(
+                get_request(
+                    self.version, conn.next_correlation_id(), conn.client_id, self.instance_id
+                )
+            )
+            if response is None:
+                return
+            event = get_response_event(response)
+            if isinstance(event, SubscriptionReceived):
+                self.report.handshakes += 1
+            else:
+                self.report._error(event.error_code)
+            self._handle(event)
+            return
+        await self._push(terminating=action is Action.TERMINATING_PUSH)
+
+    async def _push(self, *, terminating: bool) -> None:
+        sub = self.machine.subscription
+        assert sub is not None
+        points = [
+            p
+            for p in self.metrics.points(self.rng, time.time_ns(), sub.delta_temporality)
+            if sub.selects(p.name)
+        ]
+        encoded = encode_push(
+            points,
+            resource=self.metrics.resource(self.index),
+            accepted_compression_types=sub.accepted_compression_types,
+            max_bytes=sub.telemetry_max_bytes,
+            scope_version="2.16.0",
+        )
+        self._handle(PushRequested())
+        conn = self.conn
+        response = await self._request(
+            push_request(
+                self.version,
+                conn.next_correlation_id(),
+                conn.client_id,
+                self.instance_id,
+                subscription_id=sub.subscription_id,
+                terminating=terminating,
+                compression_type=encoded.compression_type,
+                metrics=encoded.metrics,
+            )
+        )
+        if response is None:
+            return
+        event = push_response_event(response)
+        if isinstance(event, PushAccepted):
+            self.report.pushes += 1
+            self.report.terminating_pushes += terminating
+            self.report.empty_pushes += not encoded.metrics
+        else:
+            self.report._error(event.error_code)
+        self._handle(event)
+
+
+def _plan(config: SimConfig, indices: Sequence[int]) -> list[tuple[str, list[int]]]:
+    """Group client indices onto connections: one kind and health per connection."""
+    groups: dict[tuple[str, bool], list[int]] = {}
+    for index in indices:
+        kind = "producer" if index % 2 == 0 else "consumer"
+        groups.setdefault((kind, index < config.unhealthy), []).append(index)
+    plan: list[tuple[str, list[int]]] = []
+    size = max(1, config.clients_per_connection)
+    for (kind, unhealthy), members in sorted(groups.items()):
+        for start in range(0, len(members), size):
+            chunk = members[start : start + size]
+            label = "unhealthy" if unhealthy else "sim"
+            plan.append((f"{label}-{kind}-{chunk[0]}", chunk))
+    return plan
+
+
+async def _run_async(config: SimConfig, indices: Sequence[int]) -> SimReport:
+    report = SimReport(clients=len(indices))
+    rng = random.Random(config.seed if config.seed is None else config.seed + indices[0])
+    started = time.monotonic()
+    stop_at = started + config.duration_s
+    conns: list[SimConnection] = []
+    clients: list[_SimClient] = []
+    for client_id, members in _plan(config, indices):
+        conn = await open_connection(config.host, config.port, client_id)
+        conns.append(conn)
+        for index in members:
+            metrics = SimMetrics(
+                "producer" if index % 2 == 0 else "consumer",
+                index < config.unhealthy,
+                config.unhealthy_latency_ms,
+                time.time_ns(),
+            )
+            clients.append(
+                _SimClient(index, conn, metrics, random.Random(rng.getrandbits(64)), report, config)
+            )
+    report.connections = len(conns)
+    try:
+        await asyncio.gather(*(c.run(stop_at) for c in clients))
+    finally:
+        for conn in conns:
+            conn.close()
+    report.elapsed_s = time.monotonic() - started
+    return report
+
+
+def run_process(config: SimConfig, indices: Sequence[int]) -> SimReport:
+    """Run the clients ``indices`` in this process (its own event loop)."""
+    try:
+        import uvloop
+
+        return uvloop.run(_run_async(config, indices))
+    except ImportError:
+        return asyncio.run(_run_async(config, indices))
+
+
+def simulate(config: SimConfig, processes: int = 1) -> SimReport:
+    """Run ``config.clients`` clients split over ``processes`` processes; merged report."""
+    processes = max(1, min(processes, config.clients))
+    shares = [list(range(p, config.clients, processes)) for p in range(processes)]
+    if processes == 1:
+        return run_process(config, shares[0])
+    total = SimReport()
+    with ProcessPoolExecutor(processes) as pool:
+        for part in pool.map(run_process, [config] * processes, shares):
+            total.merge(part)
+    return total
