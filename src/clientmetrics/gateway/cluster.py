@@ -9,7 +9,7 @@ from clientmetrics.gateway.connection import ConnectionState
 from clientmetrics.wire import (
     ErrorCode,
     RequestHeader,
-    decode_request,
+    decode_body,
     encode_response,
     response_type,
 )
@@ -39,7 +39,7 @@ class ClusterHandlers:
     async def api_versions(
         self, conn: ConnectionState, header: RequestHeader, frame: bytes, offset: int
     ) -> bytes:
-        _, body = decode_request(frame)
+        body = decode_body(header, frame, offset)
         name = getattr(body, "client_software_name", None)
         if name is not None:
             conn.set_software(str(name), str(getattr(body, "client_software_version", "")))
@@ -57,7 +57,7 @@ class ClusterHandlers:
     async def metadata(
         self, conn: ConnectionState, header: RequestHeader, frame: bytes, offset: int
     ) -> bytes:
-        _, body = decode_request(frame)
+        body = decode_body(header, frame, offset)
         topics = []
         for topic in getattr(body, "topics", None) or ():
             topics.append(

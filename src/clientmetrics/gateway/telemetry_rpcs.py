@@ -17,7 +17,7 @@ from clientmetrics.telemetry.model import AcceptedPush
 from clientmetrics.wire import (
     ErrorCode,
     RequestHeader,
-    decode_request,
+    decode_body,
     encode_response,
     response_type,
 )
@@ -50,7 +50,7 @@ class TelemetryHandlers:
     async def get_subscriptions(
         self, conn: ConnectionState, header: RequestHeader, frame: bytes, offset: int
     ) -> bytes:
-        _, body = decode_request(frame)
+        body = decode_body(header, frame, offset)
         result = self._manager.get_telemetry_subscriptions(
             self._instance_id(header, body), conn.context(), now_ms()
         )
@@ -82,7 +82,7 @@ class TelemetryHandlers:
     async def push(
         self, conn: ConnectionState, header: RequestHeader, frame: bytes, offset: int
     ) -> bytes:
-        _, body = decode_request(frame)
+        body = decode_body(header, frame, offset)
         result = self._manager.push_telemetry(
             self._instance_id(header, body),
             int(body.subscription_id),

@@ -26,6 +26,7 @@ from clientmetrics.wire.kip1313 import (
     PushTelemetryResponseV1,
 )
 from clientmetrics.wire.messages import (
+    decode_body,
     decode_request,
     decode_response,
     encode_request,
@@ -50,6 +51,7 @@ __all__ = [
     "RequestHeader",
     "UnsupportedApi",
     "blank_entity",
+    "decode_body",
     "decode_request",
     "decode_response",
     "encode_frame",

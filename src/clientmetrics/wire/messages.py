@@ -18,6 +18,7 @@ from clientmetrics.wire.headers import (
 from clientmetrics.wire.schemas import request_type, response_type
 
 __all__ = [
+    "decode_body",
     "decode_request",
     "decode_response",
     "encode_request",
@@ -37,6 +38,18 @@ def decode_request(frame: bytes) -> tuple[RequestHeader, Any]:
     except UnsupportedApi as exc:
         raise UnsupportedApi(header.api_key, header.api_version, header=header) from exc
     return header, read_entity(entity_type, frame, offset)
+
+
+def decode_body(header: RequestHeader, frame: bytes, offset: int) -> Any:
+    """The body entity of a request whose header was already parsed at ``offset``.
+
+    Saves parsing the header twice on the hot path; raises like ``decode_request``.
+    """
+    try:
+        entity_type = request_type(header.api_key, header.api_version)
+    except UnsupportedApi as exc:
+        raise UnsupportedApi(header.api_key, header.api_version, header=header) from exc
+    return read_entity(entity_type, frame, offset)
 
 
 def _check_matches(header: RequestHeader, body: Any) -> None:
