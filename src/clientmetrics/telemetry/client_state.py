@@ -197,7 +197,7 @@ def choose_compression_type(
     if payload_size < UNCOMPRESSED_BELOW_BYTES:
         return 0
     for codec in accepted:
-        if codec in supported:
+        if codec == 0 or codec in supported:  # NONE listed first means "send uncompressed"
             return codec
     return 0
 
