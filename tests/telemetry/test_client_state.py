@@ -117,39 +117,24 @@ EVENTS: dict[str, Event] = {
 X = None  # illegal: StateError
 T = S.TERMINATED
 # Written out by hand from KIP-714 and Java's ClientTelemetryState, not from the table.
-EXPECTED: dict[ClientState, dict[str, ClientState | None]] = {
-    S.SUBSCRIPTION_NEEDED: dict(
-        get_sent=S.SUBSCRIPTION_IN_PROGRESS, get_ok=X, get_err=X, push_sent=X, push_ok=X,
-        push_err=X, lost=X, close=T, closed=T,
-    ),
-    S.SUBSCRIPTION_IN_PROGRESS: dict(
-        get_sent=X, get_ok=S.PUSH_NEEDED, get_err=S.SUBSCRIPTION_NEEDED, push_sent=X, push_ok=X,
-        push_err=X, lost=S.SUBSCRIPTION_NEEDED, close=S.TERMINATING_PUSH_NEEDED, closed=T,
-    ),
-    S.PUSH_NEEDED: dict(
-        get_sent=X, get_ok=X, get_err=X, push_sent=S.PUSH_IN_PROGRESS, push_ok=X, push_err=X,
-        lost=X, close=S.TERMINATING_PUSH_NEEDED, closed=T,
-    ),
-    S.PUSH_IN_PROGRESS: dict(
-        get_sent=X, get_ok=X, get_err=X, push_sent=X, push_ok=S.PUSH_NEEDED,
-        push_err=S.SUBSCRIPTION_NEEDED, lost=S.SUBSCRIPTION_NEEDED,
-        close=S.TERMINATING_PUSH_NEEDED, closed=T,
-    ),
-    S.TERMINATING_PUSH_NEEDED: dict(
-        get_sent=X, get_ok=S.TERMINATING_PUSH_NEEDED, get_err=S.TERMINATING_PUSH_NEEDED,
-        push_sent=S.TERMINATING_PUSH_IN_PROGRESS, push_ok=S.TERMINATING_PUSH_NEEDED,
-        push_err=S.TERMINATING_PUSH_NEEDED, lost=S.TERMINATING_PUSH_NEEDED,
-        close=S.TERMINATING_PUSH_NEEDED, closed=T,
-    ),
-    S.TERMINATING_PUSH_IN_PROGRESS: dict(
-        get_sent=X, get_ok=X, get_err=X, push_sent=X, push_ok=T, push_err=T, lost=T,
-        close=S.TERMINATING_PUSH_IN_PROGRESS, closed=T,
-    ),
-    S.TERMINATED: dict(
-        get_sent=X, get_ok=X, get_err=X, push_sent=X, push_ok=X, push_err=X, lost=X,
-        close=T, closed=T,
-    ),
+TPN, TPIP = S.TERMINATING_PUSH_NEEDED, S.TERMINATING_PUSH_IN_PROGRESS
+SN, SIP, PN, PIP = (
+    S.SUBSCRIPTION_NEEDED,
+    S.SUBSCRIPTION_IN_PROGRESS,
+    S.PUSH_NEEDED,
+    S.PUSH_IN_PROGRESS,
+)
+# Columns in EVENTS order: get_sent get_ok get_err push_sent push_ok push_err lost close closed
+ROWS: dict[ClientState, tuple[ClientState | None, ...]] = {
+    SN:   (SIP, X,   X,   X,    X,   X,   X,   T,    T),
+    SIP:  (X,   PN,  SN,  X,    X,   X,   SN,  TPN,  T),
+    PN:   (X,   X,   X,   PIP,  X,   X,   X,   TPN,  T),
+    PIP:  (X,   X,   X,   X,    PN,  SN,  SN,  TPN,  T),
+    TPN:  (X,   TPN, TPN, TPIP, TPN, TPN, TPN, TPN,  T),
+    TPIP: (X,   X,   X,   X,    T,   T,   T,   TPIP, T),
+    T:    (X,   X,   X,   X,    X,   X,   X,   T,    T),
 }  # fmt: skip
+EXPECTED = {state: dict(zip(EVENTS, row, strict=True)) for state, row in ROWS.items()}
 
 
 @pytest.mark.parametrize("state", list(ClientState), ids=lambda s: s.name)
