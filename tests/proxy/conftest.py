@@ -1,0 +1,63 @@
+"""Fixtures: a real Tansu broker and gateway processes in proxy mode in front of it."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator
+from pathlib import Path
+
+import pytest
+
+from tests.procs import GatewayProcess, TansuProcess, free_port_block
+
+TANSU_NODE = 111  # Tansu's fixed node id
+FAST_LANDING = """
+[exporters.landing]
+roll_seconds = 0.3
+"""
+
+
+@pytest.fixture
+def tansu(tmp_path: Path) -> Iterator[TansuProcess]:
+    broker = TansuProcess(log_path=tmp_path / "tansu.log").start()
+    yield broker
+    broker.stop()
+
+
+class ProxyGateway(GatewayProcess):
+    """A gateway process fronting an upstream, with its broker port known."""
+
+    broker_port_base: int = 0
+
+    @property
+    def broker_port(self) -> int:
+        return self.broker_port_base + TANSU_NODE
+
+
+def start_proxy(data_dir: Path, upstream: str, *extra: str) -> ProxyGateway:
+    base = free_port_block(TANSU_NODE + 1)
+    gw = ProxyGateway(
+        data_dir,
+        FAST_LANDING,
+        extra_args=("--upstream", upstream, "--broker-port-base", str(base), *extra),
+    )
+    gw.broker_port_base = base
+    return gw.start()  # type: ignore[return-value]
+
+
+@pytest.fixture
+def proxy_factory(tmp_path: Path) -> Iterator[Callable[..., ProxyGateway]]:
+    started: list[ProxyGateway] = []
+
+    def make(upstream: str, name: str = "gw", *extra: str) -> ProxyGateway:
+        gw = start_proxy(tmp_path / name, upstream, *extra)
+        started.append(gw)
+        return gw
+
+    yield make
+    codes = [gw.stop() for gw in started]
+    assert codes == [0] * len(codes), [gw.log_lines[-10:] for gw in started]
+
+
+@pytest.fixture
+def proxy(tansu: TansuProcess, proxy_factory: Callable[..., ProxyGateway]) -> ProxyGateway:
+    return proxy_factory(tansu.bootstrap)
