@@ -133,7 +133,7 @@ class Collector:
             if raw.cumulative:
                 points.append(self._sum(name, attributes, raw.value, now_ns, delta))
             else:
-                value = int(raw.value) if raw.value.is_integer() else raw.value
+                value = int(raw.value) if float(raw.value).is_integer() else raw.value
                 points.append(MetricPoint(name, value, now_ns, attributes=attributes))
         points.sort(key=lambda p: (p.name not in STANDARD_METRICS, p.name))
         return points
