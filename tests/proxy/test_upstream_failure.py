@@ -53,7 +53,8 @@ def test_clients_recover_after_upstream_restart(tansu: TansuProcess, proxy: Prox
         while idle.recv(65536):
             pass
     idle.close()
-    assert proxy.proc is not None and proxy.proc.poll() is None, "the gateway stays up"
+    assert proxy.proc is not None
+    assert proxy.proc.poll() is None, "the gateway stays up"
     # The gateway's own endpoint keeps answering while the upstream is gone.
     body = urllib.request.urlopen(
         f"http://127.0.0.1:{proxy.metrics_port}/metrics", timeout=5
