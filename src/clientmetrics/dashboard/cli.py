@@ -1,0 +1,55 @@
+"""``clientmetrics dashboard``: serve the read-only web dashboard."""
+
+from __future__ import annotations
+
+import time
+from pathlib import Path
+
+import click
+
+from clientmetrics.dashboard.app import Dashboard, DashboardConfig, DashboardServer
+
+
+@click.command()
+@click.option(
+    "--data-dir",
+    type=click.Path(file_okay=False, path_type=Path),
+    default=Path("./cm-data"),
+    show_default=True,
+    help="The gateway's data directory (landing zone, subscriptions.db, tables).",
+)
+@click.option(
+    "--tables", type=click.Path(file_okay=False, path_type=Path), help="Tables root [DATA/tables]."
+)
+@click.option("--listen", default="127.0.0.1:8050", show_default=True, help="HOST:PORT to serve.")
+@click.option(
+    "--bootstrap-server",
+    help="Read subscriptions through the admin API from this broker or gateway "
+    "(default: the SQLite store in the data dir, read-only).",
+)
+@click.option("--gateway-metrics", help="A gateway's /metrics URL, for the Gateway page.")
+def dashboard(
+    data_dir: Path,
+    tables: Path | None,
+    listen: str,
+    bootstrap_server: str | None,
+    gateway_metrics: str | None,
+) -> None:
+    """Serve a read-only web dashboard over the pipeline's tables."""
+    host, _, port_text = listen.rpartition(":")
+    if not host or not port_text.isdigit():
+        raise click.UsageError(f"--listen must be HOST:PORT, got {listen!r}")
+    config = DashboardConfig(data_dir, tables, bootstrap_server, gateway_metrics)
+    try:
+        server = DashboardServer(Dashboard(config), host.strip("[]"), int(port_text))
+    except OSError as exc:
+        raise click.ClickException(f"cannot listen on {listen}: {exc.strerror}") from exc
+    click.echo(f"dashboard: {server.url} (Ctrl-C to stop)")
+    server.start()
+    try:
+        while True:
+            time.sleep(3600)
+    except KeyboardInterrupt:
+        pass
+    finally:
+        server.stop()

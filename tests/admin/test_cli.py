@@ -1,0 +1,269 @@
+"""The console command as a subprocess against a real gateway: output, stderr, exit codes."""
+
+from __future__ import annotations
+
+import json
+import re
+import socket
+import time
+from collections.abc import Iterator
+
+import pytest
+
+from clientmetrics.admin.options import HEADLINE, help_text
+from tests.admin.tool import run_tool
+from tests.procs import GatewayProcess
+
+pytestmark = pytest.mark.integration
+
+PREFIX = "Error while executing client metrics command : "
+ONE_ACTION = "Command must include exactly one action: --alter, --delete, --describe or --list."
+
+
+def tool(gw: GatewayProcess, *args: str) -> tuple[int, str, str]:
+    result = run_tool("--bootstrap-server", gw.bootstrap, *args)
+    return result.code, result.out, result.err
+
+
+def test_alter_describe_list_delete_round_trip(gateway: GatewayProcess) -> None:
+    code, out, err = tool(
+        gateway,
+        "--alter",
+        "--name",
+        "rt",
+        "--metrics",
+        "org.apache.kafka.producer.,org.apache.kafka.consumer.",
+        "--interval",
+        "60000",
+        "--match",
+        "client_id=app-.*,client_software_name=librdkafka",
+    )
+    assert (code, out, err) == (0, "Altered client metrics config for rt.\n", "")
+    code, out, err = tool(gateway, "--describe", "--name", "rt")
+    assert (code, err) == (0, "")
+    assert out == (
+        "Client metrics configs for rt are:\n"
+        "  metrics=org.apache.kafka.producer.,org.apache.kafka.consumer.\n"
+        "  interval.ms=60000\n"
+        "  match=client_id=app-.*,client_software_name=librdkafka\n"
+    )
+    assert "rt" in tool(gateway, "--list")[1].splitlines()
+    assert tool(gateway, "--delete", "--name", "rt") == (
+        0,
+        "Deleted client metrics config for rt.\n",
+        "",
+    )
+    assert "rt" not in tool(gateway, "--list")[1].splitlines()
+
+
+def test_an_empty_option_value_deletes_that_key_only(gateway: GatewayProcess) -> None:
+    tool(gateway, "--alter", "--name", "partial", "--metrics", "a.", "--interval", "1000")
+    assert tool(gateway, "--alter", "--name", "partial", "--metrics", "")[0] == 0
+    out = tool(gateway, "--describe", "--name", "partial")[1]
+    # The deleted key is back at its default; the other key is untouched.
+    assert out.splitlines()[1:] == ["  metrics=", "  interval.ms=1000", "  match="]
+
+
+def test_list_and_describe_without_name_cover_every_subscription(
+    fresh_gateway: GatewayProcess,
+) -> None:
+    assert tool(fresh_gateway, "--list") == (0, "\n", "")  # Kafka prints an empty line
+    for name, interval in (("one", "1000"), ("two", "2000")):
+        tool(fresh_gateway, "--alter", "--name", name, "--interval", interval)
+    assert tool(fresh_gateway, "--list") == (0, "one\ntwo\n", "")
+    code, out, _ = tool(fresh_gateway, "--describe")
+    assert code == 0
+    assert out == (
+        "Client metrics configs for one are:\n  metrics=\n  interval.ms=1000\n  match=\n"
+        "Client metrics configs for two are:\n  metrics=\n  interval.ms=2000\n  match=\n"
+    )
+    listed = json.loads(tool(fresh_gateway, "--list", "--output", "json")[1])
+    assert listed == {"resources": ["one", "two"]}
+    described = json.loads(tool(fresh_gateway, "--describe", "--output", "json")[1])
+    first = described["resources"][0]
+    assert first["name"] == "one"
+    assert {"name": "interval.ms", "value": "1000", "source": "CLIENT_METRICS_CONFIG"} in first[
+        "configs"
+    ]
+    assert {"name": "match", "value": "", "source": "DEFAULT_CONFIG"} in first["configs"]
+
+
+def test_generate_name_creates_a_kafka_style_uuid_name(gateway: GatewayProcess) -> None:
+    code, out, _ = tool(gateway, "--alter", "--generate-name", "--metrics", "org.apache.kafka.")
+    assert code == 0
+    found = re.fullmatch(r"Altered client metrics config for ([A-Za-z0-9_-]{22})\.\n", out)
+    assert found is not None
+    assert found.group(1) in tool(gateway, "--list")[1].splitlines()
+
+
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        (
+            ["--name", "", "--interval", "1000"],
+            "Subscription name can't be empty (INVALID_REQUEST)",
+        ),
+        (
+            ["--name", "v", "--interval", "10"],
+            "Invalid value 10 for interval.ms, interval must be between 100 and 3600000 "
+            "(1 hour) (INVALID_REQUEST)",
+        ),
+        (
+            ["--name", "v", "--interval", "3600001"],
+            "Invalid value 3600001 for interval.ms, interval must be between 100 and 3600000 "
+            "(1 hour) (INVALID_REQUEST)",
+        ),
+        (["--name", "v", "--match", "10"], "Illegal client matching pattern: 10 (INVALID_CONFIG)"),
+        (
+            ["--name", "v", "--match", "client_id="],
+            "Illegal client matching pattern: client_id= (INVALID_CONFIG)",
+        ),
+        (
+            ["--name", "v", "--match", "user=bob"],
+            "Illegal client matching pattern: user=bob (INVALID_CONFIG)",
+        ),
+        # Java's Integer conversion fails before anything is sent, as in Kafka's tool.
+        (["--name", "v", "--interval", "abc"], "Cannot parse argument 'abc' of option interval"),
+        (
+            ["--name", "v", "--interval", "2147483648"],
+            "Cannot parse argument '2147483648' of option interval",
+        ),
+    ],
+)
+def test_validation_errors_are_kafkas_line_on_stdout(
+    gateway: GatewayProcess, args: list[str], message: str
+) -> None:
+    assert tool(gateway, "--alter", *args) == (1, PREFIX + message + "\n", "")
+    assert "v" not in tool(gateway, "--list")[1].splitlines()
+
+
+USAGE_ERRORS = [
+    ([], HEADLINE),
+    (["--help"], HEADLINE),
+    (["--bootstrap-server", "h:1"], ONE_ACTION),
+    (["--bootstrap-server", "h:1", "--list", "--describe"], ONE_ACTION),
+    (
+        ["--bootstrap-server", "h:1", "--delete", "--name", "n", "--generate-name"],
+        'Option "[delete]" can\'t be used with option "[generate-name]"',
+    ),
+    (
+        ["--bootstrap-server", "h:1", "--delete", "--name", "n", "--interval", "1"],
+        'Option "[delete]" can\'t be used with option "[interval]"',
+    ),
+    (
+        ["--bootstrap-server", "h:1", "--describe", "--match", "client_id=x"],
+        'Option "[describe]" can\'t be used with option "[match]"',
+    ),
+    (
+        ["--bootstrap-server", "h:1", "--describe", "--metrics", "m"],
+        'Option "[describe]" can\'t be used with option "[metrics]"',
+    ),
+    (
+        ["--bootstrap-server", "h:1", "--list", "--name", "n"],
+        'Option "[list]" can\'t be used with option "[name]"',
+    ),
+    (
+        ["--bootstrap-server", "h:1", "--alter", "--name", "n", "--output", "json"],
+        'Option "[alter]" can\'t be used with option "[output]"',
+    ),
+]
+
+
+@pytest.mark.parametrize(("args", "message"), USAGE_ERRORS)
+def test_usage_errors_print_the_message_and_usage_and_exit_1(args: list[str], message: str) -> None:
+    result = run_tool(*args)
+    assert (result.code, result.out) == (1, "")
+    assert result.err == message + "\n" + help_text()
+
+
+PLAIN_ERRORS = [
+    (["--list"], "--bootstrap-server must be specified."),
+    (
+        ["--bootstrap-server", "h:1", "--alter"],
+        "One of --name or --generate-name must be specified with --alter.",
+    ),
+    (
+        ["--bootstrap-server", "h:1", "--alter", "--name", "n", "--generate-name"],
+        "One of --name or --generate-name must be specified with --alter.",
+    ),
+    (
+        ["--bootstrap-server", "h:1", "--delete"],
+        "A client metrics resource name must be specified with --delete.",
+    ),
+    (
+        ["--bootstrap-server", "h:1", "--list", "--frobnicate"],
+        "frobnicate is not a recognized option",
+    ),
+    (["--list", "--bootstrap-server"], "Option bootstrap-server requires an argument"),
+    (["--bootstrap-server", "nohost", "--list"], "Invalid url in bootstrap.servers: nohost"),
+    (
+        ["--bootstrap-server", "h:1", "--list", "--command-config", "/no/such/file"],
+        "/no/such/file (No such file or directory)",
+    ),
+]
+
+
+@pytest.mark.parametrize(("args", "message"), PLAIN_ERRORS)
+def test_argument_errors_print_one_line_and_exit_1(args: list[str], message: str) -> None:
+    result = run_tool(*args)
+    assert (result.code, result.out, result.err) == (1, "", message + "\n")
+
+
+def test_version_prints_the_version_and_exits_0() -> None:
+    result = run_tool("--version")
+    assert result.code == 0
+    assert re.fullmatch(r"\d+\.\d+\.\d+\S*\n", result.out)
+
+
+def test_unsupported_security_protocol_is_one_clear_line(tmp_path: pytest.TempPathFactory) -> None:
+    props = tmp_path / "admin.properties"  # type: ignore[operator]
+    props.write_text("security.protocol=SASL_SSL\nsasl.mechanism=SCRAM-SHA-512\n")
+    result = run_tool("--bootstrap-server", "h:1", "--list", "--command-config", str(props))
+    assert (result.code, result.out) == (1, "")
+    assert result.err == (
+        "security.protocol=SASL_SSL (sasl.mechanism=SCRAM-SHA-512) is not supported by this "
+        "tool; supported: PLAINTEXT, SSL\n"
+    )
+
+
+@pytest.fixture
+def closed_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+@pytest.fixture
+def silent_server() -> Iterator[int]:
+    """A socket that accepts connections (in the backlog) and never answers."""
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        sock.listen(8)
+        yield int(sock.getsockname()[1])
+
+
+def test_connection_refused_names_the_address(closed_port: int) -> None:
+    started = time.monotonic()
+    result = run_tool(
+        "--bootstrap-server", f"127.0.0.1:{closed_port}", "--list", "--timeout", "5000"
+    )
+    assert time.monotonic() - started < 5
+    assert (result.code, result.err) == (1, "")
+    assert result.out == (
+        f"{PREFIX}Could not connect to bootstrap server 127.0.0.1:{closed_port} "
+        "(Connection refused)\n"
+    )
+
+
+def test_a_server_that_never_answers_times_out_within_the_timeout(silent_server: int) -> None:
+    started = time.monotonic()
+    result = run_tool(
+        "--bootstrap-server", f"127.0.0.1:{silent_server}", "--describe", "--timeout", "1000"
+    )
+    elapsed = time.monotonic() - started
+    assert 1.0 <= elapsed < 4.0
+    assert (result.code, result.err) == (1, "")
+    assert result.out == (
+        f"{PREFIX}Could not connect to bootstrap server 127.0.0.1:{silent_server} "
+        "(timed out after 1000 ms waiting for the ApiVersions response)\n"
+    )
