@@ -256,17 +256,19 @@ class BrokerConnection:
                 f"Connection to {self.address} failed: {reason}",
                 reason=reason,
             ) from exc
-        try:
-            got, response = self._decode(api_key, version, frame)
-        except ProtocolError as exc:
-            raise AdminError(
-                ErrorCode.UNKNOWN_SERVER_ERROR, f"Malformed response from {self.address}: {exc}"
-            ) from exc
+        # Checked before decoding: a stray frame would not even decode as this API.
+        got = int.from_bytes(frame[:4], "big", signed=True) if len(frame) >= 4 else None
         if got != correlation_id:
             raise AdminError(
                 ErrorCode.UNKNOWN_SERVER_ERROR,
                 f"Correlation id mismatch from {self.address}: sent {correlation_id}, got {got}",
             )
+        try:
+            _got, response = self._decode(api_key, version, frame)
+        except ProtocolError as exc:
+            raise AdminError(
+                ErrorCode.UNKNOWN_SERVER_ERROR, f"Malformed response from {self.address}: {exc}"
+            ) from exc
         return response
 
     @staticmethod
