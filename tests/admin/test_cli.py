@@ -7,6 +7,7 @@ import re
 import socket
 import time
 from collections.abc import Iterator
+from pathlib import Path
 
 import pytest
 
@@ -215,15 +216,41 @@ def test_version_prints_the_version_and_exits_0() -> None:
     assert re.fullmatch(r"\d+\.\d+\.\d+\S*\n", result.out)
 
 
-def test_unsupported_security_protocol_is_one_clear_line(tmp_path: pytest.TempPathFactory) -> None:
-    props = tmp_path / "admin.properties"  # type: ignore[operator]
-    props.write_text("security.protocol=SASL_SSL\nsasl.mechanism=SCRAM-SHA-512\n")
-    result = run_tool("--bootstrap-server", "h:1", "--list", "--command-config", str(props))
-    assert (result.code, result.out) == (1, "")
-    assert result.err == (
-        "security.protocol=SASL_SSL (sasl.mechanism=SCRAM-SHA-512) is not supported by this "
-        "tool; supported: PLAINTEXT, SSL\n"
-    )
+@pytest.mark.parametrize(
+    ("props", "message"),
+    [
+        (
+            "security.protocol=SASL_SSL\nsasl.mechanism=SCRAM-SHA-512\n",
+            "sasl.mechanism=SCRAM-SHA-512 is not supported by this tool; supported: PLAIN",
+        ),
+        (
+            "security.protocol=SASL_PLAINTEXT\n",
+            "sasl.mechanism=GSSAPI is not supported by this tool; supported: PLAIN",
+        ),
+        (
+            "security.protocol=SASL_PLAINTEXT\nsasl.mechanism=PLAIN\n",
+            "sasl.mechanism=PLAIN needs a username and password: set sasl.jaas.config "
+            "(PlainLoginModule) or sasl.username and sasl.password",
+        ),
+        (
+            "security.protocol=SSL\nssl.truststore.location=/x.jks\n",
+            "ssl.truststore.type=JKS is not supported; "
+            "use ssl.truststore.type=PEM with a PEM ssl.truststore.location",
+        ),
+        (
+            "security.protocol=TLS\n",
+            "Invalid value TLS for configuration security.protocol: String must be one of: "
+            "PLAINTEXT, SSL, SASL_PLAINTEXT, SASL_SSL",
+        ),
+    ],
+)
+def test_unsupported_transport_settings_are_one_clear_line(
+    tmp_path: Path, props: str, message: str
+) -> None:
+    path = tmp_path / "admin.properties"
+    path.write_text(props)
+    result = run_tool("--bootstrap-server", "h:1", "--list", "--command-config", str(path))
+    assert (result.code, result.out, result.err) == (1, "", message + "\n")
 
 
 @pytest.fixture

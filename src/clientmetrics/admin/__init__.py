@@ -22,6 +22,7 @@ from clientmetrics.admin.api import (
 from clientmetrics.admin.connection import BrokerConnection, Channel, TcpTransport, Transport
 from clientmetrics.admin.errors import AdminConnectionError, AdminError, AdminTimeoutError
 from clientmetrics.admin.properties import AdminConfig, parse_properties, read_properties
+from clientmetrics.admin.sasl import AdminAuthenticationError, SaslPlain
 from clientmetrics.admin.sync import (
     Admin,
     alter,
@@ -34,6 +35,7 @@ from clientmetrics.admin.sync import (
 __all__ = [
     "CLIENT_METRICS",
     "Admin",
+    "AdminAuthenticationError",
     "AdminConfig",
     "AdminConnectionError",
     "AdminError",
@@ -43,6 +45,7 @@ __all__ = [
     "Channel",
     "ClientMetricsResource",
     "ConfigEntry",
+    "SaslPlain",
     "TcpTransport",
     "Transport",
     "alter",

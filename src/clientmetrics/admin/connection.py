@@ -26,6 +26,7 @@ from typing import Any, Protocol
 
 from clientmetrics.admin.errors import AdminConnectionError, AdminError, AdminTimeoutError
 from clientmetrics.admin.properties import AdminConfig
+from clientmetrics.admin.sasl import AdminAuthenticationError, authenticate_plain
 from clientmetrics.wire import (
     SERVED,
     ErrorCode,
@@ -33,7 +34,9 @@ from clientmetrics.wire import (
     ProtocolError,
     RequestHeader,
     decode_response,
+    encode_frame,
     encode_request,
+    encode_request_header,
     request_header_version,
     request_type,
 )
@@ -161,6 +164,12 @@ class BrokerConnection:
                 await conn._negotiate(
                     max(deadline - time.monotonic(), 0.0) / (len(servers) - index)
                 )
+                if config.sasl is not None:
+                    await authenticate_plain(conn, config.sasl)
+            except AdminAuthenticationError:
+                # Wrong credentials are wrong everywhere: say so rather than try on.
+                await conn.close()
+                raise
             except AdminError as exc:
                 await conn.close()
                 failures.append((address, exc.reason))
@@ -233,19 +242,43 @@ class BrokerConnection:
     async def _round_trip(
         self, api_key: int, version: int, body: Any, timeout_s: float, what: str
     ) -> Any:
+        payload = encode_request(self._header(api_key, version), body)
+        frame = await self._exchange(payload, timeout_s, what)
+        try:
+            _got, response = self._decode(api_key, version, frame)
+        except ProtocolError as exc:
+            raise AdminError(
+                ErrorCode.UNKNOWN_SERVER_ERROR, f"Malformed response from {self.address}: {exc}"
+            ) from exc
+        return response
+
+    async def raw_request(self, api_key: int, version: int, body: bytes, what: str) -> bytes:
+        """Send a body the wire layer has no codec for (SASL); the response body bytes.
+
+        For non-flexible APIs only: the response header is read as v0.
+        """
+        header = self._header(api_key, version)
+        frame = await self._exchange(
+            encode_frame(encode_request_header(header) + body), self._config.timeout_s, what
+        )
+        return frame[4:]
+
+    def _header(self, api_key: int, version: int) -> RequestHeader:
         self._correlation_id += 1
-        correlation_id = self._correlation_id
-        header = RequestHeader(
+        return RequestHeader(
             api_key,
             version,
-            correlation_id,
+            self._correlation_id,
             self._config.client_id,
             None,
             request_header_version(api_key, version),
         )
+
+    async def _exchange(self, payload: bytes, timeout_s: float, what: str) -> bytes:
+        correlation_id = self._correlation_id
         try:
             async with asyncio.timeout(timeout_s):
-                await self._channel.send(encode_request(header, body))
+                await self._channel.send(payload)
                 frame = await self._next_frame()
         except TimeoutError as exc:
             raise AdminTimeoutError(self.address, what, timeout_s) from exc
@@ -263,13 +296,7 @@ class BrokerConnection:
                 ErrorCode.UNKNOWN_SERVER_ERROR,
                 f"Correlation id mismatch from {self.address}: sent {correlation_id}, got {got}",
             )
-        try:
-            _got, response = self._decode(api_key, version, frame)
-        except ProtocolError as exc:
-            raise AdminError(
-                ErrorCode.UNKNOWN_SERVER_ERROR, f"Malformed response from {self.address}: {exc}"
-            ) from exc
-        return response
+        return frame
 
     @staticmethod
     def _decode(api_key: int, version: int, frame: bytes) -> tuple[int, Any]:

@@ -2,7 +2,8 @@
 
     AdminError                  a request failed; ``.error_code`` is the Kafka code
     ├── AdminConnectionError    no connection to any bootstrap address (NETWORK_EXCEPTION)
-    └── AdminTimeoutError       a connect or a response took too long (REQUEST_TIMED_OUT)
+    ├── AdminTimeoutError       a connect or a response took too long (REQUEST_TIMED_OUT)
+    └── AdminAuthenticationError  SASL mechanism or credentials refused (admin.sasl)
 
 Bad client properties (``--command-config``) raise ``clientmetrics.ConfigurationError``.
 """

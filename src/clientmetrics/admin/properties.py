@@ -8,17 +8,22 @@ with one clear line rather than later on the wire.
 
 from __future__ import annotations
 
+import re
 import ssl
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
+from clientmetrics.admin.sasl import SaslPlain
 from clientmetrics.errors import ConfigurationError
 
 __all__ = ["AdminConfig", "parse_bootstrap", "parse_properties", "read_properties"]
 
-SUPPORTED_PROTOCOLS = ("PLAINTEXT", "SSL")
-KNOWN_PROTOCOLS = ("PLAINTEXT", "SSL", "SASL_PLAINTEXT", "SASL_SSL")
+PROTOCOLS = ("PLAINTEXT", "SSL", "SASL_PLAINTEXT", "SASL_SSL")
+SUPPORTED_MECHANISMS = ("PLAIN",)
+_PLAIN_MODULE = "org.apache.kafka.common.security.plain.PlainLoginModule"
+# JAAS options: name="value" with backslash escapes inside the quotes.
+_JAAS_OPTION = re.compile(r'([A-Za-z_][\w.-]*)\s*=\s*"((?:[^"\\]|\\.)*)"')
 _ESCAPES = {"t": "\t", "n": "\n", "r": "\r", "f": "\f"}
 
 
@@ -141,6 +146,30 @@ def _ssl_context(props: Mapping[str, str]) -> ssl.SSLContext:
     return context
 
 
+def _sasl_plain(props: Mapping[str, str]) -> SaslPlain:
+    """PLAIN credentials from ``sasl.jaas.config`` or ``sasl.username``/``sasl.password``."""
+    mechanism = props.get("sasl.mechanism", "GSSAPI").strip().upper()
+    if mechanism not in SUPPORTED_MECHANISMS:
+        raise ConfigurationError(
+            f"sasl.mechanism={mechanism} is not supported by this tool; "
+            f"supported: {', '.join(SUPPORTED_MECHANISMS)}"
+        )
+    jaas = props.get("sasl.jaas.config")
+    if jaas is not None:
+        if _PLAIN_MODULE not in jaas:
+            raise ConfigurationError(f"sasl.jaas.config must use {_PLAIN_MODULE} for PLAIN")
+        options = {key: re.sub(r"\\(.)", r"\1", value) for key, value in _JAAS_OPTION.findall(jaas)}
+        username, password = options.get("username"), options.get("password")
+    else:
+        username, password = props.get("sasl.username"), props.get("sasl.password")
+    if username is None or password is None:
+        raise ConfigurationError(
+            "sasl.mechanism=PLAIN needs a username and password: set sasl.jaas.config "
+            "(PlainLoginModule) or sasl.username and sasl.password"
+        )
+    return SaslPlain(username, password)
+
+
 @dataclass(frozen=True)
 class AdminConfig:
     """Where and how to connect. Build it with ``from_properties`` or directly."""
@@ -150,7 +179,9 @@ class AdminConfig:
     timeout_s: float = 30.0
     """Bound on each connection attempt and each request round trip."""
     ssl_context: ssl.SSLContext | None = None
-    """Set for ``security.protocol=SSL``; ``None`` means PLAINTEXT."""
+    """Set for ``security.protocol=SSL`` and ``SASL_SSL``; ``None`` means no TLS."""
+    sasl: SaslPlain | None = None
+    """PLAIN credentials for ``SASL_PLAINTEXT`` / ``SASL_SSL``."""
 
     @classmethod
     def from_properties(
@@ -159,22 +190,18 @@ class AdminConfig:
         """Settings from a bootstrap list and Java admin client properties."""
         props = dict(props or {})
         protocol = props.get("security.protocol", "PLAINTEXT").strip().upper()
-        if protocol not in KNOWN_PROTOCOLS:
+        if protocol not in PROTOCOLS:
             raise ConfigurationError(
                 f"Invalid value {protocol} for configuration security.protocol: "
-                f"String must be one of: {', '.join(KNOWN_PROTOCOLS)}"
+                f"String must be one of: {', '.join(PROTOCOLS)}"
             )
-        if protocol not in SUPPORTED_PROTOCOLS:
-            mechanism = props.get("sasl.mechanism", "GSSAPI")
-            raise ConfigurationError(
-                f"security.protocol={protocol} (sasl.mechanism={mechanism}) is not supported "
-                f"by this tool; supported: {', '.join(SUPPORTED_PROTOCOLS)}"
-            )
+        sasl = _sasl_plain(props) if protocol.startswith("SASL_") else None
         if timeout_s <= 0:
             raise ConfigurationError(f"timeout must be positive, not {timeout_s}")
         return cls(
             bootstrap_servers=parse_bootstrap(bootstrap),
             client_id=props.get("client.id", "kafka-client-metrics"),
             timeout_s=timeout_s,
-            ssl_context=_ssl_context(props) if protocol == "SSL" else None,
+            ssl_context=_ssl_context(props) if protocol.endswith("SSL") else None,
+            sasl=sasl,
         )
