@@ -24,13 +24,15 @@ SUPPORTED_MECHANISMS = ("PLAIN",)
 _PLAIN_MODULE = "org.apache.kafka.common.security.plain.PlainLoginModule"
 # JAAS options: name="value" with backslash escapes inside the quotes.
 _JAAS_OPTION = re.compile(r'([A-Za-z_][\w.-]*)\s*=\s*"((?:[^"\\]|\\.)*)"')
+_LINE_END = re.compile(r"\r\n|\r|\n")
 _ESCAPES = {"t": "\t", "n": "\n", "r": "\r", "f": "\f"}
 
 
 def _logical_lines(text: str) -> list[str]:
     lines: list[str] = []
     pending = ""
-    for raw in text.splitlines():
+    # Only \n, \r and \r\n end a line in Java (str.splitlines would split on \x85 too).
+    for raw in _LINE_END.split(text):
         line = raw.lstrip(" \t\f")  # Java skips leading blanks of every natural line
         if not pending and (not line or line[0] in "#!"):
             continue
