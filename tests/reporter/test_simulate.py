@@ -1,0 +1,115 @@
+"""``clientmetrics simulate``: payload shape against the golden pushes, and a small real run."""
+
+from __future__ import annotations
+
+import json
+import random
+import subprocess
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+from opentelemetry.proto.metrics.v1.metrics_pb2 import MetricsData
+
+from clientmetrics.reporter.sim_payloads import SimMetrics
+from tests.landed import landed_rows
+from tests.procs import BIN, GatewayProcess, wait_for
+
+GOLDEN = Path(__file__).resolve().parents[1] / "data" / "librdkafka-2.16"
+LATENCY = "org.apache.kafka.producer.node.request.latency.avg"
+
+
+def golden(kind: str) -> tuple[set[str], dict[str, str]]:
+    data = MetricsData()
+    data.ParseFromString((GOLDEN / f"{kind}-push.otlp.bin").read_bytes())
+    names = {m.name for rm in data.resource_metrics for sm in rm.scope_metrics for m in sm.metrics}
+    kinds = {
+        m.name: m.WhichOneof("data")
+        for rm in data.resource_metrics
+        for sm in rm.scope_metrics
+        for m in sm.metrics
+    }
+    return names, kinds
+
+
+@pytest.mark.parametrize("kind", ["producer", "consumer"])
+def test_simulated_metrics_have_librdkafkas_names_and_types(kind: str) -> None:
+    names, kinds = golden(kind)
+    points = SimMetrics(kind, False, 8000.0, 0).points(random.Random(1), 10**18, delta=False)
+    assert {p.name for p in points} == names
+    assert {p.name: ("sum" if p.is_sum else "gauge") for p in points} == kinds
+
+
+def test_unhealthy_clients_report_far_higher_latency() -> None:
+    rng = random.Random(3)
+    healthy = SimMetrics("producer", False, 8000.0, 0).points(rng, 1, delta=True)
+    sick = SimMetrics("producer", True, 8000.0, 0).points(rng, 1, delta=True)
+
+    def latency(points: list) -> float:  # type: ignore[type-arg]
+        return next(p.value for p in points if p.name == LATENCY)
+
+    assert latency(healthy) < 20
+    assert latency(sick) >= 8000 * 0.95
+
+
+@pytest.fixture
+def gateway(tmp_path: Path) -> Iterator[GatewayProcess]:
+    gw = GatewayProcess(tmp_path / "data", "[exporters.landing]\nroll_seconds = 0.3\n").start()
+    yield gw
+    assert gw.stop() == 0
+
+
+@pytest.mark.integration
+@pytest.mark.parametrize("processes", [1, 2])
+def test_simulate_against_the_gateway(gateway: GatewayProcess, processes: int) -> None:
+    out = subprocess.run(
+        [
+            str(BIN / "clientmetrics"),
+            "simulate",
+            "--bootstrap-server",
+            gateway.bootstrap,
+            "--clients",
+            "200",
+            "--interval-ms",
+            "1000",
+            "--duration",
+            "4",
+            "--processes",
+            str(processes),
+            "--unhealthy",
+            "3",
+            "--json",
+        ],
+        capture_output=True,
+        check=True,
+        timeout=60,
+        text=True,
+    )
+    report = json.loads(out.stdout)
+    assert report["clients"] == 200
+    assert report["handshakes"] == 200
+    assert report["errors"] == {}
+    assert report["terminating_pushes"] == 200
+    # First push in [0.5, 1.5] s, then one a second: about 3 regular pushes each in 4 s.
+    assert 2.5 * 200 <= report["pushes"] - report["terminating_pushes"] <= 4.2 * 200
+    assert report["requests_by_version"] == {"v1": report["handshakes"] + report["pushes"]}
+
+    def unhealthy_latencies() -> list[float]:
+        out: list[float] = []
+        for row in landed_rows(gateway.data_dir):
+            if not str(row["client_id"]).startswith("unhealthy-") or not row["payload"]:
+                continue
+            data = MetricsData()
+            data.ParseFromString(bytes(row["payload"]))  # type: ignore[arg-type]
+            for rm in data.resource_metrics:
+                for sm in rm.scope_metrics:
+                    out += [
+                        p.as_double
+                        for m in sm.metrics
+                        if m.name == LATENCY
+                        for p in m.gauge.data_points
+                    ]
+        return out
+
+    wait_for(unhealthy_latencies, 10, what="pushes from unhealthy clients")
+    assert min(unhealthy_latencies()) > 5000
