@@ -1,0 +1,125 @@
+"""The demo's child processes (gateway, simulator, Spark pipeline), each stopped by its own pid."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import IO
+
+from clientmetrics.errors import ClientMetricsError
+
+
+class DemoError(ClientMetricsError):
+    """A part of the demo failed to start or stopped unexpectedly."""
+
+
+def clientmetrics_command(*args: str) -> list[str]:
+    """Run a ``clientmetrics`` subcommand with this interpreter (no PATH lookup needed)."""
+    return [sys.executable, "-c", "from clientmetrics.cli import main; main()", *args]
+
+
+@dataclass
+class Child:
+    """One child process whose output goes to a log file in the demo's data dir."""
+
+    name: str
+    args: list[str]
+    log_path: Path
+    env: dict[str, str] | None = None
+    proc: subprocess.Popen[bytes] | None = None
+    _log: IO[bytes] | None = field(default=None, repr=False)
+
+    def start(self) -> Child:
+        """Start it; stdout and stderr go to the log file."""
+        self.log_path.parent.mkdir(parents=True, exist_ok=True)
+        self._log = self.log_path.open("ab")
+        environment = {**os.environ, **(self.env or {})}
+        self.proc = subprocess.Popen(
+            self.args,
+            stdout=self._log,
+            stderr=subprocess.STDOUT,
+            stdin=subprocess.DEVNULL,
+            env=environment,
+            # Its own process group: Ctrl-C in the terminal reaches only the demo,
+            # which then stops each child in order.
+            start_new_session=True,
+        )
+        return self
+
+    @property
+    def running(self) -> bool:
+        """Whether it has not exited yet."""
+        return self.proc is not None and self.proc.poll() is None
+
+    def wait(self, timeout: float) -> int | None:
+        """Its exit code, or None if it is still running after ``timeout`` seconds."""
+        if self.proc is None:
+            return 0
+        try:
+            return self.proc.wait(timeout)
+        except subprocess.TimeoutExpired:
+            return None
+
+    def stop(self, first: signal.Signals = signal.SIGTERM, timeout: float = 20.0) -> int:
+        """Send ``first``; SIGKILL if it has not exited within ``timeout``. Its exit code."""
+        if self.proc is None:
+            return 0
+        if self.proc.poll() is None:
+            self.proc.send_signal(first)
+            if self.wait(timeout) is None:
+                self.proc.kill()
+                self.proc.wait()
+        code = self.proc.returncode
+        if self._log is not None:
+            self._log.close()
+            self._log = None
+        return code
+
+    def tail(self, lines: int = 15) -> str:
+        """The end of its log, for error messages."""
+        try:
+            text = self.log_path.read_text(encoding="utf-8", errors="replace")
+        except OSError:
+            return ""
+        return "\n".join(text.splitlines()[-lines:])
+
+
+def start_gateway(data_dir: Path, log_path: Path, timeout: float = 30.0) -> tuple[Child, int, int]:
+    """A standalone gateway on free local ports; returns it, its Kafka port and metrics port."""
+    args = clientmetrics_command(
+        "serve",
+        "--listen",
+        "127.0.0.1:0",
+        "--admin-listen",
+        "127.0.0.1:0",
+        "--data-dir",
+        str(data_dir),
+        "--log-format",
+        "json",
+    )
+    child = Child("gateway", args, log_path).start()
+    # The gateway logs the ports it bound as a JSON line; read its log until it does.
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline and child.running:
+        for raw in log_path.read_bytes().splitlines():
+            event = _json(raw)
+            if event.get("event") == "gateway_started":
+                port = int(str(event["listen"]).rsplit(":", 1)[1])
+                return child, port, int(str(event["metrics_port"]))
+        time.sleep(0.1)
+    child.stop(timeout=5)
+    raise DemoError(f"the gateway did not start:\n{child.tail()}")
+
+
+def _json(raw: bytes) -> dict[str, object]:
+    try:
+        value = json.loads(raw)
+    except ValueError:
+        return {}
+    return value if isinstance(value, dict) else {}

@@ -1,0 +1,254 @@
+"""The demo, step by step: gateway, subscription, clients, pipeline, dashboard, summary."""
+
+from __future__ import annotations
+
+import signal
+import time
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass
+from pathlib import Path
+from types import FrameType
+
+from clientmetrics.dashboard import Dashboard, DashboardConfig, DashboardServer
+from clientmetrics.demo.children import Child, DemoError, clientmetrics_command, start_gateway
+from clientmetrics.demo.real_clients import RealClients
+from clientmetrics.demo.summary import DemoSummary, summarise
+
+SUBSCRIPTION = "demo-all-metrics"
+RULES = """\
+# Written by `clientmetrics demo`: KIP-714's proactive-monitoring example, shortened.
+[[rule]]
+name = "slow-producer-requests"
+metric = "org.apache.kafka.producer.node.request.latency.avg"
+condition = "exceeded 5000 ms for more than 10 seconds"
+
+[[rule]]
+name = "slow-consumer-requests"
+metric = "org.apache.kafka.consumer.node.request.latency.avg"
+condition = "exceeded 5000 ms for more than 10 seconds"
+"""
+
+
+@dataclass(frozen=True, slots=True)
+class DemoOptions:
+    """What ``clientmetrics demo`` runs."""
+
+    data_dir: Path
+    duration_s: float | None
+    simulated_clients: int = 300
+    real_producers: int = 2
+    real_consumers: int = 1
+    interval_ms: int = 2000
+    dashboard_host: str = "127.0.0.1"
+    dashboard_port: int = 8050
+    #: Seconds at the end with no new pushes, for the pipeline to catch up.
+    drain_s: float = 20.0
+    trigger_s: float = 5.0
+
+
+class _Stopped(Exception):
+    """SIGTERM arrived: shut down as for Ctrl-C."""
+
+
+@contextmanager
+def _sigterm_stops() -> Iterator[None]:
+    def raise_stopped(_signum: int, _frame: FrameType | None) -> None:
+        raise _Stopped
+
+    previous = signal.signal(signal.SIGTERM, raise_stopped)
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGTERM, previous)
+
+
+class Demo:
+    """Runs every part, shows progress through ``echo`` and returns the summary."""
+
+    def __init__(self, options: DemoOptions, echo: Callable[[str], None]) -> None:
+        self.options = options
+        self._echo = echo
+        self._started = time.monotonic()
+        self._children: list[Child] = []
+        self._clients: RealClients | None = None
+        self._dashboard: DashboardServer | None = None
+        self._metrics_url = ""
+        self.interrupted = False
+
+    def _say(self, text: str) -> None:
+        self._echo(f"[{time.monotonic() - self._started:5.1f}s] {text}")
+
+    def run(self) -> DemoSummary:
+        """Run until the duration has passed or Ctrl-C / SIGTERM; always clean up."""
+        summary: DemoSummary | None = None
+        with _sigterm_stops():
+            try:
+                self._start_all()
+                self._watch()
+            except (KeyboardInterrupt, _Stopped):
+                self.interrupted = True
+                self._echo("")
+                self._say("stopping (interrupted)")
+            finally:
+                summary = self._stop_all()
+        return summary
+
+    def _start_all(self) -> None:
+        opts = self.options
+        data, logs = opts.data_dir, opts.data_dir / "logs"
+        data.mkdir(parents=True, exist_ok=True)
+        self._say(f"data directory {data}")
+        gateway, port, metrics_port = start_gateway(data, logs / "gateway.log")
+        self._children.append(gateway)
+        bootstrap = f"127.0.0.1:{port}"
+        self._metrics_url = f"http://127.0.0.1:{metrics_port}/metrics"
+        self._say(f"gateway listening on {bootstrap} (metrics {self._metrics_url})")
+        self._subscribe(bootstrap)
+        self._clients = RealClients(bootstrap, opts.real_producers, opts.real_consumers)
+        self._clients.start()
+        self._say(f"started {self._clients.count} confluent-kafka clients")
+        self._start_simulator(bootstrap, logs)
+        self._start_dashboard()
+        self._wait_for_landing(data)
+        self._start_pipeline(data, logs)
+
+    def _wait_for_landing(self, data: Path, timeout: float = 60.0) -> None:
+        # Spark's file source, started on an empty directory, later trips over the
+        # date=/hour= partition columns of the first files; start it once files exist.
+        deadline = time.monotonic() + timeout
+        while not any((data / "landing" / "pushes").glob("date=*/hour=*/*.parquet")):
+            if time.monotonic() > deadline:
+                raise DemoError(f"no push landed within {timeout:.0f}s")
+            time.sleep(0.2)
+        self._say("first pushes landed")
+
+    def _subscribe(self, bootstrap: str) -> None:
+        from clientmetrics.admin import alter, subscription_configs
+
+        configs = subscription_configs(
+            metrics=["org.apache.kafka."], interval_ms=self.options.interval_ms
+        )
+        alter(bootstrap, SUBSCRIPTION, configs)
+        self._say(
+            f"subscription {SUBSCRIPTION!r}: every standard metric, "
+            f"interval.ms={self.options.interval_ms} (admin API)"
+        )
+
+    def _start_pipeline(self, data: Path, logs: Path) -> None:
+        rules = data / "demo-rules.toml"
+        rules.write_text(RULES, encoding="utf-8")
+        args = clientmetrics_command(
+            "pipeline",
+            "stream",
+            "--data-dir",
+            str(data),
+            "--rules",
+            str(rules),
+            "--master",
+            "local[2]",
+            "--trigger-seconds",
+            str(self.options.trigger_s),
+            "--window-seconds",
+            "10",
+            "--lateness-seconds",
+            "5",
+            "--conf",
+            "spark.sql.shuffle.partitions=2",
+            "--conf",
+            "spark.ui.enabled=false",
+            "--conf",
+            "spark.driver.extraJavaOptions=-XX:TieredStopAtLevel=1 -XX:+UseSerialGC",
+        )
+        env = {"SPARK_LOCAL_IP": "127.0.0.1"}
+        self._children.append(Child("pipeline", args, logs / "pipeline.log", env).start())
+        self._say("starting the Spark pipeline in streaming mode (the first start is slow)")
+
+    def _start_simulator(self, bootstrap: str, logs: Path) -> None:
+        opts = self.options
+        duration = 10**6 if opts.duration_s is None else opts.duration_s
+        run_for = max(5.0, duration - opts.drain_s - (time.monotonic() - self._started))
+        args = clientmetrics_command(
+            "simulate",
+            "--bootstrap-server",
+            bootstrap,
+            "--clients",
+            str(opts.simulated_clients),
+            "--unhealthy",
+            "1",
+            "--duration",
+            f"{run_for:.0f}",
+            "--json",
+        )
+        self._children.append(Child("simulator", args, logs / "simulator.log").start())
+        self._say(f"started {opts.simulated_clients} simulated clients (1 unhealthy)")
+
+    def _start_dashboard(self) -> None:
+        opts = self.options
+        config = DashboardConfig(opts.data_dir, gateway_metrics_url=self._metrics_url)
+        try:
+            server = DashboardServer(Dashboard(config), opts.dashboard_host, opts.dashboard_port)
+        except OSError:  # the port is taken: any free one will do
+            server = DashboardServer(Dashboard(config), opts.dashboard_host, 0)
+        server.start()
+        self._dashboard = server
+        self._say(f"dashboard: {server.url}")
+
+    def _child(self, name: str) -> Child:
+        return next(child for child in self._children if child.name == name)
+
+    def _watch(self) -> None:
+        opts = self.options
+        end = None if opts.duration_s is None else self._started + opts.duration_s
+        clients_end = None if end is None else end - opts.drain_s
+        next_report = time.monotonic()
+        first_batch = False
+        while end is None or time.monotonic() < end:
+            pipeline = self._child("pipeline")
+            if not pipeline.running:
+                raise DemoError(f"the pipeline stopped:\n{pipeline.tail()}")
+            if clients_end is not None and time.monotonic() >= clients_end and self._clients:
+                self._stop_clients()
+            tables = opts.data_dir / "tables" / "clients"
+            if not first_batch and tables.exists():
+                first_batch = True
+                self._say("the pipeline wrote its first batch")
+            if time.monotonic() >= next_report:
+                self._progress(first_batch)
+                next_report = time.monotonic() + 10
+            time.sleep(0.5)
+
+    def _progress(self, first_batch: bool) -> None:
+        if not first_batch:
+            self._say("waiting for Spark's first batch…")
+            return
+        now = summarise(self.options.data_dir, self._metrics_url, self._url())
+        self._say(
+            f"clients {now.clients_seen} · pushes accepted {now.pushes_accepted} · "
+            f"data points {now.data_points} · alerts {now.alerts}"
+        )
+
+    def _url(self) -> str:
+        return self._dashboard.url if self._dashboard is not None else ""
+
+    def _stop_clients(self) -> None:
+        if self._clients is not None:
+            self._clients.stop()
+            self._clients = None
+            self._say("clients closed; letting the pipeline catch up")
+
+    def _stop_all(self) -> DemoSummary:
+        self._stop_clients()
+        by_name = {child.name: child for child in self._children}
+        if "simulator" in by_name:
+            by_name["simulator"].stop(signal.SIGTERM, 10)
+        if "pipeline" in by_name:
+            self._say("stopping the pipeline")
+            by_name["pipeline"].stop(signal.SIGINT, 60)
+        summary = summarise(self.options.data_dir, self._metrics_url, self._url())
+        if "gateway" in by_name:
+            by_name["gateway"].stop(signal.SIGTERM, 20)
+        if self._dashboard is not None:
+            self._dashboard.stop()
+        self._say("stopped")
+        return summary
