@@ -11,7 +11,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from kafka import KafkaConsumer, KafkaProducer
+from kafka import KafkaAdminClient, KafkaConsumer, KafkaProducer
 from opentelemetry.proto.metrics.v1.metrics_pb2 import MetricsData
 
 from clientmetrics.reporter import STANDARD_METRICS, enable_telemetry
@@ -146,3 +146,21 @@ def test_gateway_asks_for_deltas_and_gets_them(gateway: GatewayProcess) -> None:
                 assert [m.name for m in sm.metrics] == [P + "producer.connection.creation.total"]
                 temporalities |= {m.sum.aggregation_temporality for m in sm.metrics}
     assert temporalities == {DELTA}
+
+
+def test_admin_client_pushes_and_terminates(gateway: GatewayProcess) -> None:
+    set_subscription(gateway.bootstrap, "fast", {"metrics": P, "interval.ms": "500"})
+    admin = KafkaAdminClient(bootstrap_servers=gateway.bootstrap, client_id="rep-admin")
+    reporter = enable_telemetry(admin)
+    try:
+        wait_for(lambda: reporter.stats.pushes >= 1, 15, what="an admin push")
+    finally:
+        admin.close()
+    wait_for(
+        lambda: any(r["terminating"] for r in rows_of(gateway.data_dir, "rep-admin")),
+        10,
+        what="the admin client's terminating push",
+    )
+    names = names_of(rows_of(gateway.data_dir, "rep-admin"))
+    # kafka-python names the group "admin-metrics" (Java: "admin-client-metrics").
+    assert P + "admin.connection.creation.total" in names
