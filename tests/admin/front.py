@@ -13,9 +13,10 @@ import ssl
 import struct
 import subprocess
 import threading
-from collections.abc import Mapping
+from collections.abc import Coroutine, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 from clientmetrics.wire import FrameDecoder, encode_frame, parse_request_header, peek_request
 
@@ -75,8 +76,8 @@ class Front:
         assert ready.wait(10)
         return self
 
-    async def _main(self, serve: object) -> None:
-        self._task = asyncio.ensure_future(serve)  # type: ignore[arg-type]
+    async def _main(self, serve: Coroutine[Any, Any, None]) -> None:
+        self._task = asyncio.ensure_future(serve)
         with contextlib.suppress(asyncio.CancelledError):
             await self._task
 

@@ -61,7 +61,9 @@ def test_match_selects_which_real_client_pushes(landing_gateway: GatewayProcess)
         other.flush(1)
     names: set[str] = set()
     for row in pushes_of("wanted-1"):
-        names |= metric_names(bytes(row["payload"]))  # type: ignore[arg-type]
+        payload = row["payload"]
+        assert isinstance(payload, bytes)
+        names |= metric_names(payload)
     assert names
     assert all(name.startswith("org.apache.kafka.producer.") for name in names)
     assert all(row["push_interval_ms"] == 500 for row in pushes_of("wanted-1"))

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import math
 import os
 import socket
 import ssl
@@ -154,7 +155,9 @@ class BrokerConnection:
                 async with asyncio.timeout(budget):
                     channel = await transport.open(host, port)
             except TimeoutError:
-                failures.append((address, f"connection timed out after {round(budget * 1000)} ms"))
+                failures.append(
+                    (address, f"connection timed out after {math.ceil(budget * 1000)} ms")
+                )
                 continue
             except (OSError, ssl.SSLError) as exc:
                 failures.append((address, _reason(exc)))

@@ -10,6 +10,7 @@ Bad client properties (``--command-config``) raise ``clientmetrics.Configuration
 
 from __future__ import annotations
 
+import math
 from collections.abc import Mapping
 from types import MappingProxyType
 
@@ -84,7 +85,8 @@ class AdminTimeoutError(AdminError):
 
     def __init__(self, address: str, what: str, timeout_s: float) -> None:
         self.address = address
-        reason = f"timed out after {round(timeout_s * 1000)} ms waiting for {what}"
+        # Rounded up: a budget of 999.98 ms left from a 1000 ms deadline reads as 1000.
+        reason = f"timed out after {math.ceil(timeout_s * 1000)} ms waiting for {what}"
         super().__init__(
             ErrorCode.REQUEST_TIMED_OUT,
             f"{reason[0].upper()}{reason[1:]} from {address}",
