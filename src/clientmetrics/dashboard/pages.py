@@ -40,7 +40,10 @@ th a{color:inherit}td.num{text-align:right}tr:hover td{background:#f0f6ff}
 svg .grid{stroke:#eaeef2}svg .axis{stroke:#8c959f}svg .tick,svg .legend{font-size:11px;fill:#57606a}
 svg .empty{font-size:13px;fill:#8c959f;text-anchor:middle}
 code,pre{background:#eaeef2;padding:1px 4px;border-radius:4px;font-size:12px}
-dl{display:grid;grid-template-columns:max-content auto;gap:2px 12px}dt{color:#57606a}
+dl{display:grid;grid-template-columns:repeat(3,max-content minmax(120px,auto));gap:2px 12px;
+background:#fff;border:1px solid #d8dee4;padding:8px}dt{color:#57606a}dd{margin:0}
+table.alerts td,table.subscriptions td{white-space:normal;vertical-align:top}
+table.alerts td:last-child{min-width:360px}table.alerts code{display:inline-block;margin:1px}
 .cards{display:flex;gap:12px;flex-wrap:wrap}.card{background:#fff;border:1px solid #d8dee4;
 padding:10px 14px;min-width:150px}.card b{display:block;font-size:22px}
 form{margin:0 0 12px}input[type=search]{width:320px;padding:4px}
@@ -212,7 +215,7 @@ def alert_table(alerts: Sequence[Alert]) -> str:
             if alert.is_open
             else "<span class='badge ok'>resolved</span>"
         )
-        labels = "<br>".join(
+        labels = " ".join(
             f"<code>{escape(k)}={escape(v)}</code>" for k, v in alert.workflow_labels()
         )
         attributes = ",".join(f"{k}={v}" for k, v in alert.attributes)

@@ -150,13 +150,22 @@ def build_charts(samples: Iterable[_Sample]) -> list[Chart]:
         grouped[sample.metric][sample.label].append((sample.time_s, sample.value))
         meta[sample.metric] = (sample.unit, sample.kind == "sum")
     charts = []
-    for metric in sorted(grouped):
+    for metric in sorted(grouped, key=_chart_order):
         lines = tuple(
             Line(label, tuple(sorted(points))) for label, points in sorted(grouped[metric].items())
         )
         unit, is_rate = meta[metric]
         charts.append(Chart(metric, unit, is_rate, lines))
     return charts
+
+
+#: Charts an operator looks at first come first: latencies, then queue times, then the rest.
+_FIRST = ("latency", "queue", "throttle")
+
+
+def _chart_order(metric: str) -> tuple[int, str]:
+    rank = next((i for i, word in enumerate(_FIRST) if word in metric), len(_FIRST))
+    return rank, metric
 
 
 class SeriesReader:

@@ -104,13 +104,11 @@ def parse_gateway_metrics(text: str) -> dict[str, float]:
     """``kafka_server_client_metrics_*`` values from Prometheus text, by short name."""
     values: dict[str, float] = {}
     for family in text_string_to_metric_families(text):
-        if not family.name.startswith(_GATEWAY_PREFIX):
-            continue
-        short = family.name.removeprefix(_GATEWAY_PREFIX)
         for sample in family.samples:
-            if sample.name.endswith("_created"):
+            name = sample.name
+            if not name.startswith(_GATEWAY_PREFIX) or name.endswith("_created"):
                 continue
-            values[short] = float(sample.value)
+            values[name.removeprefix(_GATEWAY_PREFIX).removesuffix("_total")] = float(sample.value)
     return values
 
 

@@ -24,20 +24,16 @@ class Line:
 
 
 def nice_ticks(low: float, high: float, count: int = 5) -> list[float]:
-    """Round tick values covering [low, high] (1, 2 or 5 times a power of ten apart)."""
+    """Round tick values (1, 2 or 5 times a power of ten apart) from at or below ``low``
+    to at or above ``high``."""
     if not (math.isfinite(low) and math.isfinite(high)) or high <= low:
         return [low]
     raw = (high - low) / max(count - 1, 1)
     power = 10.0 ** math.floor(math.log10(raw))
     step = next(power * m for m in (1.0, 2.0, 5.0, 10.0) if power * m >= raw)
-    first = math.floor(low / step) * step
-    ticks = []
-    value = first
-    while value <= high + step * 1e-9:
-        if value >= low - step * 1e-9:
-            ticks.append(round(value, 12))
-        value += step
-    return ticks
+    first = math.floor(low / step)
+    last = math.ceil(high / step)
+    return [round(index * step, 12) for index in range(first, last + 1)]
 
 
 def format_value(value: float) -> str:

@@ -74,6 +74,7 @@ class Demo:
         self._clients: RealClients | None = None
         self._dashboard: DashboardServer | None = None
         self._metrics_url = ""
+        self._bootstrap: str | None = None
         self.interrupted = False
 
     def _say(self, text: str) -> None:
@@ -101,7 +102,7 @@ class Demo:
         self._say(f"data directory {data}")
         gateway, port, metrics_port = start_gateway(data, logs / "gateway.log")
         self._children.append(gateway)
-        bootstrap = f"127.0.0.1:{port}"
+        bootstrap = self._bootstrap = f"127.0.0.1:{port}"
         self._metrics_url = f"http://127.0.0.1:{metrics_port}/metrics"
         self._say(f"gateway listening on {bootstrap} (metrics {self._metrics_url})")
         self._subscribe(bootstrap)
@@ -185,7 +186,9 @@ class Demo:
 
     def _start_dashboard(self) -> None:
         opts = self.options
-        config = DashboardConfig(opts.data_dir, gateway_metrics_url=self._metrics_url)
+        config = DashboardConfig(
+            opts.data_dir, bootstrap_server=self._bootstrap, gateway_metrics_url=self._metrics_url
+        )
         try:
             server = DashboardServer(Dashboard(config), opts.dashboard_host, opts.dashboard_port)
         except OSError:  # the port is taken: any free one will do

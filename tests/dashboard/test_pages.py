@@ -1,0 +1,165 @@
+"""Every page through ``Dashboard.handle``, over pipeline-shaped tables, with a fixed clock."""
+
+from __future__ import annotations
+
+import re
+import uuid
+from datetime import timedelta
+from pathlib import Path
+
+import pytest
+
+from clientmetrics.dashboard import Dashboard, DashboardConfig
+from clientmetrics.pipeline.synthetic import Push, land, producer_payload
+from tests.dashboard.conftest import NOW
+from tests.dashboard.tables import LATENCY, REQUESTS, DataDir, write_subscriptions
+
+
+def dashboard(data: DataDir, **options: object) -> Dashboard:
+    config = DashboardConfig(data.root, **options)  # type: ignore[arg-type]
+    return Dashboard(config, clock=NOW.timestamp)
+
+
+def get(app: Dashboard, target: str) -> str:
+    response = app.handle(target)
+    assert response.status == 200, target
+    return response.body.decode()
+
+
+def inventory_ids(page: str) -> list[str]:
+    return re.findall(r'href="/client/([^"?]+)"', page)
+
+
+def test_inventory_lists_a_page_of_clients_newest_first(data: DataDir) -> None:
+    page = get(dashboard(data), "/")
+    assert "120 of 120 clients · page 1 of 3" in page
+    ids = inventory_ids(page)
+    assert len(ids) == 50
+    # last_seen is now minus (index % 60) s: indices 0, 60 are newest, then 1, 61...
+    assert ids[:4] == [str(uuid.UUID(int=n + 1)) for n in (0, 60, 1, 61)]
+
+
+def test_inventory_search_is_case_insensitive_over_several_columns(data: DataDir) -> None:
+    app = dashboard(data)
+    assert "1 of 120 clients" in get(app, "/?q=APP-00042")
+    assert "40 of 120 clients" in get(app, "/?q=user:ALICE")  # every third client
+    by_group = get(app, "/?q=group-3")
+    assert len(inventory_ids(by_group)) == len({i for i in range(120) if i % 2 and i % 7 == 3})
+    assert "0 of 120 clients" in get(app, "/?q=nobody-has-this")
+
+
+def test_inventory_sorts_and_paginates(data: DataDir) -> None:
+    app = dashboard(data)
+    ascending = inventory_ids(get(app, "/?sort=client_id&desc=0&page=1"))
+    assert ascending[:2] == [str(uuid.UUID(int=1)), str(uuid.UUID(int=2))]
+    last_page = inventory_ids(get(app, "/?sort=client_id&desc=0&page=3"))
+    assert len(last_page) == 20
+    assert last_page[-1] == str(uuid.UUID(int=120))
+    descending = inventory_ids(get(app, "/?sort=client_id&desc=1"))
+    assert descending[0] == str(uuid.UUID(int=120))
+
+
+def test_inventory_shows_state_and_active_alerts(data: DataDir) -> None:
+    page = get(dashboard(data), "/?sort=active_alerts&desc=1")
+    first_row = page.split("<tbody>")[1].split("</tr>")[0]
+    assert data.ids[0] in first_row
+    assert "badge bad'>1<" in first_row
+    silent = get(dashboard(data), "/?q=app-00003")  # not seen for 5 min > 3 x 5 s
+    assert "silent" in silent
+    terminated = get(dashboard(data), "/?q=app-00004")
+    assert "terminated" in terminated
+    assert ">silent<" not in terminated
+
+
+def test_inventory_without_tables_says_so(tmp_path: Path) -> None:
+    app = Dashboard(DashboardConfig(tmp_path))
+    assert "has not written" in get(app, "/")
+
+
+def test_client_page_charts_one_line_per_node_in_the_window(data: DataDir) -> None:
+    app = dashboard(data)
+    page = get(app, f"/client/{data.ids[0]}?window=all")
+    assert "app-00000" in page
+    latency = page.split(f"<h3>{LATENCY}</h3>")[1].split("</svg>")[0]
+    lines = re.findall(r'data-label="([^"]+)"[^>]*points="([^"]+)"', latency)
+    assert [label for label, _ in lines] == ["node.id=1", "node.id=2"]
+    assert all(len(points.split()) == 40 for _, points in lines)
+    assert f"{REQUESTS} (per second)" in page
+    recent = get(app, f"/client/{data.ids[0]}?window=5m")
+    chart = recent.split(f"<h3>{LATENCY}</h3>")[1].split("</svg>")[0]
+    # Points span now-4min .. now-1min15s; all are inside five minutes.
+    assert len(re.findall(r'points="([^"]+)"', chart)[0].split()) == 40
+    assert "No data points" not in recent
+
+
+def test_client_page_window_excludes_older_points(data: DataDir) -> None:
+    app = Dashboard(DashboardConfig(data.root), clock=(NOW + timedelta(hours=2)).timestamp)
+    page = get(app, f"/client/{data.ids[0]}?window=1h")
+    assert "No data points in this window" in page
+    assert "<polyline" in get(app, f"/client/{data.ids[0]}?window=6h")
+
+
+def test_client_page_adds_pushes_landed_after_the_tables(data: DataDir) -> None:
+    instance = data.ids[0]
+    # The tables end at now-1m15s; two pushes landed at now-30 s and now-25 s.
+    pushes = [
+        Push(
+            int((NOW - timedelta(seconds=s)).timestamp() * 1e6),
+            instance,
+            producer_payload(int((NOW - timedelta(seconds=s)).timestamp() * 1e9), 3, (1, 2)),
+        )
+        for s in (30, 25)
+    ]
+    land(data.root, pushes)
+    page = get(dashboard(data), f"/client/{instance}?window=all")
+    latency = page.split(f"<h3>{LATENCY}</h3>")[1].split("</svg>")[0]
+    lines = dict(re.findall(r'data-label="([^"]+)"[^>]*points="([^"]+)"', latency))
+    assert len(lines["node.id=1"].split()) == 42
+    assert "node.id=-1" in lines  # a series only the landed pushes have
+
+
+def test_alerts_page_splits_open_and_resolved_with_workflow_labels(data: DataDir) -> None:
+    app = dashboard(data)
+    open_page = get(app, "/alerts")
+    assert "1 open, 1 resolved" in open_page
+    assert "slow-requests" in open_page
+    assert ">slow<" not in open_page
+    assert "principal=User:alice" in open_page
+    assert "transactional_id=tx-9" in open_page
+    assert f"{LATENCY} &gt; 5000 for 180 s" in open_page
+    resolved = get(app, "/alerts?status=resolved")
+    assert ">slow<" in resolved
+    assert "2026-11-21 11:58:00 UTC" in resolved
+
+
+def test_client_page_lists_its_alerts(data: DataDir) -> None:
+    page = get(dashboard(data), f"/client/{data.ids[1]}")
+    assert "<h2>Alerts</h2>" in page
+    assert "resolved" in page
+
+
+def test_subscriptions_page_reads_the_store_and_shows_commands(data: DataDir) -> None:
+    write_subscriptions(
+        data.root / "subscriptions.db",
+        {
+            "prod": {"metrics": "org.apache.kafka.producer.", "interval.ms": "30000"},
+            "debug": {"metrics": "org.apache.kafka.", "match": "client_id=app-1.*"},
+        },
+    )
+    page = get(dashboard(data), "/subscriptions")
+    assert (
+        "kafka-client-metrics --bootstrap-server 127.0.0.1:9092 --alter --name prod "
+        "--metrics org.apache.kafka.producer. --interval 30000" in page
+    )
+    assert "--match 'client_id=app-1.*'" in page.replace("&#x27;", "'")
+    assert "--delete --name debug" in page
+    assert page.index(">debug<") < page.index(">prod<")
+
+
+def test_unknown_pages_are_404(data: DataDir) -> None:
+    assert dashboard(data).handle("/nope").status == 404
+
+
+@pytest.mark.parametrize("target", ["/client/%3Cscript%3E", "/?q=%3Cscript%3Ealert(1)"])
+def test_user_text_is_escaped(data: DataDir, target: str) -> None:
+    assert "<script>" not in get(dashboard(data), target)
