@@ -282,6 +282,14 @@ def test_connection_refused_names_the_address(closed_port: int) -> None:
     )
 
 
+def test_an_unusable_host_name_is_reported_not_raised() -> None:
+    result = run_tool("--bootstrap-server", "a..b:9092", "--list", "--timeout", "2000")
+    assert (result.code, result.err) == (1, "")
+    assert result.out == (
+        f"{PREFIX}Could not connect to bootstrap server a..b:9092 (invalid host name)\n"
+    )
+
+
 def test_a_server_that_never_answers_times_out_within_the_timeout(silent_server: int) -> None:
     started = time.monotonic()
     result = run_tool(

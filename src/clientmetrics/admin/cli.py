@@ -156,6 +156,9 @@ def run(argv: Sequence[str], out: TextIO, err: TextIO) -> int:
     except (AdminError, OptionValueError) as exc:
         print(ERROR_PREFIX + _failure(exc), file=out)
         return 1
+    except Exception as exc:  # Kafka's tool catches Throwable here too; no traceback
+        print(ERROR_PREFIX + (str(exc) or type(exc).__name__), file=out)
+        return 1
     return 0
 
 

@@ -162,6 +162,10 @@ class BrokerConnection:
             except (OSError, ssl.SSLError) as exc:
                 failures.append((address, _reason(exc)))
                 continue
+            except UnicodeError:
+                # getaddrinfo's IDNA encoding rejects names such as "a..b".
+                failures.append((address, "invalid host name"))
+                continue
             conn = cls(channel, address, config)
             try:
                 await conn._negotiate(
