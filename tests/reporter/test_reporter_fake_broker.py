@@ -6,6 +6,7 @@ v1 header v3 id, no telemetry APIs), both temporalities and the terminating push
 
 from __future__ import annotations
 
+import logging
 import time
 from collections.abc import Iterator
 
@@ -65,7 +66,10 @@ def test_push_error_refetches_after_the_interval(broker: FakeBroker, code: int) 
 
 
 @pytest.mark.parametrize("code", [42, 87, 35, -1])
-def test_fatal_push_error_stops_telemetry(broker: FakeBroker, code: int) -> None:
+def test_fatal_push_error_stops_telemetry(
+    broker: FakeBroker, code: int, caplog: pytest.LogCaptureFixture
+) -> None:
+    caplog.set_level(logging.ERROR, logger="clientmetrics.reporter")
     broker.push_script = [code]
     client, reporter = producer(broker)
     try:
@@ -76,6 +80,8 @@ def test_fatal_push_error_stops_telemetry(broker: FakeBroker, code: int) -> None
     finally:
         client.close()
     assert len(broker.requests()) == 2  # and no terminating push either
+    logged = [r for r in caplog.records if r.name == "clientmetrics.reporter"]
+    assert [r.getMessage() for r in logged] == [f"telemetry disabled after error {code}"]
 
 
 def test_fatal_get_error_stops_telemetry(broker: FakeBroker) -> None:
