@@ -67,6 +67,7 @@ class FakeBroker:
     interval_ms: int = 400
     delta: bool = True
     requested: tuple[str, ...] = ("org.apache.kafka.",)
+    max_bytes: int = 1 << 20
     get_script: list[int] = field(default_factory=lambda: [0])
     push_script: list[int] = field(default_factory=lambda: [0])
     seen: list[Seen] = field(default_factory=list)
@@ -176,7 +177,7 @@ class FakeBroker:
             "subscription_id": 1234 if code == 0 else 0,
             "accepted_compression_types": [4, 3, 1, 2] if code == 0 else [],
             "push_interval": self.interval_ms if code == 0 else 0,
-            "telemetry_max_bytes": 1 << 20 if code == 0 else 0,
+            "telemetry_max_bytes": self.max_bytes if code == 0 else 0,
             "delta_temporality": self.delta and code == 0,
             "requested_metrics": list(self.requested) if code == 0 else [],
         }

@@ -178,3 +178,17 @@ def test_terminating_push_on_close(broker: FakeBroker) -> None:
     assert pushes[-1].body.terminating is True
     assert [p.body.terminating for p in pushes].count(True) == 1
     assert reporter.stats.terminating_pushes == 1
+
+
+def test_pushes_stay_under_telemetry_max_bytes(broker: FakeBroker) -> None:
+    broker.max_bytes = 400
+    client, reporter = producer(broker)
+    try:
+        wait_for(lambda: len(broker.requests(PUSH)) >= 2, 10, what="two pushes")
+    finally:
+        client.close()
+    pushes = broker.requests(PUSH)
+    assert all(len(p.body.metrics) <= 400 for p in pushes)
+    assert all(p.body.metrics for p in pushes)  # trimmed, not emptied
+    assert reporter.stats.metrics_dropped > 0
+    assert reporter.stats.errors == {}
