@@ -26,7 +26,7 @@ def spark(tmp_path_factory: pytest.TempPathFactory) -> Iterator[SparkSession]:
             "spark.sql.shuffle.partitions": "2",
             "spark.default.parallelism": "2",
             "spark.driver.extraJavaOptions": FAST_START_JAVA_OPTIONS,
-            "spark.sql.codegen.wholeStage": "false",
+            "spark.sql.codegen.wholeStage": "true",
             "spark.sql.adaptive.enabled": "false",
             "spark.local.dir": str(scratch / "local"),
             "spark.sql.warehouse.dir": str(scratch / "warehouse"),

@@ -92,8 +92,9 @@ def client_labels() -> Column:
         F.coalesce(F.col("resource_attributes"), F.create_map().cast("map<string,string>")),
         lambda key, _value: ~key.isin(*PUSH_LABELS, "client_instance_id"),
     )
-    return F.map_concat(F.create_map(F.lit("client_instance_id"), F.col("client_instance_id")),
-                        own, resource)
+    return F.map_concat(
+        F.create_map(F.lit("client_instance_id"), F.col("client_instance_id")), own, resource
+    )
 
 
 def evaluate_rules(points: DataFrame, rules: DataFrame) -> DataFrame:
@@ -143,9 +144,9 @@ def track_alert_episodes(evaluated: DataFrame, state: DataFrame, rules: DataFram
     rows = rows.join(carried, keys, "left").join(F.broadcast(rules), "rule")
     in_episode = Window.partitionBy(*keys, "episode")
     first_true = F.min(F.when(F.col("holds"), F.col("event_time"))).over(in_episode)
-    start = F.when((F.col("episode") == 0) & F.col("_carried_start").isNotNull(), F.col(
-        "_carried_start"
-    )).otherwise(first_true)
+    start = F.when(
+        (F.col("episode") == 0) & F.col("_carried_start").isNotNull(), F.col("_carried_start")
+    ).otherwise(first_true)
     rows = rows.select("*", start.alias("_start"))
     satisfied = F.col("holds") & _held(
         F.col("_start"), F.col("event_time"), F.col("duration_seconds"), F.col("strict")
@@ -212,8 +213,9 @@ def select_alert_events(episodes: DataFrame, rules: DataFrame) -> DataFrame:
         "*", F.lit("firing").alias("status"), F.lit(None).cast("timestamp").alias("_resolved")
     )
     resolved = with_rule.where(F.col("fired_at").isNotNull() & F.col("resolved_at").isNotNull())
-    resolved = resolved.select("*", F.lit("resolved").alias("status"),
-                               F.col("resolved_at").alias("_resolved"))
+    resolved = resolved.select(
+        "*", F.lit("resolved").alias("status"), F.col("resolved_at").alias("_resolved")
+    )
     return firing.unionByName(resolved).select(
         alert_id.alias("alert_id"),
         "rule",

@@ -21,11 +21,18 @@ from datetime import UTC, datetime, timedelta
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 from pyspark.sql.streaming import StreamingQuery
+from pyspark.sql.types import DateType, IntegerType, StructField, StructType
 
 from clientmetrics.pipeline import alerts, clients, points, windows
 from clientmetrics.pipeline.notify import AlertNotifier
 from clientmetrics.pipeline.rules import RuleSet
-from clientmetrics.pipeline.schemas import ALERT_STATE, LANDING, PROGRESS, SERIES_STATE, WINDOW_STATE
+from clientmetrics.pipeline.schemas import (
+    ALERT_STATE,
+    LANDING,
+    PROGRESS,
+    SERIES_STATE,
+    WINDOW_STATE,
+)
 from clientmetrics.pipeline.storage import TableStore
 
 
@@ -52,6 +59,11 @@ class PipelineConfig:
             raise ValueError("window must be positive and lateness not negative")
 
 
+LANDING_PARTITIONED = StructType(
+    [*LANDING.fields, StructField("date", DateType()), StructField("hour", IntegerType())]
+)
+
+
 class PipelineJob:
     """Runs the pipeline's streaming query and processes its micro-batches."""
 
@@ -64,7 +76,10 @@ class PipelineJob:
 
     def start(self, *, available_now: bool) -> StreamingQuery:
         """Start the query over the landing directory."""
-        reader = self._spark.readStream.schema(LANDING)
+        # The partition columns are part of the schema: a stream started on an
+        # empty landing directory would otherwise not know them, and fail when
+        # the first date=/hour= directory appears.
+        reader = self._spark.readStream.schema(LANDING_PARTITIONED)
         if self._config.max_files_per_trigger:
             reader = reader.option("maxFilesPerTrigger", self._config.max_files_per_trigger)
         pushes = reader.parquet(self._config.input_path).select(*LANDING.names)
@@ -91,9 +106,7 @@ class PipelineJob:
         normalised = points.with_normalised_values(decoded, series_state)
         written = store.append(normalised, "points", batch_id)
         batch_points = store.read_files("points", written, normalised.schema)
-        store.write_state(
-            points.next_series_state(batch_points, series_state), "series", batch_id
-        )
+        store.write_state(points.next_series_state(batch_points, series_state), "series", batch_id)
         self._update_windows(batch_points, batch_id)
         self._update_clients(pushes, batch_points, batch_id)
         if self._rules is not None:

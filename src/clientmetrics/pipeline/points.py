@@ -90,23 +90,23 @@ def with_normalised_values(points: DataFrame, series_state: DataFrame) -> DataFr
     )
     joined = points.join(state, "series", "left")
     window = Window.partitionBy("series").orderBy("event_time", "received_at")
-    running = Window.partitionBy("series").orderBy("event_time", "received_at").rowsBetween(
-        Window.unboundedPreceding, Window.currentRow
+    running = (
+        Window.partitionBy("series")
+        .orderBy("event_time", "received_at")
+        .rowsBetween(Window.unboundedPreceding, Window.currentRow)
     )
     accumulating = F.col("kind").isin(*ACCUMULATING)
     delta = F.col("temporality") == "delta"
     cumulative = F.when(
         accumulating,
-        F.when(delta, F.coalesce(F.col("_carried"), F.lit(0.0)) + F.sum("value").over(running))
-        .otherwise(F.col("value")),
+        F.when(
+            delta, F.coalesce(F.col("_carried"), F.lit(0.0)) + F.sum("value").over(running)
+        ).otherwise(F.col("value")),
     )
-    step = (
-        joined.select("*", cumulative.alias("cumulative_value"))
-        .select(
-            "*",
-            F.coalesce(F.lag("cumulative_value").over(window), F.col("_carried")).alias("_prev"),
-            F.coalesce(F.lag("event_time").over(window), F.col("last_time")).alias("_prev_time"),
-        )
+    step = joined.select("*", cumulative.alias("cumulative_value")).select(
+        "*",
+        F.coalesce(F.lag("cumulative_value").over(window), F.col("_carried")).alias("_prev"),
+        F.coalesce(F.lag("event_time").over(window), F.col("last_time")).alias("_prev_time"),
     )
     since_start = _seconds_between(F.col("event_time"), F.col("start_time"))
     since_prev = _seconds_between(F.col("event_time"), F.col("_prev_time"))

@@ -46,9 +46,7 @@ LANDING: StructType = from_arrow_schema(LANDING_ARROW)
 DECODED: StructType = from_arrow_schema(DECODED_ARROW)
 
 #: Per series, what the temporality normaliser carries from one batch to the next.
-SERIES_STATE = (
-    "series STRING, last_time TIMESTAMP, last_start TIMESTAMP, last_cumulative DOUBLE"
-)
+SERIES_STATE = "series STRING, last_time TIMESTAMP, last_start TIMESTAMP, last_cumulative DOUBLE"
 
 #: Open (not yet closed by the watermark) per-client windows.
 WINDOW_STATE = (

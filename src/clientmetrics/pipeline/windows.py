@@ -110,8 +110,10 @@ def filter_on_time(points: DataFrame, watermark: datetime | None) -> DataFrame:
 
 def select_closed_windows(merged: DataFrame, watermark: datetime | None) -> DataFrame:
     """The windows whose end the watermark has passed, as client_windows rows."""
-    closed = merged.where(F.lit(False)) if watermark is None else merged.where(
-        F.col("window_end") <= F.lit(watermark)
+    closed = (
+        merged.where(F.lit(False))
+        if watermark is None
+        else merged.where(F.col("window_end") <= F.lit(watermark))
     )
     return closed.select(
         "client_instance_id",
