@@ -11,7 +11,7 @@ measures the same workloads both ways and prints the ratios (gateway / direct):
 The aim (issue 4) is a throughput ratio of at least 0.9 and under 1 ms added p99.
 Usage:
 
-    python bench/proxy.py --messages 200000 --size 1000 --latency-samples 2000
+    python bench/proxy.py --messages 50000 --size 1000 --latency-samples 1000 --rounds 5
 """
 
 from __future__ import annotations
@@ -133,11 +133,11 @@ def latency(bootstrap: str, topic: str, samples: int) -> tuple[float, float]:
         producer.produce(topic, value=b"w")
         producer.flush(10)
     times: list[float] = []
-    for _ in range(samples):
-        done: list[float] = []
+    done: list[int] = []
+    for i in range(samples):
         started = time.perf_counter()
         producer.produce(topic, value=b"x" * 100, on_delivery=lambda _e, _m: done.append(0))
-        while not done:
+        while len(done) <= i:
             producer.poll(0.0005)
         times.append((time.perf_counter() - started) * 1000)
     quantiles = statistics.quantiles(times, n=100)
@@ -154,10 +154,10 @@ def measure(bootstrap: str, args: argparse.Namespace, label: str) -> Figures:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--messages", type=int, default=200_000)
+    parser.add_argument("--messages", type=int, default=50_000)
     parser.add_argument("--size", type=int, default=1000)
-    parser.add_argument("--latency-samples", type=int, default=2000)
-    parser.add_argument("--rounds", type=int, default=1, help="alternate direct/gateway runs")
+    parser.add_argument("--latency-samples", type=int, default=1000)
+    parser.add_argument("--rounds", type=int, default=5, help="alternating direct/gateway runs")
     args = parser.parse_args()
 
     workdir = Path(tempfile.mkdtemp(prefix="cm-bench-proxy-"))
@@ -181,10 +181,13 @@ def main() -> None:
         wait_port(gw_port)
         wait_port(base + TANSU_NODE)
         runs: dict[str, list[Figures]] = {"direct": [], "gateway": []}
-        for _ in range(args.rounds):
-            runs["direct"].append(measure(f"127.0.0.1:{tansu_port}", args, "direct"))
-            runs["gateway"].append(measure(f"127.0.0.1:{gw_port}", args, "gateway"))
-        report(args, {k: best(v) for k, v in runs.items()})
+        targets = {"direct": f"127.0.0.1:{tansu_port}", "gateway": f"127.0.0.1:{gw_port}"}
+        for i in range(args.rounds):
+            # Alternate which goes first: the host is shared, load drifts during a run.
+            order = ("direct", "gateway") if i % 2 == 0 else ("gateway", "direct")
+            for label in order:
+                runs[label].append(measure(targets[label], args, label))
+        report(args, runs)
     finally:
         for proc in (gateway, tansu):
             if proc is not None and proc.poll() is None:
@@ -206,21 +209,23 @@ def _port_block() -> int:
     raise RuntimeError("no port block")
 
 
-def best(runs: list[Figures]) -> Figures:
-    """Best of the rounds for throughput, median for latency: less noise on 2 cores."""
+def median(runs: list[Figures]) -> Figures:
+    """The median of every figure over the rounds."""
     return Figures(
-        max(r.produce_mb_s for r in runs),
-        max(r.produce_msg_s for r in runs),
-        max(r.consume_mb_s for r in runs),
-        max(r.consume_msg_s for r in runs),
-        statistics.median(r.p50_ms for r in runs),
-        statistics.median(r.p99_ms for r in runs),
+        *(statistics.median(getattr(r, f) for r in runs) for f in Figures.__dataclass_fields__)
     )
 
 
-def report(args: argparse.Namespace, figures: dict[str, Figures]) -> None:
-    d, g = figures["direct"], figures["gateway"]
-    print(f"proxy benchmark: {args.messages} x {args.size} B, {args.latency_samples} latency samples")
+def report(args: argparse.Namespace, runs: dict[str, list[Figures]]) -> None:
+    d, g = median(runs["direct"]), median(runs["gateway"])
+    per_round = [
+        gw.produce_mb_s / direct.produce_mb_s
+        for direct, gw in zip(runs["direct"], runs["gateway"], strict=True)
+    ]
+    print(
+        f"proxy benchmark: {args.messages} x {args.size} B, {args.latency_samples} latency "
+        f"samples, median of {args.rounds} rounds, load average {os.getloadavg()[0]:.2f}"
+    )
     print(f"{'':24}{'direct':>12}{'gateway':>12}{'ratio':>10}")
     rows = [
         ("produce MB/s", d.produce_mb_s, g.produce_mb_s),
@@ -233,6 +238,7 @@ def report(args: argparse.Namespace, figures: dict[str, Figures]) -> None:
     print(f"{'produce p50 ms':24}{d.p50_ms:12.3f}{g.p50_ms:12.3f}{g.p50_ms - d.p50_ms:+10.3f}")
     print(f"{'produce p99 ms':24}{d.p99_ms:12.3f}{g.p99_ms:12.3f}{g.p99_ms - d.p99_ms:+10.3f}")
     print("(ratio = gateway / direct for throughput; latency column = added ms)")
+    print("produce ratio per round:", " ".join(f"{r:.2f}" for r in per_round))
 
 
 if __name__ == "__main__":

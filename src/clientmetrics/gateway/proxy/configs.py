@@ -150,7 +150,7 @@ class SplitConfigs:
             ]
         values = {
             "throttle_time": response.throttle_time,
-            "error_code": ErrorCode.NONE if ours or code == ErrorCode.NONE else code,
+            "error_code": ErrorCode.NONE if ours or code == ErrorCode.NONE else response.error_code,
             "config_resources": [*theirs, *ours],
         }
         cls = response_type(header.api_key, header.api_version)

@@ -28,7 +28,7 @@ _SIZE = struct.Struct(">i")
 _CORRELATION = struct.Struct(">i")
 #: Upstream responses can be as large as a fetch allows; the frame cap is int32.
 _MAX_RESPONSE_BYTES = 2**31 - 1
-_READ_CHUNK = 262144
+_READ_CHUNK = 1 << 20
 
 
 class UpstreamError(ClientMetricsError):
