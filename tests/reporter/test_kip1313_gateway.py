@@ -231,11 +231,6 @@ def test_the_kip_table_new_broker_column(gateway: GatewayProcess, conn: Conn) ->
     wait_for(lambda: wanted <= landed_ids(gateway), 10, what="all three pushes to land")
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="gateway bug: a v1 Get whose header id is zero, on a connection whose first "
-    "request was not v3, gets NONE and a broker-made id the v1 response cannot carry",
-)
 def test_v1_get_without_an_id_is_invalid_even_after_a_v2_first_request(conn: Conn) -> None:
     assert int(conn.api_versions().error_code) == 0
     assert int(conn.get(1, ZERO).error_code) == INVALID_REQUEST

@@ -13,10 +13,11 @@ from clientmetrics.exporters.base import Exporter, ExportError
 from clientmetrics.gateway.build import build
 from clientmetrics.gateway.connection import ConnectionState
 from clientmetrics.telemetry.manager import ClientMetricsManager
-from clientmetrics.telemetry.model import AcceptedPush
+from clientmetrics.telemetry.model import ZERO_UUID, AcceptedPush
 from clientmetrics.wire import (
     ErrorCode,
     RequestHeader,
+    blank_entity,
     decode_body,
     encode_response,
     response_type,
@@ -47,10 +48,21 @@ class TelemetryHandlers:
         value = getattr(body, "client_instance_id", None)
         return value if isinstance(value, uuid.UUID) else None
 
+    @staticmethod
+    def _missing_header_id(header: RequestHeader) -> bool:
+        """KIP-1313: v1 carries the client's id only in the header; it must be set.
+
+        A v1 response has no field for a broker-made id, so a zero id cannot be
+        answered the v0 way (assign one): it is INVALID_REQUEST.
+        """
+        return header.api_version >= 1 and header.client_instance_id in (None, ZERO_UUID)
+
     async def get_subscriptions(
         self, conn: ConnectionState, header: RequestHeader, frame: bytes, offset: int
     ) -> bytes:
         body = decode_body(header, frame, offset)
+        if self._missing_header_id(header):
+            return self._reply(header, {"error_code": ErrorCode.INVALID_REQUEST})
         result = self._manager.get_telemetry_subscriptions(
             self._instance_id(header, body), conn.context(), now_ms()
         )
@@ -83,6 +95,8 @@ class TelemetryHandlers:
         self, conn: ConnectionState, header: RequestHeader, frame: bytes, offset: int
     ) -> bytes:
         body = decode_body(header, frame, offset)
+        if self._missing_header_id(header):
+            return self._reply(header, {"error_code": ErrorCode.INVALID_REQUEST})
         result = self._manager.push_telemetry(
             self._instance_id(header, body),
             int(body.subscription_id),
@@ -95,8 +109,13 @@ class TelemetryHandlers:
         code = result.error_code
         if result.accepted is not None:
             code = await self._export(result.accepted)
+        return self._reply(header, {"error_code": code})
+
+    @staticmethod
+    def _reply(header: RequestHeader, values: dict[str, object]) -> bytes:
+        """Encode a response; fields the version lacks are dropped, missing ones defaulted."""
         cls = response_type(header.api_key, header.api_version)
-        return encode_response(header, build(cls, {"throttle_time": 0, "error_code": code}))
+        return encode_response(header, blank_entity(cls, **values))
 
     async def _export(self, push: AcceptedPush) -> ErrorCode:
         """Land the push in every exporter; answer NONE only once all have it durably.
