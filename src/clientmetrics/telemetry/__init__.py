@@ -1,5 +1,6 @@
 """clientmetrics.telemetry: the KIP-714 domain, sans I/O (time and randomness are parameters)."""
 
+from clientmetrics.telemetry.client_state import ClientState, ClientTelemetry, StateError
 from clientmetrics.telemetry.compression import (
     CompressionError,
     TelemetryTooLarge,
@@ -34,6 +35,7 @@ from clientmetrics.telemetry.model import (
     Subscription,
     kafka_uuid_text,
 )
+from clientmetrics.telemetry.naming import telemetry_attributes, telemetry_name
 from clientmetrics.telemetry.otlp import (
     InvalidPayload,
     build_metrics_data,
@@ -61,6 +63,8 @@ __all__ = [
     "AlterOp",
     "ClientContext",
     "ClientInstance",
+    "ClientState",
+    "ClientTelemetry",
     "ClientMetricsManager",
     "CompiledSubscription",
     "CompressionError",
@@ -70,6 +74,7 @@ __all__ = [
     "InvalidPayload",
     "PatternCache",
     "PushResult",
+    "StateError",
     "Subscription",
     "SubscriptionPlan",
     "SubscriptionsResult",
@@ -90,6 +95,8 @@ __all__ = [
     "resolve_plan",
     "subscription_id",
     "sum_metric",
+    "telemetry_attributes",
+    "telemetry_name",
     "uuid_hash_code",
     "validate",
 ]
