@@ -169,8 +169,10 @@ async def test_upstream_going_away_closes_the_client_connection(
     writer.write(raw_request(2, 1, 5, b"x"))
     await asyncio.wait_for(read_frame(reader), 5)
     other_reader, other_writer = await asyncio.open_connection("127.0.0.1", gateway.port)
+    await asyncio.sleep(0.1)  # let the second session reach the upstream
     upstream.drop_connections()
     assert await asyncio.wait_for(reader.read(), 5) == b""
+    assert await asyncio.wait_for(other_reader.read(), 5) == b"", "idle clients closed too"
     # A new connection gets a new upstream link: nothing else is blocked.
     fresh_reader, fresh_writer = await asyncio.open_connection("127.0.0.1", gateway.port)
     fresh_writer.write(raw_request(2, 1, 6, b"y"))
