@@ -208,25 +208,29 @@ class BrokerConnection:
     async def _negotiate(self, timeout_s: float) -> None:
         version = SERVED[API_VERSIONS][1]
         for _attempt in range(2):
-            body = request_type(API_VERSIONS, version)(
-                **(
-                    {
-                        "client_software_name": _SOFTWARE_NAME,
-                        "client_software_version": _SOFTWARE_VERSION,
-                    }
-                    if version >= 3
-                    else {}
-                )
+            fields = (
+                {
+                    "client_software_name": _SOFTWARE_NAME,
+                    "client_software_version": _SOFTWARE_VERSION,
+                }
+                if version >= 3
+                else {}
             )
-            response = await self._round_trip(
-                API_VERSIONS, version, body, timeout_s, "the ApiVersions response"
+            header = self._header(API_VERSIONS, version)
+            payload = encode_request(header, request_type(API_VERSIONS, version)(**fields))
+            frame = await self._exchange(
+                payload, header.correlation_id, timeout_s, "the ApiVersions response"
             )
+            # ErrorCode leads every version's body (after the v0 response header); a broker
+            # that does not know our version answers UNSUPPORTED_VERSION in the v0 layout.
+            raw_code = int.from_bytes(frame[4:6], "big", signed=True) if len(frame) >= 6 else 0
+            code = ErrorCode.for_code(raw_code)
+            layout = 0 if code is ErrorCode.UNSUPPORTED_VERSION else version
+            response = self._decode_or_fail(API_VERSIONS, layout, frame)
             advertised = {
                 int(k.api_key): (int(k.min_version), int(k.max_version)) for k in response.api_keys
             }
-            code = ErrorCode.for_code(int(response.error_code))
             if code is ErrorCode.UNSUPPORTED_VERSION and API_VERSIONS in advertised:
-                # The broker answered in v0 and says which ApiVersions versions it takes.
                 version = min(version, advertised[API_VERSIONS][1])
                 continue
             if code is not ErrorCode.NONE:
@@ -249,15 +253,11 @@ class BrokerConnection:
     async def _round_trip(
         self, api_key: int, version: int, body: Any, timeout_s: float, what: str
     ) -> Any:
-        payload = encode_request(self._header(api_key, version), body)
-        frame = await self._exchange(payload, timeout_s, what)
-        try:
-            _got, response = self._decode(api_key, version, frame)
-        except ProtocolError as exc:
-            raise AdminError(
-                ErrorCode.UNKNOWN_SERVER_ERROR, f"Malformed response from {self.address}: {exc}"
-            ) from exc
-        return response
+        header = self._header(api_key, version)
+        frame = await self._exchange(
+            encode_request(header, body), header.correlation_id, timeout_s, what
+        )
+        return self._decode_or_fail(api_key, version, frame)
 
     async def raw_request(self, api_key: int, version: int, body: bytes, what: str) -> bytes:
         """Send a body the wire layer has no codec for (SASL); the response body bytes.
@@ -266,7 +266,10 @@ class BrokerConnection:
         """
         header = self._header(api_key, version)
         frame = await self._exchange(
-            encode_frame(encode_request_header(header) + body), self._config.timeout_s, what
+            encode_frame(encode_request_header(header) + body),
+            header.correlation_id,
+            self._config.timeout_s,
+            what,
         )
         return frame[4:]
 
@@ -281,8 +284,9 @@ class BrokerConnection:
             request_header_version(api_key, version),
         )
 
-    async def _exchange(self, payload: bytes, timeout_s: float, what: str) -> bytes:
-        correlation_id = self._correlation_id
+    async def _exchange(
+        self, payload: bytes, correlation_id: int, timeout_s: float, what: str
+    ) -> bytes:
         try:
             async with asyncio.timeout(timeout_s):
                 await self._channel.send(payload)
@@ -305,15 +309,14 @@ class BrokerConnection:
             )
         return frame
 
-    @staticmethod
-    def _decode(api_key: int, version: int, frame: bytes) -> tuple[int, Any]:
+    def _decode_or_fail(self, api_key: int, version: int, frame: bytes) -> Any:
         try:
-            return decode_response(api_key, version, frame)
-        except ProtocolError:
-            if api_key != API_VERSIONS or version == 0:
-                raise
-            # An unsupported ApiVersions version is answered in the v0 layout.
-            return decode_response(api_key, 0, frame)
+            _correlation_id, response = decode_response(api_key, version, frame)
+        except ProtocolError as exc:
+            raise AdminError(
+                ErrorCode.UNKNOWN_SERVER_ERROR, f"Malformed response from {self.address}: {exc}"
+            ) from exc
+        return response
 
     async def _next_frame(self) -> bytes:
         while True:
