@@ -141,3 +141,32 @@ def _recv(sock: socket.socket, size: int) -> bytes:
         assert chunk, "connection closed"
         data += chunk
     return data
+
+
+def test_mixed_incremental_alter_and_list_config_resources(proxy: ProxyGateway) -> None:
+    topic = f"alt-{uuid.uuid4().hex[:8]}"
+    with admin(proxy.bootstrap) as client:
+        client.create_topics([NewTopic(topic, 1, 1)])
+        result = client.alter_configs(
+            [
+                ConfigResource(ConfigResourceType.TOPIC, topic, configs={"retention.ms": "777"}),
+                ConfigResource(
+                    ConfigResourceType.CLIENT_METRICS,
+                    "alt-sub",
+                    configs={"metrics": "org.apache.kafka.consumer.", "interval.ms": "3000"},
+                ),
+            ],
+            incremental=True,
+            raise_on_unknown=False,
+        )
+        described = client.describe_configs(
+            [
+                ConfigResource(ConfigResourceType.TOPIC, topic),
+                ConfigResource(ConfigResourceType.CLIENT_METRICS, "alt-sub"),
+            ],
+            config_filter="all",
+        )
+        listed = client.list_config_resources()
+    assert described["topic"][topic]["retention.ms"]["value"] == "777", result
+    assert described["client_metrics"]["alt-sub"]["interval.ms"]["value"] == "3000"
+    assert listed.get("client_metrics") == ["alt-sub"]
