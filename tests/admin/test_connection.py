@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import time
 from typing import Any
 
@@ -127,10 +128,21 @@ async def test_a_request_timeout_names_the_call_and_address() -> None:
         broker.silent = True
         with pytest.raises(AdminTimeoutError) as info:
             await admin.describe("x")
-    assert info.value.error_code is ErrorCode.REQUEST_TIMED_OUT
-    assert str(info.value) == (
-        "Timed out after 300 ms waiting for the DESCRIBE_CONFIGS response from broker:9092"
-    )
+        assert info.value.error_code is ErrorCode.REQUEST_TIMED_OUT
+        assert str(info.value) == (
+            "Timed out after 300 ms waiting for the DESCRIBE_CONFIGS response from broker:9092"
+        )
+        # The late answer must not be taken for the next call's: that call reconnects.
+        broker.silent = False
+        assert (await admin.describe("x")).configs == ()
+    assert broker.seen[-2:] == [(18, 4), (32, 4)]
+
+
+async def test_concurrent_calls_on_one_admin_are_serialised() -> None:
+    broker = FakeBroker()
+    async with AsyncAdmin(config(), broker) as admin:
+        await asyncio.gather(*(admin.alter(f"s{i}", {"metrics": "m"}) for i in range(5)))
+        assert await admin.list_client_metrics_resources() == ("s0", "s1", "s2", "s3", "s4")
 
 
 async def test_bootstrap_addresses_are_tried_in_turn() -> None:

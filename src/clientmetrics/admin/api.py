@@ -122,7 +122,11 @@ def _check(code: Any, message: str | None) -> None:
 
 
 class AsyncAdmin:
-    """Coroutine admin operations over one connection, opened on first use."""
+    """Coroutine admin operations over one connection, opened on first use.
+
+    Concurrent calls are safe (requests are serialised); after a timeout or an I/O
+    error the next call opens a new connection.
+    """
 
     def __init__(self, config: AdminConfig, transport: Transport | None = None) -> None:
         self._config = config
@@ -142,6 +146,8 @@ class AsyncAdmin:
         await self.close()
 
     async def _connection(self) -> BrokerConnection:
+        if self._conn is not None and self._conn.broken:
+            await self.close()  # reconnect rather than read a desynchronised stream
         if self._conn is None:
             self._conn = await BrokerConnection.connect(self._config, self._transport)
         return self._conn

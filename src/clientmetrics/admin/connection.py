@@ -135,6 +135,10 @@ class BrokerConnection:
         self._decoder = FrameDecoder()
         self._correlation_id = 0
         self._versions: dict[int, tuple[int, int]] = {API_VERSIONS: SERVED[API_VERSIONS]}
+        # One request in flight at a time: responses are matched by arrival order.
+        self._lock = asyncio.Lock()
+        self.broken = False
+        """Set once the stream can no longer be trusted (timeout, I/O error, bad frame)."""
 
     @classmethod
     async def connect(
@@ -285,6 +289,21 @@ class BrokerConnection:
         )
 
     async def _exchange(
+        self, payload: bytes, correlation_id: int, timeout_s: float, what: str
+    ) -> bytes:
+        async with self._lock:
+            if self.broken:
+                raise AdminError(
+                    ErrorCode.NETWORK_EXCEPTION, f"The connection to {self.address} is broken"
+                )
+            try:
+                return await self._send_and_receive(payload, correlation_id, timeout_s, what)
+            except AdminError:
+                # A late or stray response would now be read as the next one's.
+                self.broken = True
+                raise
+
+    async def _send_and_receive(
         self, payload: bytes, correlation_id: int, timeout_s: float, what: str
     ) -> bytes:
         try:
