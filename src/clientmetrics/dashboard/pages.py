@@ -42,8 +42,9 @@ svg .empty{font-size:13px;fill:#8c959f;text-anchor:middle}
 code,pre{background:#eaeef2;padding:1px 4px;border-radius:4px;font-size:12px}
 dl{display:grid;grid-template-columns:repeat(3,max-content minmax(120px,auto));gap:2px 12px;
 background:#fff;border:1px solid #d8dee4;padding:8px}dt{color:#57606a}dd{margin:0}
-table.alerts td,table.subscriptions td{white-space:normal;vertical-align:top}
-table.alerts td:last-child{min-width:360px}table.alerts code{display:inline-block;margin:1px}
+table.subscriptions td{white-space:normal}td{vertical-align:top}.wrap{white-space:normal}
+tr.alert td{border-bottom:none}
+table.alerts code{display:inline-block;margin:1px}
 .cards{display:flex;gap:12px;flex-wrap:wrap}.card{background:#fff;border:1px solid #d8dee4;
 padding:10px 14px;min-width:150px}.card b{display:block;font-size:22px}
 form{margin:0 0 12px}input[type=search]{width:320px;padding:4px}
@@ -195,7 +196,8 @@ def client(
             f"{line_chart(title, chart.lines, chart.unit)}</div>"
         )
     parts.append("<div class=charts>" + "".join(boxes) + "</div>")
-    return layout(f"Client {instance_id}", "/", "".join(parts))
+    name = (details or {}).get("client_id") or instance_id
+    return layout(f"Client {name}", "/", "".join(parts))
 
 
 def _text(value: Any) -> str:
@@ -207,7 +209,9 @@ def _text(value: Any) -> str:
 
 
 def alert_table(alerts: Sequence[Alert]) -> str:
-    """Alerts with their condition, times, peak and the proactive workflow's labels."""
+    """Alerts with their condition, times and peak; under each, the labels KIP-714's
+    proactive-monitoring workflow collects for the incident."""
+    headers = ("status", "rule", "client", "condition", "peak", "started", "fired", "resolved")
     rows = []
     for alert in alerts:
         status = (
@@ -215,36 +219,32 @@ def alert_table(alerts: Sequence[Alert]) -> str:
             if alert.is_open
             else "<span class='badge ok'>resolved</span>"
         )
+        attributes = ",".join(f"{k}={v}" for k, v in alert.attributes)
+        condition = escape(alert.condition)
+        if attributes:
+            condition += f" <code>{escape(attributes)}</code>"
+        cells = [
+            status,
+            escape(alert.rule),
+            client_link(alert.client_instance_id, dict(alert.labels).get("client_id")),
+            f"<div class=wrap>{condition}</div>",
+            "" if alert.peak is None else escape(format_value(alert.peak)),
+            when(alert.started_at),
+            when(alert.fired_at),
+            when(alert.resolved_at),
+        ]
         labels = " ".join(
             f"<code>{escape(k)}={escape(v)}</code>" for k, v in alert.workflow_labels()
         )
-        attributes = ",".join(f"{k}={v}" for k, v in alert.attributes)
+        rows.append("<tr class=alert>" + "".join(f"<td>{c}</td>" for c in cells) + "</tr>")
         rows.append(
-            [
-                status,
-                escape(alert.rule),
-                client_link(alert.client_instance_id, dict(alert.labels).get("client_id")),
-                escape(alert.condition)
-                + (f"<br><code>{escape(attributes)}</code>" if attributes else ""),
-                "" if alert.peak is None else escape(format_value(alert.peak)),
-                when(alert.started_at),
-                when(alert.fired_at),
-                when(alert.resolved_at),
-                labels,
-            ]
+            f"<tr class=labels><td></td><td colspan={len(headers) - 1}><div class=wrap>"
+            f"<span class=muted>labels:</span> {labels}</div></td></tr>"
         )
-    headers = (
-        "status",
-        "rule",
-        "client",
-        "condition",
-        "peak",
-        "started",
-        "fired",
-        "resolved",
-        "labels (KIP-714 proactive workflow)",
+    head = "".join(f"<th>{h}</th>" for h in headers)
+    return (
+        f"<table class=alerts><thead><tr>{head}</tr></thead><tbody>{''.join(rows)}</tbody></table>"
     )
-    return _table(headers, rows, "alerts")
 
 
 def alerts_page(alerts: Sequence[Alert], status: str) -> str:

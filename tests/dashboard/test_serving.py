@@ -1,0 +1,105 @@
+"""The dashboard over real sockets: the HTTP server, the CLI, a real gateway's /metrics."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import urllib.error
+import urllib.request
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from clientmetrics.admin import alter, subscription_configs
+from clientmetrics.dashboard import Dashboard, DashboardConfig, DashboardServer
+from tests.dashboard.tables import DataDir
+from tests.procs import GatewayProcess
+
+
+@pytest.fixture
+def server(data: DataDir) -> Iterator[DashboardServer]:
+    running = DashboardServer(Dashboard(DashboardConfig(data.root)))
+    running.start()
+    yield running
+    running.stop()
+
+
+def fetch(url: str, method: str = "GET") -> tuple[int, str]:
+    request = urllib.request.Request(url, method=method)
+    try:
+        with urllib.request.urlopen(request, timeout=10) as response:
+            return response.status, response.read().decode()
+    except urllib.error.HTTPError as exc:
+        return exc.code, exc.read().decode()
+
+
+def test_server_binds_localhost_and_serves_pages(server: DashboardServer, data: DataDir) -> None:
+    assert server.url.startswith("http://127.0.0.1:")
+    status, body = fetch(server.url)
+    assert status == 200
+    assert "of 120 clients" in body
+    status, body = fetch(f"{server.url}client/{data.ids[0]}?window=all")
+    assert status == 200
+    assert "<polyline" in body
+
+
+def test_server_is_read_only(server: DashboardServer) -> None:
+    for method in ("POST", "PUT", "DELETE"):
+        assert fetch(server.url, method)[0] == 405
+
+
+def test_cli_prints_its_url_and_serves_until_interrupted(data: DataDir) -> None:
+    args = [sys.executable, "-c", "from clientmetrics.cli import main; main()", "dashboard"]
+    args += ["--data-dir", str(data.root), "--listen", "127.0.0.1:0"]
+    proc = subprocess.Popen(args, stdout=subprocess.PIPE, text=True)
+    try:
+        assert proc.stdout is not None
+        line = proc.stdout.readline()
+        assert line.startswith("dashboard: http://127.0.0.1:")
+        url = line.split()[1]
+        assert "120 of 120 clients" in fetch(url)[1]
+    finally:
+        os.kill(proc.pid, signal.SIGINT)
+        assert proc.wait(10) == 0
+
+
+def test_cli_rejects_a_bad_listen_address(data: DataDir) -> None:
+    args = [sys.executable, "-c", "from clientmetrics.cli import main; main()", "dashboard"]
+    done = subprocess.run(
+        [*args, "--listen", "nonsense"], capture_output=True, text=True, check=False
+    )
+    assert done.returncode == 2
+    assert "HOST:PORT" in done.stderr
+
+
+@pytest.mark.integration
+def test_gateway_and_subscription_pages_read_a_running_gateway(tmp_path: Path) -> None:
+    gateway = GatewayProcess(tmp_path / "gw").start()
+    try:
+        configs = subscription_configs(metrics=["org.apache.kafka.consumer."], interval_ms=7000)
+        alter(gateway.bootstrap, "consumers", configs)
+        assert gateway.metrics_port is not None
+        metrics = f"http://127.0.0.1:{gateway.metrics_port}/metrics"
+        config = DashboardConfig(
+            tmp_path / "gw", bootstrap_server=gateway.bootstrap, gateway_metrics_url=metrics
+        )
+        app = Dashboard(config)
+        page = app.handle("/gateway").body.decode()
+        assert "kafka_server_client_metrics_instance_count" in page
+        assert "id='card-instance_count'><b>0</b>" in page
+        subscriptions = app.handle("/subscriptions").body.decode()
+        assert f"the admin API at {gateway.bootstrap}" in subscriptions
+        assert (
+            f"--bootstrap-server {gateway.bootstrap} --alter --name consumers "
+            "--metrics org.apache.kafka.consumer. --interval 7000"
+        ) in subscriptions
+        # The same subscription, read from the store file instead (read-only).
+        offline = Dashboard(DashboardConfig(tmp_path / "gw")).handle("/subscriptions")
+        assert "--name consumers" in offline.body.decode()
+    finally:
+        assert gateway.stop() == 0
+    unreachable = Dashboard(DashboardConfig(tmp_path / "gw", gateway_metrics_url=metrics))
+    assert "cannot read" in unreachable.handle("/gateway").body.decode()
