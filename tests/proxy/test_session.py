@@ -19,9 +19,13 @@ import pytest
 from clientmetrics.exporters.memory import InMemoryExporter
 from clientmetrics.gateway.build import build
 from clientmetrics.gateway.config import Address, GatewayConfig
+from clientmetrics.gateway.proxy import merged_versions
+from clientmetrics.gateway.proxy.kip951 import FETCH_MAX, PRODUCE_MAX
 from clientmetrics.gateway.server import Gateway
 from clientmetrics.store.memory import MemorySubscriptionStore
 from clientmetrics.wire import (
+    SERVED,
+    ErrorCode,
     FrameDecoder,
     RequestHeader,
     decode_response,
@@ -62,8 +66,8 @@ class FakeUpstream:
         while data := await reader.read(65536):
             for frame in decoder.feed(data):
                 header, _ = parse_request_header(frame)
-                if header.api_key == 3:
-                    writer.write(self._metadata(header))
+                if header.api_key in (3, 10, 60):
+                    writer.write(self._cluster_answer(header))
                     continue
                 self.frames.append(frame)
                 held.append(frame)
@@ -78,21 +82,28 @@ class FakeUpstream:
             await writer.drain()
         writer.close()
 
-    def _metadata(self, header: RequestHeader) -> bytes:
-        cls = response_type(3, header.api_version)
-        body = build(
-            cls,
-            {
-                "throttle_time": 0,
-                "brokers": [
-                    {"node_id": NODE, "host": "127.0.0.1", "port": self.port, "rack": None}
-                ],
-                "cluster_id": "fake",
-                "controller_id": NODE,
-                "topics": [],
-            },
-        )
-        return encode_response(header, body)
+    def _cluster_answer(self, header: RequestHeader) -> bytes:
+        """Metadata, FindCoordinator (both forms) and DescribeCluster naming this server."""
+        me = {"host": "127.0.0.1", "port": self.port, "rack": None}
+        values = {
+            "throttle_time": 0,
+            "error_code": ErrorCode.NONE,
+            "error_message": None,
+            "brokers": [{"node_id": NODE, "broker_id": NODE, **me}],
+            "cluster_id": "fake",
+            "controller_id": NODE,
+            "topics": [],
+            "node_id": NODE,
+            **me,
+            "coordinators": [
+                {"key": "g", "node_id": NODE, "error_code": ErrorCode.NONE,
+                 "error_message": None, **me},
+                {"key": "gone", "node_id": -1, "host": "", "port": -1, "error_message": "x",
+                 "error_code": ErrorCode.COORDINATOR_NOT_AVAILABLE},
+            ],
+        }  # fmt: skip
+        cls = response_type(header.api_key, header.api_version)
+        return encode_response(header, build(cls, values))
 
     def drop_connections(self) -> None:
         for writer in self.writers:
@@ -234,3 +245,48 @@ async def test_mixed_describe_configs_upstream_part_uses_injected_correlation_id
     assert b"topic-a" in forwarded
     assert b"sub" not in forwarded[8:]
     writer.close()
+
+
+@pytest.mark.parametrize(
+    ("api_key", "version", "request_values"),
+    [
+        (10, 3, {"key": "g", "key_type": 0}),
+        (10, 4, {"key_type": 0, "coordinator_keys": ("g", "gone")}),
+        (60, 1, {"include_cluster_authorized_operations": False, "endpoint_type": 1}),
+    ],
+)
+async def test_coordinator_and_cluster_addresses_are_rewritten(
+    upstream: FakeUpstream,
+    gateway: Gateway,
+    api_key: int,
+    version: int,
+    request_values: dict[str, object],
+) -> None:
+    reader, writer = await asyncio.open_connection("127.0.0.1", gateway.port)
+    body = build(request_type(api_key, version), request_values)
+    writer.write(encode_request(RequestHeader(api_key, version, 3, "t", None, 2), body))
+    _, response = decode_response(api_key, version, await asyncio.wait_for(read_frame(reader), 5))
+    port = gateway.config.broker_port(NODE)
+    if api_key == 60:
+        assert [(b.broker_id, b.host, b.port) for b in response.brokers] == [
+            (NODE, "127.0.0.1", port)
+        ]
+    elif version >= 4:
+        assert [(c.key, c.node_id, c.port) for c in response.coordinators] == [
+            ("g", NODE, port),
+            ("gone", -1, -1),  # an error entry is left as the upstream wrote it
+        ]
+    else:
+        assert (response.node_id, response.host, response.port) == (NODE, "127.0.0.1", port)
+    writer.close()
+
+
+def test_api_versions_adds_gateway_apis_and_caps_what_it_rewrites() -> None:
+    upstream = {0: (0, 13), 1: (4, 18), 3: (0, 13), 19: (0, 7), 71: (0, 0), 32: (0, 4)}
+    merged = merged_versions(upstream)
+    assert merged[0] == (0, PRODUCE_MAX)  # Produce: capped at what the KIP-951 walker knows
+    assert merged[1] == (4, FETCH_MAX)
+    assert merged[3] == (0, SERVED[3][1])  # Metadata: decoded to be rewritten
+    assert merged[19] == (0, 7)  # untouched pass-through API
+    for key in (71, 72, 74, 32, 33, 44):  # served by the gateway, upstream has them or not
+        assert merged[key] == SERVED[key]
