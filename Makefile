@@ -1,9 +1,9 @@
-# One command each: `make run`, `make test`, `make lint`, `make bench`.
+# One command each: `make run` (the demo), `make serve`, `make test`, `make lint`, `make bench`.
 VENV ?= .venv
 PYTHON ?= python3
 BIN = $(VENV)/bin
 
-.PHONY: install run test lint bench clean
+.PHONY: install run serve test lint bench clean
 
 $(VENV)/.installed: pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -13,8 +13,13 @@ $(VENV)/.installed: pyproject.toml
 
 install: $(VENV)/.installed
 
+# Everything at once, offline: gateway, clients, Spark pipeline and dashboard (Ctrl-C stops).
 run: install
-	$(BIN)/clientmetrics serve --listen 127.0.0.1:9092 --data-dir ./cm-data
+	$(BIN)/clientmetrics demo
+
+# The bare standalone gateway.
+serve: install
+	$(BIN)/clientmetrics serve --listen 127.0.0.1:9092 --data-dir ./cm-data --admin-listen 127.0.0.1:9464
 
 lint: install
 	$(BIN)/ruff check src tests bench

@@ -1,0 +1,211 @@
+"""Every ``sh`` block of README.md, run in order in a scratch directory.
+
+Each block is preceded by ``<!-- readme-test: MODE [key=value ...] -->`` saying
+how: ``run`` (must exit 0), ``background ready=TEXT`` (a server: must print TEXT
+and keep running until the end), ``make`` (each ``make TARGET`` is checked with
+``make -n``: running the demo and the suite here would recurse), ``options``
+(a cluster command: every option must be one the command accepts), ``collect``
+(a pytest command, collected only), ``config`` (a TOML block the gateway must
+accept). The README's fixed ports are replaced by free ones.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import shlex
+import signal
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+
+import pyarrow.parquet as pq
+import pytest
+
+from clientmetrics.exporters.landing_options import LandingOptions
+from clientmetrics.gateway.config import load_config
+from tests.procs import TansuProcess, free_port, free_port_block
+
+pytestmark = [pytest.mark.integration, pytest.mark.spark]
+
+REPO = Path(__file__).resolve().parents[2]
+BIN = Path(sys.executable).parent
+FENCE = re.compile(
+    r"(?:<!-- readme-test: (?P<mode>[\w-]+)(?P<opts>[^>]*?)-->\s*\n)?"
+    r"```(?P<lang>\w*)\n(?P<body>.*?)\n```",
+    re.S,
+)
+OPTION = re.compile(r'(\w+)=(?:"([^"]*)"|(\S+))')
+#: What each documented make target must run.
+MAKE_RUNS = {"run": "clientmetrics demo", "test": "pytest", "serve": "clientmetrics serve"}
+
+
+@dataclass(frozen=True)
+class Block:
+    mode: str | None
+    options: dict[str, str]
+    lang: str
+    body: str
+
+
+def readme_blocks() -> list[Block]:
+    text = (REPO / "README.md").read_text(encoding="utf-8")
+    blocks = []
+    for match in FENCE.finditer(text):
+        found = OPTION.findall(match["opts"] or "")
+        options = {key: quoted or bare for key, quoted, bare in found}
+        blocks.append(Block(match["mode"], options, match["lang"], match["body"]))
+    return blocks
+
+
+def commands(body: str) -> list[str]:
+    """The block's commands, continuation lines joined, comments dropped."""
+    joined = body.replace("\\\n", " ")
+    return [line.split(" #")[0].strip() for line in joined.splitlines() if line.strip()]
+
+
+def test_every_command_block_says_how_it_is_tested() -> None:
+    blocks = readme_blocks()
+    shell = [b for b in blocks if b.lang == "sh"]
+    assert len(shell) >= 6
+    assert all(b.mode is not None for b in shell), [b.body for b in shell if b.mode is None]
+
+
+class Scratch:
+    """The working directory, environment and servers of one README run."""
+
+    def __init__(self, root: Path) -> None:
+        self.root = root
+        self.ports = {
+            9092: free_port(),
+            9093: free_port(),
+            9464: free_port(),
+            8050: free_port(),
+            19092: free_port(),
+            19100: free_port_block(120),
+        }
+        shims = root / ".bin"
+        shims.mkdir()
+        if not (BIN / "kafka-client-metrics").exists():  # until the console script is packaged
+            shim = shims / "kafka-client-metrics"
+            shim.write_text(f'#!/bin/sh\nexec "{sys.executable}" -m clientmetrics.admin "$@"\n')
+            shim.chmod(0o755)
+        self.env = {**os.environ, "PATH": f"{shims}:{BIN}:{os.environ['PATH']}"}
+        self.servers: list[subprocess.Popen[bytes]] = []
+        self.tansu: list[TansuProcess] = []
+
+    def substitute(self, text: str) -> str:
+        return re.sub(
+            r"\b(9092|9093|9464|8050|19092|19100)\b", lambda m: str(self.ports[int(m[1])]), text
+        )
+
+    def run(self, body: str, timeout: float) -> str:
+        done = subprocess.run(
+            ["bash", "-euo", "pipefail", "-c", self.substitute(body)],
+            cwd=self.root,
+            env=self.env,
+            capture_output=True,
+            text=True,
+            timeout=timeout,
+            check=False,
+        )
+        assert done.returncode == 0, f"{body}\n{done.stdout[-2000:]}\n{done.stderr[-2000:]}"
+        return done.stdout + done.stderr
+
+    def background(self, body: str, ready: str, timeout: float = 60) -> None:
+        log = self.root / f"server-{len(self.servers)}.log"
+        with log.open("wb") as out:
+            proc = subprocess.Popen(
+                ["bash", "-c", "exec " + self.substitute(body).strip()],
+                cwd=self.root,
+                env=self.env,
+                stdout=out,
+                stderr=out,
+                start_new_session=True,
+            )
+        self.servers.append(proc)
+        deadline = time.monotonic() + timeout
+        while ready not in log.read_text(errors="replace"):
+            assert proc.poll() is None, f"{body} exited:\n{log.read_text()[-2000:]}"
+            assert time.monotonic() < deadline, f"{body} never printed {ready!r}"
+            time.sleep(0.2)
+
+    def close(self) -> None:
+        for proc in reversed(self.servers):
+            if proc.poll() is None:
+                proc.send_signal(signal.SIGTERM)
+                try:
+                    proc.wait(20)
+                except subprocess.TimeoutExpired:
+                    proc.kill()
+                    proc.wait()
+        for tansu in self.tansu:
+            tansu.stop()
+
+
+@pytest.fixture
+def scratch(tmp_path: Path) -> Iterator[Scratch]:
+    here = Scratch(tmp_path)
+    yield here
+    here.close()
+
+
+def check_make(body: str) -> None:
+    for command in commands(body):
+        target = command.split()[1]
+        done = subprocess.run(
+            ["make", "-n", target], cwd=REPO, capture_output=True, text=True, check=False
+        )
+        assert done.returncode == 0, done.stderr
+        assert MAKE_RUNS[target] in done.stdout, done.stdout
+
+
+def check_options(scratch: Scratch, body: str) -> None:
+    for command in commands(body):
+        words = shlex.split(command)
+        first = next(i for i, w in enumerate(words) if w.startswith("--"))
+        helped = scratch.run(shlex.join([*words[:first], "--help"]), 30)
+        for word in words[first:]:
+            if word.startswith("--"):
+                assert f"{word} " in helped or f"{word}\n" in helped, (word, helped)
+
+
+def check_config(scratch: Scratch, body: str) -> None:
+    path = scratch.root / "gateway.toml"
+    path.write_text(body)
+    config = load_config(path, data_dir=scratch.root / "cfg", environ={})
+    assert str(config.listen) == "127.0.0.1:9092"
+    (landing,) = config.exporters
+    assert LandingOptions.from_mapping(landing.options).roll_seconds == 5.0
+
+
+def test_readme_blocks_run_in_order(scratch: Scratch) -> None:
+    for block in readme_blocks():
+        if block.lang == "toml" and block.mode == "config":
+            check_config(scratch, block.body)
+        if block.lang != "sh":
+            continue
+        if block.mode == "make":
+            check_make(block.body)
+        elif block.mode == "run":
+            scratch.run(block.body, float(block.options.get("timeout", 60)))
+        elif block.mode == "background":
+            if "upstream" in block.options:
+                port = scratch.ports[int(block.options["upstream"])]
+                scratch.tansu.append(TansuProcess(port=port).start())
+            scratch.background(block.body, block.options["ready"])
+        elif block.mode == "options":
+            check_options(scratch, block.body)
+        elif block.mode == "collect":
+            out = scratch.run(block.body + " --collect-only -q", 120)
+            assert re.search(r"\d+ tests? collected", out), out
+        else:
+            pytest.fail(f"unknown readme-test mode {block.mode!r}")
+    # What the blocks claim happened did: tables with the simulated clients and an alert.
+    tables = scratch.root / "cm-data" / "tables"
+    clients = sum(pq.ParquetFile(p).metadata.num_rows for p in tables.glob("clients/*/*.parquet"))
+    assert clients == 20
+    assert list(tables.glob("alerts/*/*.parquet"))
