@@ -118,6 +118,27 @@ def test_client_page_adds_pushes_landed_after_the_tables(data: DataDir) -> None:
     assert "node.id=-1" in lines  # a series only the landed pushes have
 
 
+def test_inventory_includes_clients_only_the_landing_zone_knows(data: DataDir) -> None:
+    moment = NOW - timedelta(seconds=5)
+    pushes = [
+        Push(
+            int(moment.timestamp() * 1e6) + step,
+            "new-instance",
+            producer_payload(int(moment.timestamp() * 1e9), step),
+            client_id="just-started",
+        )
+        for step in range(3)
+    ]
+    land(data.root, pushes)
+    app = dashboard(data)
+    assert "121 of 121 clients" in get(app, "/")
+    row = get(app, "/?q=just-started").split("<tbody>")[1]
+    assert "new-instance" in row
+    assert "librdkafka 2.16.0" in row
+    assert ">pushing<" in row
+    assert "of 121 clients" in get(app, "/?q=app-00001")  # the table's clients are still there
+
+
 def test_alerts_page_splits_open_and_resolved_with_workflow_labels(data: DataDir) -> None:
     app = dashboard(data)
     open_page = get(app, "/alerts")

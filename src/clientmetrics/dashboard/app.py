@@ -22,7 +22,13 @@ import structlog
 
 from clientmetrics.dashboard import pages
 from clientmetrics.dashboard.alerts import Alert, episodes, open_counts
-from clientmetrics.dashboard.inventory import InventoryQuery, inventory_page, with_status
+from clientmetrics.dashboard.inventory import (
+    LANDING_LABELS,
+    InventoryQuery,
+    inventory_page,
+    with_landed_clients,
+    with_status,
+)
 from clientmetrics.dashboard.series import SeriesReader, landing_reader
 from clientmetrics.dashboard.sources import (
     GatewayMetrics,
@@ -34,6 +40,9 @@ from clientmetrics.dashboard.tables import TableFiles, TableReader
 from clientmetrics.errors import ClientMetricsError
 
 log = structlog.get_logger("clientmetrics.dashboard")
+
+#: How far back the landing zone is read for what the tables do not have yet.
+LANDING_RECENT_S = 900.0
 
 
 @dataclass(frozen=True, slots=True)
@@ -74,7 +83,8 @@ class Dashboard:
         self.config = config
         self._clock = clock
         self._tables = TableReader(config.tables)
-        self._series = SeriesReader(self._tables, landing_reader(config.data_dir), clock)
+        self._landing = landing_reader(config.data_dir)
+        self._series = SeriesReader(self._tables, self._landing, clock)
         self._gateway = (
             GatewayMetrics(config.gateway_metrics_url) if config.gateway_metrics_url else None
         )
@@ -125,10 +135,14 @@ class Dashboard:
             descending=query.get("desc", "1") != "0",
             page=_int(query.get("page"), 1),
         )
-        clients = self._tables.read("clients")
+        recent = self._clock() - LANDING_RECENT_S
+        clients = with_landed_clients(
+            self._tables.read("clients"), self._landing.read_recent(LANDING_LABELS, recent)
+        )
         if clients is None:
             body = (
-                "<p class=muted id=summary>No clients yet: the pipeline has not written "
+                "<p class=muted id=summary>No clients yet: nothing landed in the last "
+                f"{LANDING_RECENT_S / 60:.0f} minutes and the pipeline has not written "
                 f"<code>{self.config.tables}/clients</code>.</p>"
             )
             return pages.layout("Clients", "/", body)

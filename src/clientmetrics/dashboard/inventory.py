@@ -103,6 +103,60 @@ def with_status(clients: pa.Table, open_alerts: Mapping[str, int], now: datetime
     return pa.table(columns)
 
 
+#: Landing columns that make an inventory row for a client the pipeline has not seen yet.
+LANDING_LABELS = (
+    "received_at",
+    "client_instance_id",
+    "client_id",
+    "client_software_name",
+    "client_software_version",
+    "client_source_address",
+    "client_source_port",
+    "principal",
+    "push_interval_ms",
+    "terminating",
+)
+_LATEST = LANDING_LABELS[2:]
+
+
+def with_landed_clients(clients: pa.Table | None, landed: pa.Table | None) -> pa.Table | None:
+    """Add the clients only the landing zone knows yet, from their latest push.
+
+    The pipeline lags the gateway (Spark's first batch takes a while); a client
+    that has pushed should be in the inventory at once.
+    """
+    if landed is None or landed.num_rows == 0:
+        return clients
+    ids = landed.column("client_instance_id")
+    if clients is not None:
+        landed = landed.filter(pc.invert(pc.is_in(ids, clients.column("client_instance_id"))))
+    if landed.num_rows == 0:
+        return clients
+    newest_first = landed.take(
+        pc.sort_indices(
+            landed, [("client_instance_id", "ascending"), ("received_at", "descending")]
+        )
+    )
+    grouped = newest_first.group_by("client_instance_id", use_threads=False).aggregate(
+        [(name, "first") for name in _LATEST]
+        + [("received_at", "max"), ("received_at", "min"), ("received_at", "count")]
+    )
+    fresh = pa.table(
+        {
+            "client_instance_id": grouped.column("client_instance_id"),
+            **{name: grouped.column(f"{name}_first") for name in _LATEST[:-1]},
+            "group_id": pa.nulls(grouped.num_rows, pa.string()),
+            "first_seen": grouped.column("received_at_min"),
+            "last_seen": grouped.column("received_at_max"),
+            "pushes": grouped.column("received_at_count"),
+            "terminated": grouped.column("terminating_first"),
+        }
+    )
+    if clients is None:
+        return fresh
+    return pa.concat_tables([clients, fresh], promote_options="permissive")
+
+
 def _matches(table: pa.Table, text: str) -> pa.Array | pa.ChunkedArray:
     mask: Any = None
     for name in SEARCHED:
