@@ -10,8 +10,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import itertools
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Coroutine, Mapping
 from typing import Any
 
 import structlog
@@ -20,13 +19,12 @@ from clientmetrics.gateway.config import Address, GatewayConfig
 from clientmetrics.gateway.connection import ConnectionState
 from clientmetrics.gateway.proxy.cluster_map import ClusterMap
 from clientmetrics.gateway.proxy.session import ProxyHandler, ProxySession
+from clientmetrics.gateway.proxy.stream import FrameProtocol
 from clientmetrics.gateway.proxy.upstream import UpstreamError, UpstreamLink
 from clientmetrics.wire import RequestHeader, decode_response, encode_request, request_type
 
 log = structlog.get_logger("clientmetrics.gateway.proxy")
 
-# Own range: the standalone connection counter is private to gateway.connection.
-_connection_ids = itertools.count(1_000_000_000)
 _PROBE_METADATA_VERSION = 4  # old enough for any broker since 0.11, still in Kafka 4
 
 
@@ -65,8 +63,9 @@ class ProxyServer:
     async def start(self) -> None:
         """Listen on the bootstrap port and on a port per broker the upstream names."""
         cfg = self._config
-        server = await asyncio.start_server(
-            self._client(None), cfg.listen.host, cfg.listen.port, backlog=4096
+        loop = asyncio.get_running_loop()
+        server = await loop.create_server(
+            self._factory(None), cfg.listen.host, cfg.listen.port, backlog=4096
         )
         self._servers[None] = server
         self.port = server.sockets[0].getsockname()[1]
@@ -113,8 +112,8 @@ class ProxyServer:
                 return
             port = self._config.broker_port(node_id)
             try:
-                server = await asyncio.start_server(
-                    self._client(node_id), self._config.listen.host, port, backlog=4096
+                server = await asyncio.get_running_loop().create_server(
+                    self._factory(node_id), self._config.listen.host, port, backlog=4096
                 )
             except OSError as exc:
                 log.error("broker_port_unavailable", node_id=node_id, port=port, error=exc.strerror)
@@ -133,32 +132,30 @@ class ProxyServer:
             raise UpstreamError(f"upstream node {node_id} is not in the cluster")
         return (address,)
 
-    def _client(
-        self, node_id: int | None
-    ) -> Callable[[asyncio.StreamReader, asyncio.StreamWriter], Any]:
-        async def accept(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
-            task = asyncio.current_task()
-            if task is not None:
-                self._tasks.add(task)
-                task.add_done_callback(self._tasks.discard)
-            peer = writer.get_extra_info("peername") or ("", 0)
-            own_id = self._config.node_id if node_id is None else node_id
-            conn = ConnectionState(next(_connection_ids), str(peer[0]), int(peer[1]), own_id)
+    def _factory(self, node_id: int | None) -> Callable[[], FrameProtocol]:
+        cfg = self._config
+        own_id = cfg.node_id if node_id is None else node_id
+
+        def make() -> FrameProtocol:
             session = ProxySession(
-                conn,
+                own_id,
                 lambda: self._upstream_for(node_id),
                 self._handlers,
                 self._cluster,
-                max_request_bytes=self._config.max_request_bytes,
-                connect_timeout_s=self._config.upstream_connect_timeout_s,
+                max_request_bytes=cfg.max_request_bytes,
+                connect_timeout_s=cfg.upstream_connect_timeout_s,
+                spawn=self._spawn,
+                on_open=self._on_open,
+                on_close=self._on_close,
             )
-            self._on_open(conn)
-            try:
-                await session.serve(reader, writer)
-            finally:
-                self._on_close(conn)
+            return session.protocol
 
-        return accept
+        return make
+
+    def _spawn(self, coro: Coroutine[Any, Any, None]) -> None:
+        task = asyncio.ensure_future(coro)
+        self._tasks.add(task)
+        task.add_done_callback(self._tasks.discard)
 
     async def close(self, timeout: float) -> None:
         """Stop listening and end every session."""

@@ -16,8 +16,10 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import itertools
 import struct
-from collections.abc import Awaitable, Callable, Mapping, Sequence
+from collections.abc import Awaitable, Callable, Coroutine, Mapping, Sequence
+from typing import Any
 
 import structlog
 
@@ -26,10 +28,10 @@ from clientmetrics.gateway.connection import ConnectionState
 from clientmetrics.gateway.proxy.cluster_map import ClusterMap
 from clientmetrics.gateway.proxy.configs import Slot
 from clientmetrics.gateway.proxy.rewrite import rewriter_for
+from clientmetrics.gateway.proxy.stream import FrameProtocol
 from clientmetrics.gateway.proxy.upstream import UpstreamError, UpstreamLink
 from clientmetrics.wire import (
     ErrorCode,
-    FrameDecoder,
     ProtocolError,
     RequestHeader,
     UnsupportedApi,
@@ -45,12 +47,12 @@ ProxyHandler = Callable[[ConnectionState, RequestHeader, bytes, int, UpstreamLin
 
 PRODUCE, API_VERSIONS = 0, 18
 MAX_IN_FLIGHT = 1024
-_SIZE = struct.Struct(">i")
 _INT16 = struct.Struct(">h")
-_READ_CHUNK = 1 << 20  # big reads: fewer syscalls and copies for MB-sized batches
+# Own range: the standalone connection counter is private to gateway.connection.
+_connection_ids = itertools.count(1_000_000_000)
 
 
-def expects_response(header: RequestHeader, frame: bytes, offset: int) -> bool:
+def expects_response(header: RequestHeader, frame: bytes | bytearray, offset: int) -> bool:
     """False only for Produce with acks=0, which Kafka never answers."""
     if header.api_key != PRODUCE:
         return True
@@ -73,46 +75,71 @@ def expects_response(header: RequestHeader, frame: bytes, offset: int) -> bool:
 
 
 class ProxySession:
-    """Serves one client connection on a gateway port standing for ``upstream``."""
+    """Serves one client connection on a gateway port standing for one upstream broker."""
 
     def __init__(
         self,
-        conn: ConnectionState,
+        node_id: int,
         upstream: Callable[[], Awaitable[Sequence[Address]]],
         handlers: Mapping[int, ProxyHandler],
         cluster: ClusterMap,
         *,
         max_request_bytes: int,
         connect_timeout_s: float,
+        spawn: Callable[[Coroutine[Any, Any, None]], object],
+        on_open: Callable[[ConnectionState], None],
+        on_close: Callable[[ConnectionState], None],
     ) -> None:
-        self.conn = conn
+        self._node_id = node_id
         self._upstream = upstream
         self._handlers = handlers
         self._cluster = cluster
-        self._max_request_bytes = max_request_bytes
         self._timeout = connect_timeout_s
+        self._spawn = spawn
+        self._on_open = on_open
+        self._on_close = on_close
+        self._inbox: asyncio.Queue[bytes | bytearray | None] = asyncio.Queue()
+        self._reading_paused = False
         self._slots: asyncio.Queue[Slot] = asyncio.Queue(MAX_IN_FLIGHT)
         self._link: UpstreamLink | None = None
+        self.conn = ConnectionState(0, "", 0, node_id)
+        self.protocol = FrameProtocol(
+            max_request_bytes, self._frame_in, self._lost, on_made=self._made
+        )
 
-    async def serve(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
-        """Read, forward and answer until the client or its upstream goes away."""
-        output = asyncio.create_task(self._write_loop(writer))
+    def _made(self, transport: asyncio.Transport) -> None:
+        peer = transport.get_extra_info("peername") or ("", 0)
+        self.conn = ConnectionState(
+            next(_connection_ids), str(peer[0]), int(peer[1]), self._node_id
+        )
+        self._on_open(self.conn)
+        self._spawn(self.run())
+
+    def _frame_in(self, frame: bytes | bytearray) -> None:
+        self._inbox.put_nowait(frame)
+        if self._inbox.qsize() >= MAX_IN_FLIGHT and not self._reading_paused:
+            self._reading_paused = True  # back-pressure: stop reading the client
+            self.protocol.pause_reading()
+
+    def _lost(self, exc: Exception | None) -> None:
+        self._inbox.put_nowait(None)
+
+    async def run(self) -> None:
+        """Forward and answer until the client or its upstream goes away."""
+        output = asyncio.create_task(self._write_loop())
         # The upstream going away, or a response that cannot be delivered, closes
-        # the client's connection, as a broker's failure would: the read loop then
-        # sees end of stream and everything unwinds.
-        output.add_done_callback(lambda _task: writer.transport.abort())
+        # the client's connection, as a broker's failure would.
+        output.add_done_callback(lambda _task: self.protocol.abort())
         watch: asyncio.Task[None] | None = None
         cid = self.conn.connection_id
         try:
             self._link = await self._connect(await self._upstream())
-            watch = asyncio.create_task(self._abort_when_closed(self._link, writer))
-            await self._read_loop(reader)
+            watch = asyncio.create_task(self._abort_when_closed(self._link))
+            await self._read_loop()
         except UpstreamError as exc:
             log.info("client_closed_upstream_unavailable", connection=cid, error=str(exc))
         except ProtocolError as exc:
             log.warning("connection_closed_on_protocol_error", connection=cid, error=str(exc))
-        except (ConnectionError, asyncio.IncompleteReadError):
-            pass
         finally:
             for task in (output, watch):
                 if task is not None:
@@ -121,9 +148,8 @@ class ProxySession:
                         await task
             if self._link is not None:
                 await self._link.close()
-            writer.close()
-            with contextlib.suppress(ConnectionError, OSError):
-                await writer.wait_closed()
+            self.protocol.close()
+            self._on_close(self.conn)
 
     async def _connect(self, candidates: Sequence[Address]) -> UpstreamLink:
         # Several bootstrap brokers: one being down must not stop new clients.
@@ -138,26 +164,28 @@ class ProxySession:
             return link
         raise failure
 
-    @staticmethod
-    async def _abort_when_closed(link: UpstreamLink, writer: asyncio.StreamWriter) -> None:
+    async def _abort_when_closed(self, link: UpstreamLink) -> None:
         await link.closed.wait()
-        writer.transport.abort()
+        self.protocol.abort()
 
-    async def _read_loop(self, reader: asyncio.StreamReader) -> None:
+    async def _read_loop(self) -> None:
         assert self._link is not None
-        decoder = FrameDecoder(self._max_request_bytes)
+        inbox = self._inbox
         while True:
-            data = await reader.read(_READ_CHUNK)
-            if not data:
+            frame = await inbox.get()
+            if frame is None:
                 return
-            for frame in decoder.feed(data):
-                await self._slots.put(await self._handle(frame))
-            await self._link.drain()
+            if self._reading_paused and inbox.qsize() < MAX_IN_FLIGHT // 2:
+                self._reading_paused = False
+                self.protocol.resume_reading()
+            await self._slots.put(await self._handle(frame))
+            if inbox.empty():
+                await self._link.drain()
 
-    async def _handle(self, frame: bytes) -> Slot:
+    async def _handle(self, frame: bytes | bytearray) -> Slot:
         assert self._link is not None
         try:
-            header, offset = parse_request_header(frame)
+            header, offset = parse_request_header(frame)  # type: ignore[arg-type]  # reads bytearray too
         except UnsupportedApi as exc:
             raise ProtocolError(str(exc)) from exc
         admitted = self.conn.admit(header)
@@ -169,7 +197,9 @@ class ProxySession:
                 raise ProtocolError(f"KIP-1313 violation on api key {header.api_key}") from exc
         handler = self._handlers.get(header.api_key)
         if handler is not None:
-            return await handler(self.conn, header, frame, offset, self._link)
+            # Large frames arrive as bytearray (zero-copy receive); decoders want bytes.
+            data = frame if isinstance(frame, bytes) else bytes(frame)
+            return await handler(self.conn, header, data, offset, self._link)
         if header.api_key == API_VERSIONS:
             self._record_software(frame)
         future = self._link.send(frame, expect_response=expects_response(header, frame, offset))
@@ -177,28 +207,28 @@ class ProxySession:
             return b""
         return (future, rewriter_for(header, self._cluster))
 
-    def _record_software(self, frame: bytes) -> None:
+    def _record_software(self, frame: bytes | bytearray) -> None:
         with contextlib.suppress(ProtocolError, UnsupportedApi):
-            _, body = decode_request(frame)
+            _, body = decode_request(bytes(frame))
             name = getattr(body, "client_software_name", None)
             if name is not None:
                 self.conn.set_software(str(name), str(getattr(body, "client_software_version", "")))
 
-    async def _write_loop(self, writer: asyncio.StreamWriter) -> None:
+    async def _write_loop(self) -> None:
+        protocol = self.protocol
         while True:
             slot = await self._slots.get()
             if isinstance(slot, bytes):
-                if slot:
-                    writer.write(slot)
+                if slot and protocol.transport is not None:
+                    protocol.transport.write(slot)
             elif isinstance(slot, asyncio.Task):
                 data = await slot
-                if data:
-                    writer.write(data)
+                if data and protocol.transport is not None:
+                    protocol.transport.write(data)
             else:
                 future, rewrite = slot
                 frame = await future
                 if rewrite is not None:
                     frame = await rewrite(frame)
-                writer.write(_SIZE.pack(len(frame)))
-                writer.write(frame)
-            await writer.drain()
+                protocol.write_frame(frame)
+            await protocol.drain()

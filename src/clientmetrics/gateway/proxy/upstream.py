@@ -11,7 +11,6 @@ request, a Metadata probe) use ids from a range of their own.
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import itertools
 import struct
 from collections import deque
@@ -20,15 +19,14 @@ import structlog
 
 from clientmetrics.errors import ClientMetricsError
 from clientmetrics.gateway.config import Address
-from clientmetrics.wire import FrameDecoder, ProtocolError
+from clientmetrics.gateway.proxy.stream import FrameProtocol
+from clientmetrics.wire import ProtocolError
 
 log = structlog.get_logger("clientmetrics.gateway.proxy")
 
-_SIZE = struct.Struct(">i")
 _CORRELATION = struct.Struct(">i")
 #: Upstream responses can be as large as a fetch allows; the frame cap is int32.
 _MAX_RESPONSE_BYTES = 2**31 - 1
-_READ_CHUNK = 1 << 20
 
 
 class UpstreamError(ClientMetricsError):
@@ -41,8 +39,7 @@ class UpstreamLink:
     def __init__(self, address: Address, connect_timeout_s: float) -> None:
         self.address = address
         self._timeout = connect_timeout_s
-        self._writer: asyncio.StreamWriter | None = None
-        self._reader_task: asyncio.Task[None] | None = None
+        self._protocol: FrameProtocol | None = None
         self._pending: deque[tuple[int, asyncio.Future[bytes]]] = deque()
         self._injected_ids = itertools.count(-2, -1)  # clients count up from 0
         self._failure: UpstreamError | None = None
@@ -50,22 +47,25 @@ class UpstreamLink:
 
     async def connect(self) -> None:
         """Open the connection; raises ``UpstreamError`` if the broker cannot be reached."""
+        loop = asyncio.get_running_loop()
+        protocol = FrameProtocol(_MAX_RESPONSE_BYTES, self._on_frame, self._on_lost)
         try:
-            reader, writer = await asyncio.wait_for(
-                asyncio.open_connection(self.address.host, self.address.port), self._timeout
+            await asyncio.wait_for(
+                loop.create_connection(lambda: protocol, self.address.host, self.address.port),
+                self._timeout,
             )
         except (TimeoutError, OSError) as exc:
             raise UpstreamError(f"cannot connect to upstream {self.address}: {exc}") from exc
-        self._writer = writer
-        self._reader_task = asyncio.create_task(self._read_loop(reader))
+        self._protocol = protocol
 
-    def send(self, frame: bytes, *, expect_response: bool = True) -> asyncio.Future[bytes] | None:
+    def send(
+        self, frame: bytes | bytearray, *, expect_response: bool = True
+    ) -> asyncio.Future[bytes] | None:
         """Write a request frame (no size prefix); the future gets the response frame."""
         if self._failure is not None:
             raise self._failure
-        assert self._writer is not None, "send before connect"
-        self._writer.write(_SIZE.pack(len(frame)))
-        self._writer.write(frame)
+        assert self._protocol is not None, "send before connect"
+        self._protocol.write_frame(frame)
         if not expect_response:
             return None
         future: asyncio.Future[bytes] = asyncio.get_running_loop().create_future()
@@ -83,27 +83,20 @@ class UpstreamLink:
 
     async def drain(self) -> None:
         """Wait while the upstream socket's send buffer is full (back-pressure)."""
-        if self._writer is not None and self._failure is None:
-            try:
-                await self._writer.drain()
-            except ConnectionError as exc:
-                self._fail(UpstreamError(f"upstream {self.address} went away: {exc}"))
+        if self._protocol is not None:
+            await self._protocol.drain()
 
-    async def _read_loop(self, reader: asyncio.StreamReader) -> None:
-        decoder = FrameDecoder(_MAX_RESPONSE_BYTES)
-        reason = "closed by upstream"
+    def _on_frame(self, frame: bytes | bytearray) -> None:
         try:
-            while True:
-                data = await reader.read(_READ_CHUNK)
-                if not data:
-                    break
-                for frame in decoder.feed(data):
-                    self._resolve(frame)
-        except (ConnectionError, ProtocolError) as exc:
-            reason = str(exc)
+            self._resolve(frame)
+        except ProtocolError as exc:
+            self._fail(UpstreamError(f"upstream {self.address}: {exc}"))
+
+    def _on_lost(self, exc: Exception | None) -> None:
+        reason = str(exc) if exc is not None else "closed by upstream"
         self._fail(UpstreamError(f"upstream {self.address}: {reason}"))
 
-    def _resolve(self, frame: bytes) -> None:
+    def _resolve(self, frame: bytes | bytearray) -> None:
         if not self._pending:
             raise ProtocolError("upstream sent a response to no request")
         expected, future = self._pending.popleft()
@@ -113,7 +106,7 @@ class UpstreamLink:
                 f"upstream answered correlation id {correlation_id}, expected {expected}"
             )
         if not future.done():
-            future.set_result(frame)
+            future.set_result(frame)  # type: ignore[arg-type]  # bytearray for large frames
 
     def _fail(self, error: UpstreamError) -> None:
         if self._failure is None:
@@ -123,18 +116,11 @@ class UpstreamLink:
             _, future = self._pending.popleft()
             if not future.done():
                 future.set_exception(error)
+                future.exception()  # retrieved: a client gone first must not log it
         self.closed.set()
-        if self._writer is not None:
-            self._writer.close()
+        if self._protocol is not None:
+            self._protocol.abort()
 
     async def close(self) -> None:
         """Close the connection and fail what is still pending."""
-        task = self._reader_task
-        if task is not None and not task.done():
-            task.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await task
         self._fail(UpstreamError(f"upstream link to {self.address} closed"))
-        if self._writer is not None:
-            with contextlib.suppress(ConnectionError, OSError):
-                await self._writer.wait_closed()
