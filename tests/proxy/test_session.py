@@ -290,3 +290,28 @@ def test_api_versions_adds_gateway_apis_and_caps_what_it_rewrites() -> None:
     assert merged[19] == (0, 7)  # untouched pass-through API
     for key in (71, 72, 74, 32, 33, 44):  # served by the gateway, upstream has them or not
         assert merged[key] == SERVED[key]
+
+
+async def test_advertised_host_is_separate_from_the_bind_address(
+    upstream: FakeUpstream, tmp_path: Path
+) -> None:
+    config = GatewayConfig(
+        data_dir=tmp_path,
+        listen=Address("127.0.0.1", 0),
+        advertised_host="kafka-gw.example",
+        upstream=(Address("127.0.0.1", upstream.port),),
+        broker_port_base=free_port_block(NODE + 1),
+    )
+    gw = Gateway(config, store=MemorySubscriptionStore(), exporters=[InMemoryExporter()])
+    await gw.start()
+    try:
+        reader, writer = await asyncio.open_connection("127.0.0.1", gw.port)
+        body = build(request_type(3, 9), {"topics": None, "allow_auto_topic_creation": False})
+        writer.write(encode_request(RequestHeader(3, 9, 1, "t", None, 2), body))
+        _, response = decode_response(3, 9, await asyncio.wait_for(read_frame(reader), 5))
+        assert [(b.host, b.port) for b in response.brokers] == [
+            ("kafka-gw.example", config.broker_port(NODE))
+        ]
+        writer.close()
+    finally:
+        await gw.close()
