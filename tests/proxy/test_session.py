@@ -306,7 +306,15 @@ async def test_advertised_host_is_separate_from_the_bind_address(
     await gw.start()
     try:
         reader, writer = await asyncio.open_connection("127.0.0.1", gw.port)
-        body = build(request_type(3, 9), {"topics": None, "allow_auto_topic_creation": False})
+        body = build(
+            request_type(3, 9),
+            {
+                "topics": None,
+                "allow_auto_topic_creation": False,
+                "include_cluster_authorized_operations": False,
+                "include_topic_authorized_operations": False,
+            },
+        )
         writer.write(encode_request(RequestHeader(3, 9, 1, "t", None, 2), body))
         _, response = decode_response(3, 9, await asyncio.wait_for(read_frame(reader), 5))
         assert [(b.host, b.port) for b in response.brokers] == [
