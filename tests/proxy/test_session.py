@@ -66,7 +66,7 @@ class FakeUpstream:
         while data := await reader.read(65536):
             for frame in decoder.feed(data):
                 header, _ = parse_request_header(frame)
-                if header.api_key in (3, 10, 60):
+                if header.api_key in (3, 10, 60, 74):
                     writer.write(self._cluster_answer(header))
                     continue
                 self.frames.append(frame)
@@ -95,6 +95,10 @@ class FakeUpstream:
             "topics": [],
             "node_id": NODE,
             **me,
+            "config_resources": [
+                {"resource_name": "upstream-topic", "resource_type": 2},
+                {"resource_name": "upstream-own-sub", "resource_type": 16},
+            ],
             "coordinators": [
                 {"key": "g", "node_id": NODE, "error_code": ErrorCode.NONE,
                  "error_message": None, **me},
@@ -323,3 +327,33 @@ async def test_advertised_host_is_separate_from_the_bind_address(
         writer.close()
     finally:
         await gw.close()
+
+
+async def test_list_config_resources_merges_upstream_and_gateway(
+    upstream: FakeUpstream, gateway: Gateway
+) -> None:
+    reader, writer = await asyncio.open_connection("127.0.0.1", gateway.port)
+    alter = build(
+        request_type(44, 1),
+        {
+            "resources": [
+                {
+                    "resource_type": 16,
+                    "resource_name": "gw-sub",
+                    "configs": [{"name": "metrics", "config_operation": 0, "value": "org."}],
+                }
+            ],
+            "validate_only": False,
+        },
+    )
+    writer.write(encode_request(RequestHeader(44, 1, 1, "t", None, 2), alter))
+    await asyncio.wait_for(read_frame(reader), 5)
+    assert upstream.frames == [], "a client-metrics-only alter never reaches the upstream"
+    listing = build(request_type(74, 1), {"resource_types": ()})
+    writer.write(encode_request(RequestHeader(74, 1, 2, "t", None, 2), listing))
+    _, response = decode_response(74, 1, await asyncio.wait_for(read_frame(reader), 5))
+    assert [(r.resource_type, r.resource_name) for r in response.config_resources] == [
+        (2, "upstream-topic"),
+        (16, "gw-sub"),  # the upstream's own client-metrics entry is not the one in force
+    ]
+    writer.close()
