@@ -197,15 +197,31 @@ class ProxySession:
                 raise ProtocolError(f"KIP-1313 violation on api key {header.api_key}") from exc
         handler = self._handlers.get(header.api_key)
         if handler is not None:
-            # Large frames arrive as bytearray (zero-copy receive); decoders want bytes.
-            data = frame if isinstance(frame, bytes) else bytes(frame)
-            return await handler(self.conn, header, data, offset, self._link)
+            return await self._answer(handler, header, frame, offset)
         if header.api_key == API_VERSIONS:
             self._record_software(frame)
-        future = self._link.send(frame, expect_response=expects_response(header, frame, offset))
+        try:
+            wanted = expects_response(header, frame, offset)
+        except (IndexError, struct.error) as exc:
+            raise ProtocolError(f"truncated Produce request: {exc}") from exc
+        future = self._link.send(frame, expect_response=wanted)
         if future is None:
             return b""
         return (future, rewriter_for(header, self._cluster))
+
+    async def _answer(
+        self, handler: ProxyHandler, header: RequestHeader, frame: bytes | bytearray, offset: int
+    ) -> Slot:
+        assert self._link is not None
+        # Large frames arrive as bytearray (zero-copy receive); decoders want bytes.
+        data = frame if isinstance(frame, bytes) else bytes(frame)
+        try:
+            return await handler(self.conn, header, data, offset, self._link)
+        except (ProtocolError, UpstreamError):
+            raise
+        except Exception:  # a bug in one handler must not take the connection down
+            log.exception("handler_failed", api_key=header.api_key, version=header.api_version)
+            return error_response(header, ErrorCode.UNKNOWN_SERVER_ERROR)
 
     def _record_software(self, frame: bytes | bytearray) -> None:
         with contextlib.suppress(ProtocolError, UnsupportedApi):
@@ -215,6 +231,18 @@ class ProxySession:
                 self.conn.set_software(str(name), str(getattr(body, "client_software_version", "")))
 
     async def _write_loop(self) -> None:
+        try:
+            await self._write_responses()
+        except (asyncio.CancelledError, UpstreamError):
+            raise
+        except Exception as exc:
+            # E.g. an upstream response the proxy cannot walk: the client is disconnected.
+            log.warning(
+                "response_not_delivered", connection=self.conn.connection_id, error=repr(exc)
+            )
+            raise
+
+    async def _write_responses(self) -> None:
         protocol = self.protocol
         while True:
             slot = await self._slots.get()
