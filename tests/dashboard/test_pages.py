@@ -85,6 +85,10 @@ def test_client_page_charts_one_line_per_node_in_the_window(data: DataDir) -> No
     assert [label for label, _ in lines] == ["node.id=1", "node.id=2"]
     assert all(len(points.split()) == 40 for _, points in lines)
     assert f"{REQUESTS} (per second)" in page
+    # The client's open alert on this metric: its threshold is drawn, inside the axes.
+    assert 'class="threshold"' in latency
+    assert "alert &gt; 5000" in latency
+    assert 'class="threshold"' not in page.split(f"<h3>{REQUESTS} (per second)</h3>")[1]
     recent = get(app, f"/client/{data.ids[0]}?window=5m")
     chart = recent.split(f"<h3>{LATENCY}</h3>")[1].split("</svg>")[0]
     # Points span now-4min .. now-1min15s; all are inside five minutes.

@@ -187,13 +187,18 @@ def client(
     parts.append(f"<h2>Metrics</h2><p>Window: {choices}</p>")
     if not charts:
         parts.append("<p class=muted id=no-charts>No data points in this window.</p>")
+    limits: dict[str, set[float]] = {}
+    for alert in alerts:
+        if alert.threshold is not None:
+            limits.setdefault(alert.metric_name, set()).add(alert.threshold)
     boxes = []
     for chart in charts:
         suffix = " (per second)" if chart.is_rate else ""
         title = f"{chart.metric_name}{suffix}"
+        drawn = () if chart.is_rate else sorted(limits.get(chart.metric_name, ()))
         boxes.append(
             f"<div class=chart-box><h3>{escape(title)}</h3>"
-            f"{line_chart(title, chart.lines, chart.unit)}</div>"
+            f"{line_chart(title, chart.lines, chart.unit, drawn)}</div>"
         )
     parts.append("<div class=charts>" + "".join(boxes) + "</div>")
     name = (details or {}).get("client_id") or instance_id

@@ -127,7 +127,19 @@ class GatewayMetrics:
         return self._url
 
     def sample(self) -> GatewaySample:
-        """Scrape now; the error is reported in the sample, never raised."""
+        """Scrape now; the error is reported in the sample, never raised.
+
+        The very first call scrapes twice, half a second apart, so that even the
+        first page load shows rates.
+        """
+        if self._previous is None:
+            first = self._scrape()
+            if first.error is not None:
+                return first
+            time.sleep(0.5)
+        return self._scrape()
+
+    def _scrape(self) -> GatewaySample:
         try:
             with urllib.request.urlopen(self._url, timeout=3.0) as response:
                 text = response.read().decode("utf-8", "replace")

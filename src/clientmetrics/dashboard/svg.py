@@ -33,7 +33,10 @@ def nice_ticks(low: float, high: float, count: int = 5) -> list[float]:
     step = next(power * m for m in (1.0, 2.0, 5.0, 10.0) if power * m >= raw)
     first = math.floor(low / step)
     last = math.ceil(high / step)
-    return [round(index * step, 12) for index in range(first, last + 1)]
+    # The divisions can round (subnormals, huge values); make sure the ends still cover.
+    first -= first * step > low
+    last += last * step < high
+    return [index * step for index in range(first, last + 1)]
 
 
 def format_value(value: float) -> str:
@@ -48,9 +51,12 @@ def format_value(value: float) -> str:
     return f"{value:.4g}"
 
 
-def _bounds(lines: Sequence[Line]) -> tuple[float, float, float, float]:
+def _bounds(
+    lines: Sequence[Line], thresholds: Sequence[float]
+) -> tuple[float, float, float, float]:
     xs = [x for line in lines for x, _ in line.points]
     ys = [y for line in lines for _, y in line.points if math.isfinite(y)]
+    ys += [t for t in thresholds if math.isfinite(t)]
     x_low, x_high = min(xs), max(xs)
     if x_high == x_low:
         x_low, x_high = x_low - 30, x_high + 30
@@ -61,10 +67,13 @@ def _bounds(lines: Sequence[Line]) -> tuple[float, float, float, float]:
     return x_low, x_high, min(y_low, ticks[0]), max(y_high, ticks[-1])
 
 
-def line_chart(title: str, lines: Sequence[Line], unit: str = "") -> str:
+def line_chart(
+    title: str, lines: Sequence[Line], unit: str = "", thresholds: Sequence[float] = ()
+) -> str:
     """An SVG document (as text) with one polyline per line, axes and a legend.
 
     Lines without points are left out; with no points at all the chart says so.
+    ``thresholds`` (of alert rules on this metric) are drawn as dashed red lines.
     """
     lines = [line for line in lines if line.points]
     head = (
@@ -74,7 +83,7 @@ def line_chart(title: str, lines: Sequence[Line], unit: str = "") -> str:
     )
     if not lines or not any(math.isfinite(y) for line in lines for _, y in line.points):
         return head + f'<text x="{WIDTH / 2}" y="{HEIGHT / 2}" class="empty">no data</text></svg>'
-    x_low, x_high, y_low, y_high = _bounds(lines)
+    x_low, x_high, y_low, y_high = _bounds(lines, thresholds)
     plot_w, plot_h = WIDTH - _LEFT - _RIGHT, HEIGHT - _TOP - _BOTTOM
 
     def sx(x: float) -> float:
@@ -84,6 +93,14 @@ def line_chart(title: str, lines: Sequence[Line], unit: str = "") -> str:
         return _TOP + plot_h - (y - y_low) / (y_high - y_low) * plot_h
 
     parts = [head, _axes(x_low, x_high, y_low, y_high, sx, sy, unit)]
+    for threshold in thresholds:
+        y = sy(threshold)
+        parts.append(
+            f'<line class="threshold" x1="{_LEFT}" x2="{WIDTH - _RIGHT}" y1="{y:.1f}" '
+            f'y2="{y:.1f}" stroke="#cf222e" stroke-dasharray="5,4"/>'
+            f'<text x="{WIDTH - _RIGHT - 4}" y="{y - 4:.1f}" class="tick" text-anchor="end" '
+            f'fill="#cf222e">alert &gt; {escape(format_value(threshold))}</text>'
+        )
     for index, line in enumerate(lines):
         colour = PALETTE[index % len(PALETTE)]
         coords = " ".join(f"{sx(x):.1f},{sy(y):.1f}" for x, y in line.points if math.isfinite(y))
