@@ -14,6 +14,7 @@ from clientmetrics.pipeline.alerts import (
     select_open_episodes,
     track_alert_episodes,
 )
+from clientmetrics.pipeline.job import INVENTORY_STATE
 from clientmetrics.pipeline.rules import parse_rules
 from clientmetrics.pipeline.schemas import ALERT_STATE
 from frames import at, naive, points_frame
@@ -28,24 +29,31 @@ def _rules(spark: SparkSession, condition: str) -> DataFrame:
 
 def _latency(spark: SparkSession, values: list[tuple[float, float | None]]) -> DataFrame:
     rows: list[dict[str, Any]] = [
-        {
-            "metric_name": METRIC,
-            "event_time": at(seconds),
-            "value": value,
-            "client_id": "app",
-            "client_source_address": "10.1.1.1",
-            "resource_attributes": {"group_id": "g", "client_id": "spoofed"},
-        }
+        {"metric_name": METRIC, "event_time": at(seconds), "value": value}
         for seconds, value in values
     ]
     rows.append({"metric_name": "other", "event_time": at(0), "value": 1e9})
     return points_frame(spark, rows)
 
 
+def _inventory(spark: SparkSession) -> DataFrame:
+    row = {
+        "client_instance_id": "i-1",
+        "client_id": "app",
+        "client_source_address": "10.1.1.1",
+        "client_source_port": 4242,
+        # A resource attribute cannot override a label the gateway saw.
+        "resource_attributes": {"group_id": "g", "client_id": "spoofed"},
+    }
+    schema = spark.createDataFrame([], INVENTORY_STATE).schema
+    return spark.createDataFrame([tuple(row.get(name) for name in schema.names)], schema)
+
+
 def _step(spark: SparkSession, rules: DataFrame, points: DataFrame, state: DataFrame
           ) -> tuple[DataFrame, DataFrame]:
     episodes = track_alert_episodes(evaluate_rules(points, rules), state, rules)
-    return select_alert_events(episodes, rules), select_open_episodes(episodes)
+    events = select_alert_events(episodes, rules, _inventory(spark))
+    return events, select_open_episodes(episodes)
 
 
 def test_kip_rule_fires_only_after_more_than_180_seconds_then_resolves(
@@ -72,6 +80,7 @@ def test_kip_rule_fires_only_after_more_than_180_seconds_then_resolves(
     assert (labels["client_id"], labels["client_source_address"], labels["group_id"]) == (
         "app", "10.1.1.1", "g"
     )
+    assert labels["client_source_port"] == "4242"
     assert events.select("alert_id").distinct().count() == 1
     # The episode started at 360 s is open and has not fired.
     assertDataFrameEqual(

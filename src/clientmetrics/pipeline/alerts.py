@@ -53,7 +53,6 @@ _STATE_COLUMNS = (
     "client_instance_id",
     "metric_name",
     "attributes",
-    "labels",
     "started_at",
     "last_true_at",
     "high",
@@ -111,7 +110,6 @@ def evaluate_rules(points: DataFrame, rules: DataFrame) -> DataFrame:
             "client_instance_id",
             "metric_name",
             "attributes",
-            client_labels().alias("labels"),
             "event_time",
             "value",
             _compare(F.col("op"), F.col("value"), F.col("threshold")).alias("holds"),
@@ -153,18 +151,22 @@ def track_alert_episodes(evaluated: DataFrame, state: DataFrame, rules: DataFram
     )
     trues = (
         rows.where(F.col("holds"))
-        .groupBy(*keys, "episode")
+        .groupBy(
+            *keys,
+            "episode",
+            "client_instance_id",
+            "metric_name",
+            F.array_sort(F.map_entries("attributes")).alias("entries"),
+        )
         .agg(
-            F.first("client_instance_id").alias("client_instance_id"),
-            F.first("metric_name").alias("metric_name"),
-            F.first("attributes").alias("attributes"),
-            F.max_by("labels", "event_time").alias("labels"),
-            F.first("_start").alias("started_at"),
+            F.min("_start").alias("started_at"),
             F.max("event_time").alias("last_true_at"),
             F.max("value").alias("high"),
             F.min("value").alias("low"),
             F.min(F.when(satisfied, F.col("event_time"))).alias("fired_at"),
         )
+        .select("*", F.map_from_entries("entries").alias("attributes"))
+        .drop("entries")
     )
     closes = rows.where(~F.col("holds")).select(
         *keys, (F.col("episode") - 1).alias("episode"), F.col("event_time").alias("resolved_at")
@@ -192,7 +194,6 @@ def _merge_with_carried(trues: DataFrame, previous: DataFrame, keys: list[str]) 
         pick("client_instance_id"),
         pick("metric_name"),
         pick("attributes"),
-        F.coalesce(F.col("t.labels"), F.col("p.labels")).alias("labels"),
         pick("started_at"),
         F.greatest(F.col("t.last_true_at"), F.col("p.last_true_at")).alias("last_true_at"),
         F.greatest(F.col("t.high"), F.col("p.high")).alias("high"),
@@ -202,9 +203,14 @@ def _merge_with_carried(trues: DataFrame, previous: DataFrame, keys: list[str]) 
     )
 
 
-def select_alert_events(episodes: DataFrame, rules: DataFrame) -> DataFrame:
-    """The alerts table rows this batch adds: ``firing`` and ``resolved`` events."""
-    with_rule = episodes.join(F.broadcast(rules), "rule")
+def select_alert_events(episodes: DataFrame, rules: DataFrame, inventory: DataFrame) -> DataFrame:
+    """The alerts table rows this batch adds: ``firing`` and ``resolved`` events.
+
+    Each carries the client's labels from the inventory (``clients``): its
+    latest client id, address, principal, software and resource attributes.
+    """
+    labels = inventory.select("client_instance_id", client_labels().alias("labels"))
+    with_rule = episodes.join(F.broadcast(rules), "rule").join(labels, "client_instance_id", "left")
     peak = F.when(F.col("op").isin("<", "<="), F.col("low")).otherwise(F.col("high"))
     alert_id = F.sha2(
         F.concat_ws("|", F.col("rule"), F.col("series"), F.col("started_at").cast("string")), 256

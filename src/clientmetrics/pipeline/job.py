@@ -101,16 +101,22 @@ class PipelineJob:
     def process_batch(self, pushes: DataFrame, batch_id: int) -> None:
         """Turn one micro-batch of landed pushes into rows of the four tables."""
         store = self._store
-        decoded = points.with_series_key(points.explode_points(pushes))
+        # Decode once into a flat staging file: both the per-series sort of the
+        # accumulating kinds and the pass-through of gauges then read it back.
+        decoded = store.stage(
+            points.with_series_key(points.explode_points(pushes)), "decoded", batch_id
+        )
         series_state = store.read_state("series", batch_id, SERIES_STATE)
         normalised = points.with_normalised_values(decoded, series_state)
-        written = store.append(normalised, "points", batch_id)
+        dates = [row[0] for row in decoded.select(F.to_date("event_time")).distinct().collect()]
+        written = store.append(normalised, "points", batch_id, dates=dates)
+        store.drop_stage("decoded", batch_id)
         batch_points = store.read_files("points", written, normalised.schema)
         store.write_state(points.next_series_state(batch_points, series_state), "series", batch_id)
         self._update_windows(batch_points, batch_id)
-        self._update_clients(pushes, batch_points, batch_id)
+        inventory = self._update_clients(pushes, batch_points, batch_id)
         if self._rules is not None:
-            self._update_alerts(batch_points, batch_id)
+            self._update_alerts(batch_points, inventory, batch_id)
 
     def _update_windows(self, batch_points: DataFrame, batch_id: int) -> None:
         store, config = self._store, self._config
@@ -140,7 +146,9 @@ class PipelineJob:
         frame = self._spark.createDataFrame(rows, PROGRESS)
         self._store.write_state(frame, "progress", batch_id)
 
-    def _update_clients(self, pushes: DataFrame, batch_points: DataFrame, batch_id: int) -> None:
+    def _update_clients(
+        self, pushes: DataFrame, batch_points: DataFrame, batch_id: int
+    ) -> DataFrame:
         store = self._store
         inventory = store.read_state("clients", batch_id, INVENTORY_STATE)
         batch = clients.aggregate_client_pushes(pushes, batch_points)
@@ -148,14 +156,15 @@ class PipelineJob:
         merged = store.read_state("clients", batch_id + 1, INVENTORY_STATE)
         now = datetime.now(UTC)
         store.replace(clients.with_client_status(merged, now), "clients", batch_id)
+        return merged
 
-    def _update_alerts(self, batch_points: DataFrame, batch_id: int) -> None:
+    def _update_alerts(self, batch_points: DataFrame, inventory: DataFrame, batch_id: int) -> None:
         assert self._rules is not None
         store = self._store
         state = store.read_state("alerts", batch_id, ALERT_STATE)
         evaluated = alerts.evaluate_rules(batch_points, self._rules)
         episodes = alerts.track_alert_episodes(evaluated, state, self._rules).persist()
-        events = alerts.select_alert_events(episodes, self._rules)
+        events = alerts.select_alert_events(episodes, self._rules, inventory)
         written = store.append(events, "alerts", batch_id)
         store.write_state(alerts.select_open_episodes(episodes), "alerts", batch_id)
         episodes.unpersist()

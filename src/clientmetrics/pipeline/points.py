@@ -83,26 +83,30 @@ def with_normalised_values(points: DataFrame, series_state: DataFrame) -> DataFr
     cumulative value. The rate is the cumulative increase per second since the
     series' previous point; after a reset (a new start time, or a monotonic sum
     going down) it is the value over the time since the new start. Gauges have
-    neither.
+    neither, and skip the per-series sort the others need.
     """
+    accumulating = F.col("kind").isin(*ACCUMULATING)
+    others = points.where(~accumulating | F.col("kind").isNull()).select(
+        *DECODED.names,
+        "series",
+        F.lit(None).cast("double").alias("cumulative_value"),
+        F.lit(None).cast("double").alias("rate_per_second"),
+        F.to_date("event_time").alias("date"),
+    )
+    return _normalise_accumulating(points.where(accumulating), series_state).unionByName(others)
+
+
+def _normalise_accumulating(points: DataFrame, series_state: DataFrame) -> DataFrame:
     state = series_state.select(
         "series", "last_time", "last_start", F.col("last_cumulative").alias("_carried")
     )
     joined = points.join(state, "series", "left")
     window = Window.partitionBy("series").orderBy("event_time", "received_at")
-    running = (
-        Window.partitionBy("series")
-        .orderBy("event_time", "received_at")
-        .rowsBetween(Window.unboundedPreceding, Window.currentRow)
-    )
-    accumulating = F.col("kind").isin(*ACCUMULATING)
+    running = window.rowsBetween(Window.unboundedPreceding, Window.currentRow)
     delta = F.col("temporality") == "delta"
     cumulative = F.when(
-        accumulating,
-        F.when(
-            delta, F.coalesce(F.col("_carried"), F.lit(0.0)) + F.sum("value").over(running)
-        ).otherwise(F.col("value")),
-    )
+        delta, F.coalesce(F.col("_carried"), F.lit(0.0)) + F.sum("value").over(running)
+    ).otherwise(F.col("value"))
     step = joined.select("*", cumulative.alias("cumulative_value")).select(
         "*",
         F.coalesce(F.lag("cumulative_value").over(window), F.col("_carried")).alias("_prev"),
@@ -116,17 +120,15 @@ def with_normalised_values(points: DataFrame, series_state: DataFrame) -> DataFr
         | (started & (F.col("start_time") > F.col("_prev_time")) & ~delta)
         | ((F.col("monotonic") == F.lit(True)) & (F.col("cumulative_value") < F.col("_prev")))
     )
-    rate = F.when(
-        accumulating,
+    rate = (
         F.when(
             delta,
-            F.when(
-                started,
-                _per_second(F.col("value"), since_start),
-            ).otherwise(_per_second(F.col("value"), since_prev)),
+            F.when(started, _per_second(F.col("value"), since_start)).otherwise(
+                _per_second(F.col("value"), since_prev)
+            ),
         )
         .when(reset, F.when(started, _per_second(F.col("cumulative_value"), since_start)))
-        .otherwise(_per_second(F.col("cumulative_value") - F.col("_prev"), since_prev)),
+        .otherwise(_per_second(F.col("cumulative_value") - F.col("_prev"), since_prev))
     )
     return step.select(
         *DECODED.names,

@@ -58,7 +58,7 @@ WINDOW_STATE = (
 #: Open alert episodes: the condition holds, and may or may not have fired yet.
 ALERT_STATE = (
     "rule STRING, series STRING, client_instance_id STRING, metric_name STRING,"
-    " attributes MAP<STRING, STRING>, labels MAP<STRING, STRING>, started_at TIMESTAMP,"
+    " attributes MAP<STRING, STRING>, started_at TIMESTAMP,"
     " last_true_at TIMESTAMP, high DOUBLE, low DOUBLE, fired_at TIMESTAMP"
 )
 

@@ -17,12 +17,16 @@ Hadoop-compatible location works, not only local directories.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+from datetime import date
 from typing import Any
 
 from pyspark.sql import DataFrame, SparkSession
+from pyspark.sql import functions as F
 from pyspark.sql.types import StructType
 
 _STATE_KEEP = 2
+_HIVE_NULL = "__HIVE_DEFAULT_PARTITION__"
 
 
 class TableStore:
@@ -48,13 +52,29 @@ class TableStore:
     def _path(self, path: str) -> Any:
         return self._path_class(path)
 
-    def append(self, frame: DataFrame, table: str, batch_id: int) -> list[str]:
+    def append(
+        self,
+        frame: DataFrame,
+        table: str,
+        batch_id: int,
+        dates: Sequence[date | None] | None = None,
+    ) -> list[str]:
         """Add a batch's rows to a date-partitioned table, replacing any earlier try.
 
+        With ``dates`` (every value the ``date`` column takes), each date is
+        written without ``partitionBy``, which spares Spark a sort of all rows
+        by date: the points table's batches nearly always hold a single date.
         Returns the paths of the files written, so the batch can read its rows back.
         """
         staging = f"{self._root}/_staging/{table}/{batch_id}"
-        frame.write.mode("overwrite").partitionBy("date").parquet(staging)
+        if dates is None:
+            frame.write.mode("overwrite").partitionBy("date").parquet(staging)
+        else:
+            self._fs.delete(self._path(staging), True)
+            for day in dates:
+                name = _HIVE_NULL if day is None else day.isoformat()
+                rows = frame.where(F.col("date").eqNullSafe(F.lit(day))).drop("date")
+                rows.write.mode("overwrite").parquet(f"{staging}/date={name}")
         prefix = f"b{batch_id:012d}-"
         for status in self._glob(f"{self.table_path(table)}/date=*/{prefix}*"):
             self._fs.delete(status.getPath(), False)
@@ -69,6 +89,16 @@ class TableStore:
             written.append(str(target.toString()))
         self._fs.delete(self._path(staging), True)
         return written
+
+    def stage(self, frame: DataFrame, name: str, batch_id: int) -> DataFrame:
+        """Materialise an intermediate result once and read it back (cheaper than caching)."""
+        path = f"{self._root}/_staging/{name}/{batch_id}"
+        frame.write.mode("overwrite").parquet(path)
+        return self._spark.read.schema(frame.schema).parquet(path)
+
+    def drop_stage(self, name: str, batch_id: int) -> None:
+        """Delete what ``stage`` wrote."""
+        self._fs.delete(self._path(f"{self._root}/_staging/{name}/{batch_id}"), True)
 
     def read_files(self, table: str, paths: list[str], schema: StructType) -> DataFrame:
         """Read back files of a table (with its ``date`` partition column)."""

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from datetime import datetime
 
-from pyspark.sql import DataFrame
+from pyspark.sql import Column, DataFrame
 from pyspark.sql import functions as F
 
 #: The client_windows table, column by column.
@@ -46,16 +46,24 @@ _STATE_COLUMNS = (
 )
 
 
+def _entries(attributes: str) -> Column:
+    # A map cannot be a grouping key; its sorted entries can, and hash-aggregate.
+    return F.array_sort(F.map_entries(F.col(attributes)))
+
+
 def aggregate_window_partials(points: DataFrame, window_seconds: int) -> DataFrame:
     """Partial aggregates per series and event-time window (the state's shape)."""
     window = F.window("event_time", f"{window_seconds} seconds")
     return (
         points.where(F.col("value").isNotNull())
-        .groupBy("series", window.alias("w"))
+        .groupBy(
+            "series",
+            "client_instance_id",
+            "metric_name",
+            _entries("attributes").alias("entries"),
+            window.alias("w"),
+        )
         .agg(
-            F.first("client_instance_id").alias("client_instance_id"),
-            F.first("metric_name").alias("metric_name"),
-            F.first("attributes").alias("attributes"),
             F.count("value").alias("count"),
             F.sum("value").alias("sum"),
             F.min("value").alias("min"),
@@ -67,7 +75,7 @@ def aggregate_window_partials(points: DataFrame, window_seconds: int) -> DataFra
             "series",
             "client_instance_id",
             "metric_name",
-            "attributes",
+            F.map_from_entries("entries").alias("attributes"),
             F.col("w.start").alias("window_start"),
             F.col("w.end").alias("window_end"),
             "count",
@@ -85,11 +93,15 @@ def merge_window_partials(state: DataFrame, partials: DataFrame) -> DataFrame:
     return (
         state.select(*_STATE_COLUMNS)
         .unionByName(partials.select(*_STATE_COLUMNS))
-        .groupBy("series", "window_start", "window_end")
+        .groupBy(
+            "series",
+            "client_instance_id",
+            "metric_name",
+            _entries("attributes").alias("entries"),
+            "window_start",
+            "window_end",
+        )
         .agg(
-            F.first("client_instance_id").alias("client_instance_id"),
-            F.first("metric_name").alias("metric_name"),
-            F.first("attributes").alias("attributes"),
             F.sum("count").alias("count"),
             F.sum("sum").alias("sum"),
             F.min("min").alias("min"),
@@ -97,6 +109,7 @@ def merge_window_partials(state: DataFrame, partials: DataFrame) -> DataFrame:
             F.max_by("last", "last_time").alias("last"),
             F.max("last_time").alias("last_time"),
         )
+        .select(F.map_from_entries("entries").alias("attributes"), "*")
         .select(*_STATE_COLUMNS)
     )
 

@@ -1,0 +1,183 @@
+"""Benchmark: `pipeline run` end to end against Spark's bare Parquet scan, in the same run.
+
+    .venv/bin/python bench/pipeline.py [--points 5000000] [--master local[*]] [--decoders]
+
+1. Lands pushes of librdkafka's shape (a producer with per-broker latency
+   copies: 18 data points per push with 5 brokers) following docs/landing.md,
+   until at least ``--points`` data points are landed.
+2. Runs the pipeline job (the code behind ``clientmetrics pipeline run``) over
+   them: decode, normalise, points / client_windows / clients / alerts.
+3. Writes a flat Parquet file with the same number of rows and times Spark
+   scanning it into a no-op sink: the ceiling for this machine.
+
+Prints both rates and their ratio. ``--decoders`` also times the pure decoders
+(columnar ptars + Arrow compute against upb protobuf + a Python loop).
+"""
+
+from __future__ import annotations
+
+import argparse
+import shutil
+import tempfile
+import time
+import uuid
+from pathlib import Path
+
+import pyarrow as pa
+import pyarrow.parquet as pq
+
+from clientmetrics.pipeline.synthetic import (
+    Push,
+    land,
+    points_per_producer_payload,
+    producer_payload,
+)
+
+BROKERS = (1, 2, 3, 4, 5)
+PUSHES_PER_FILE = 20_000
+T0_US = 1_795_300_000_000_000
+
+
+def land_pushes(data: Path, points: int, clients: int) -> int:
+    """Land enough pushes for ``points`` data points; return the number of points landed."""
+    per_push = points_per_producer_payload(len(BROKERS))
+    pushes_needed = -(-points // per_push)
+    instances = [str(uuid.uuid4()) for _ in range(clients)]
+    batch: list[Push] = []
+    landed = 0
+    for index in range(pushes_needed):
+        step, client = divmod(index, clients)
+        at_us = T0_US + step * 5_000_000 + client * 1000
+        latency = 6000.0 if client == 0 else None
+        payload = producer_payload(at_us * 1000, step, BROKERS, latency=latency)
+        batch.append(Push(at_us, instances[client], payload, client_id=f"app-{client}"))
+        if len(batch) == PUSHES_PER_FILE:
+            land(data, batch)
+            landed += len(batch)
+            batch = []
+    if batch:
+        land(data, batch)
+        landed += len(batch)
+    return landed * per_push
+
+
+def flat_file(path: Path, rows: int) -> None:
+    """A flat Parquet file of ``rows`` point-like rows (strings, a timestamp, a double)."""
+    chunk = 1_000_000
+    schema = pa.schema(
+        [
+            ("client_instance_id", pa.string()),
+            ("metric_name", pa.string()),
+            ("node_id", pa.string()),
+            ("event_time", pa.timestamp("us", tz="UTC")),
+            ("value", pa.float64()),
+        ]
+    )
+    with pq.ParquetWriter(path, schema) as writer:
+        for start in range(0, rows, chunk):
+            size = min(chunk, rows - start)
+            ids = pa.array([f"{uuid.UUID(int=i % 1000)}" for i in range(start, start + size)])
+            names = pa.array([f"org.apache.kafka.producer.m{i % 18}" for i in range(size)])
+            nodes = pa.array([str(i % 6) for i in range(size)])
+            times = pa.array(range(T0_US + start, T0_US + start + size), pa.int64()).cast(
+                schema.field("event_time").type
+            )
+            values = pa.array([float(i) for i in range(size)])
+            writer.write_table(pa.table([ids, names, nodes, times, values], schema=schema))
+
+
+def bench_decoders(payload_count: int = 20_000) -> None:
+    """Pure decode throughput: columnar (kept) against upb + a Python loop (the baseline)."""
+    from opentelemetry.proto.metrics.v1 import metrics_pb2
+
+    from clientmetrics.telemetry.otlp_arrow import decode_points
+
+    payloads = [producer_payload((T0_US + i) * 1000, i, BROKERS) for i in range(payload_count)]
+    array = pa.array(payloads, pa.binary())
+    started = time.perf_counter()
+    points = decode_points(array).points.num_rows
+    columnar = points / (time.perf_counter() - started)
+    started = time.perf_counter()
+    rows = []
+    for row, payload in enumerate(payloads):
+        data = metrics_pb2.MetricsData.FromString(payload)
+        for resource in data.resource_metrics:
+            for scope in resource.scope_metrics:
+                for metric in scope.metrics:
+                    kind = metric.WhichOneof("data")
+                    for point in getattr(metric, kind).data_points:
+                        rows.append(
+                            (row, metric.name, kind, point.time_unix_nano, point.as_double,
+                             {kv.key: str(kv.value.int_value) for kv in point.attributes})
+                        )
+    loop = len(rows) / (time.perf_counter() - started)
+    print(f"decode, 1 core: columnar {columnar:,.0f} points/s; upb + Python loop "
+          f"{loop:,.0f} points/s ({columnar / loop:.1f}x)")
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--points", type=int, default=5_000_000)
+    parser.add_argument("--clients", type=int, default=1000)
+    parser.add_argument("--master", default="local[*]")
+    parser.add_argument("--workdir", type=Path, default=None)
+    parser.add_argument("--decoders", action="store_true")
+    args = parser.parse_args()
+    if args.decoders:
+        bench_decoders()
+
+    from pyspark.sql import functions as F
+
+    from clientmetrics.pipeline.job import PipelineConfig, PipelineJob
+    from clientmetrics.pipeline.rules import parse_rules
+    from clientmetrics.pipeline.session import build_session
+
+    work = args.workdir or Path(tempfile.mkdtemp(prefix="cm-bench-"))
+    shutil.rmtree(work, ignore_errors=True)
+    started = time.perf_counter()
+    points = land_pushes(work, args.points, args.clients)
+    flat_file(work / "flat.parquet", points)
+    print(f"landed {points:,} data points in {time.perf_counter() - started:.1f} s ({work})")
+
+    spark = build_session(args.master, conf={"spark.ui.enabled": "false"})
+    spark.sparkContext.setLogLevel("ERROR")
+    rules = parse_rules(
+        {"rule": [{"name": "slow", "metric": "org.apache.kafka.producer.node.request.latency.",
+                   "condition": "exceeded 5000 ms for more than 180 seconds"}]}
+    )
+    config = PipelineConfig(
+        input_path=str(work / "landing" / "pushes"),
+        output_path=str(work / "tables"),
+        checkpoint_path=str(work / "checkpoints"),
+        rules=rules,
+        alert_sink=str(work / "alerts.jsonl"),
+    )
+    # Warm the JVM and the Python workers on the scan, so neither side pays for it.
+    spark.read.parquet(str(work / "flat.parquet")).limit(1000).write.format("noop").mode(
+        "overwrite"
+    ).save()
+    started = time.perf_counter()
+    PipelineJob(spark, config).run()
+    pipeline_seconds = time.perf_counter() - started
+    written = spark.read.parquet(str(work / "tables" / "points")).count()
+    assert written == points, (written, points)
+
+    started = time.perf_counter()
+    scan = spark.read.parquet(str(work / "flat.parquet"))
+    scan.select(F.col("*")).write.format("noop").mode("overwrite").save()
+    scan_seconds = time.perf_counter() - started
+    spark.stop()
+
+    pipeline_rate = points / pipeline_seconds
+    scan_rate = points / scan_seconds
+    print(f"pipeline run ({args.master}): {points:,} points in {pipeline_seconds:.1f} s = "
+          f"{pipeline_rate:,.0f} points/s")
+    print(f"parquet scan ceiling:        {points:,} rows in {scan_seconds:.1f} s = "
+          f"{scan_rate:,.0f} rows/s")
+    print(f"ratio: {pipeline_rate / scan_rate:.2f} of the ceiling")
+    if args.workdir is None:
+        shutil.rmtree(work, ignore_errors=True)
+
+
+if __name__ == "__main__":
+    main()
