@@ -9,6 +9,7 @@ from __future__ import annotations
 import json
 import os
 import shutil
+import signal
 import subprocess
 import sys
 from collections.abc import Iterator
@@ -82,6 +83,25 @@ def test_demo_stops_every_child(demo_run: DemoRun) -> None:
     # The pipeline was interrupted, not killed: its checkpoint committed batches.
     commits = demo_run.data_dir / "checkpoints" / "pipeline" / "commits"
     assert any(commits.iterdir())
+
+
+def test_ctrl_c_stops_everything_and_still_summarises(tmp_path: Path) -> None:
+    args = [sys.executable, "-c", "from clientmetrics.cli import main; main()", "demo"]
+    args += ["--data-dir", str(tmp_path / "cm-data"), "--dashboard-port", "0", "--clients", "20"]
+    proc = subprocess.Popen(args, stdout=subprocess.PIPE, text=True)
+    assert proc.stdout is not None
+    seen = []
+    for line in proc.stdout:
+        seen.append(line)
+        if "dashboard: http://" in line:
+            break
+    proc.send_signal(signal.SIGINT)
+    out = "".join(seen) + proc.stdout.read()
+    assert proc.wait(60) == 0, out
+    assert "stopping (interrupted)" in out
+    assert "pushes accepted:" in out
+    gateway_log = (tmp_path / "cm-data" / "logs" / "gateway.log").read_text()
+    assert '"event": "gateway_stopped"' in gateway_log
 
 
 @pytest.fixture

@@ -73,7 +73,8 @@ class Child:
         if self.proc.poll() is None:
             self.proc.send_signal(first)
             if self.wait(timeout) is None:
-                self.proc.kill()
+                # The whole group it leads (start_new_session): Spark's JVM goes too.
+                os.killpg(self.proc.pid, signal.SIGKILL)
                 self.proc.wait()
         code = self.proc.returncode
         if self._log is not None:
@@ -90,8 +91,8 @@ class Child:
         return "\n".join(text.splitlines()[-lines:])
 
 
-def start_gateway(data_dir: Path, log_path: Path, timeout: float = 30.0) -> tuple[Child, int, int]:
-    """A standalone gateway on free local ports; returns it, its Kafka port and metrics port."""
+def gateway_child(data_dir: Path, log_path: Path) -> Child:
+    """A standalone gateway on free local ports, not started yet."""
     args = clientmetrics_command(
         "serve",
         "--listen",
@@ -103,18 +104,20 @@ def start_gateway(data_dir: Path, log_path: Path, timeout: float = 30.0) -> tupl
         "--log-format",
         "json",
     )
-    child = Child("gateway", args, log_path).start()
-    # The gateway logs the ports it bound as a JSON line; read its log until it does.
+    return Child("gateway", args, log_path)
+
+
+def gateway_ports(gateway: Child, timeout: float = 30.0) -> tuple[int, int]:
+    """Wait for a started gateway to log the ports it bound: (Kafka port, metrics port)."""
     deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline and child.running:
-        for raw in log_path.read_bytes().splitlines():
+    while time.monotonic() < deadline and gateway.running:
+        for raw in gateway.log_path.read_bytes().splitlines():
             event = _json(raw)
             if event.get("event") == "gateway_started":
                 port = int(str(event["listen"]).rsplit(":", 1)[1])
-                return child, port, int(str(event["metrics_port"]))
+                return port, int(str(event["metrics_port"]))
         time.sleep(0.1)
-    child.stop(timeout=5)
-    raise DemoError(f"the gateway did not start:\n{child.tail()}")
+    raise DemoError(f"the gateway did not start:\n{gateway.tail()}")
 
 
 def _json(raw: bytes) -> dict[str, object]:

@@ -11,7 +11,13 @@ from pathlib import Path
 from types import FrameType
 
 from clientmetrics.dashboard import Dashboard, DashboardConfig, DashboardServer
-from clientmetrics.demo.children import Child, DemoError, clientmetrics_command, start_gateway
+from clientmetrics.demo.children import (
+    Child,
+    DemoError,
+    clientmetrics_command,
+    gateway_child,
+    gateway_ports,
+)
 from clientmetrics.demo.real_clients import RealClients
 from clientmetrics.demo.summary import DemoSummary, summarise
 
@@ -48,19 +54,36 @@ class DemoOptions:
 
 
 class _Stopped(Exception):
-    """SIGTERM arrived: shut down as for Ctrl-C."""
+    """Ctrl-C or SIGTERM arrived: shut down."""
+
+
+_SIGNALS = (signal.SIGINT, signal.SIGTERM)
 
 
 @contextmanager
-def _sigterm_stops() -> Iterator[None]:
+def _signals_stop() -> Iterator[None]:
+    # Installed explicitly: a shell starting the demo in the background leaves
+    # SIGINT ignored, and Python would then never raise KeyboardInterrupt.
     def raise_stopped(_signum: int, _frame: FrameType | None) -> None:
         raise _Stopped
 
-    previous = signal.signal(signal.SIGTERM, raise_stopped)
+    previous = {sig: signal.signal(sig, raise_stopped) for sig in _SIGNALS}
     try:
         yield
     finally:
-        signal.signal(signal.SIGTERM, previous)
+        for sig, handler in previous.items():
+            signal.signal(sig, handler)
+
+
+@contextmanager
+def _signals_ignored() -> Iterator[None]:
+    # While children stop, a second Ctrl-C must not orphan them; every stop is bounded.
+    previous = {sig: signal.signal(sig, signal.SIG_IGN) for sig in _SIGNALS}
+    try:
+        yield
+    finally:
+        for sig, handler in previous.items():
+            signal.signal(sig, handler)
 
 
 class Demo:
@@ -82,16 +105,16 @@ class Demo:
 
     def run(self) -> DemoSummary:
         """Run until the duration has passed or Ctrl-C / SIGTERM; always clean up."""
-        summary: DemoSummary | None = None
-        with _sigterm_stops():
-            try:
+        try:
+            with _signals_stop():
                 self._start_all()
                 self._watch()
-            except (KeyboardInterrupt, _Stopped):
-                self.interrupted = True
-                self._echo("")
-                self._say("stopping (interrupted)")
-            finally:
+        except (KeyboardInterrupt, _Stopped):
+            self.interrupted = True
+            self._echo("")
+            self._say("stopping (interrupted)")
+        finally:
+            with _signals_ignored():
                 summary = self._stop_all()
         return summary
 
@@ -100,8 +123,8 @@ class Demo:
         data, logs = opts.data_dir, opts.data_dir / "logs"
         data.mkdir(parents=True, exist_ok=True)
         self._say(f"data directory {data}")
-        gateway, port, metrics_port = start_gateway(data, logs / "gateway.log")
-        self._children.append(gateway)
+        gateway = self._start(gateway_child(data, logs / "gateway.log"))
+        port, metrics_port = gateway_ports(gateway)
         bootstrap = self._bootstrap = f"127.0.0.1:{port}"
         self._metrics_url = f"http://127.0.0.1:{metrics_port}/metrics"
         self._say(f"gateway listening on {bootstrap} (metrics {self._metrics_url})")
@@ -162,7 +185,7 @@ class Demo:
             "spark.driver.extraJavaOptions=-XX:TieredStopAtLevel=1 -XX:+UseSerialGC",
         )
         env = {"SPARK_LOCAL_IP": "127.0.0.1"}
-        self._children.append(Child("pipeline", args, logs / "pipeline.log", env).start())
+        self._start(Child("pipeline", args, logs / "pipeline.log", env))
         self._say("starting the Spark pipeline in streaming mode (the first start is slow)")
 
     def _start_simulator(self, bootstrap: str, logs: Path) -> None:
@@ -181,7 +204,7 @@ class Demo:
             f"{run_for:.0f}",
             "--json",
         )
-        self._children.append(Child("simulator", args, logs / "simulator.log").start())
+        self._start(Child("simulator", args, logs / "simulator.log"))
         self._say(f"started {opts.simulated_clients} simulated clients (1 unhealthy)")
 
     def _start_dashboard(self) -> None:
@@ -196,6 +219,11 @@ class Demo:
         server.start()
         self._dashboard = server
         self._say(f"dashboard: {server.url}")
+
+    def _start(self, child: Child) -> Child:
+        # Known before it runs: an interruption from here on still stops it.
+        self._children.append(child)
+        return child.start()
 
     def _child(self, name: str) -> Child:
         return next(child for child in self._children if child.name == name)
@@ -212,6 +240,7 @@ class Demo:
                 raise DemoError(f"the pipeline stopped:\n{pipeline.tail()}")
             if clients_end is not None and time.monotonic() >= clients_end and self._clients:
                 self._stop_clients()
+                self._say("clients closed; letting the pipeline catch up")
             tables = opts.data_dir / "tables" / "clients"
             if not first_batch and tables.exists():
                 first_batch = True
@@ -238,7 +267,6 @@ class Demo:
         if self._clients is not None:
             self._clients.stop()
             self._clients = None
-            self._say("clients closed; letting the pipeline catch up")
 
     def _stop_all(self) -> DemoSummary:
         self._stop_clients()
