@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-import time
+import signal
+import threading
 from pathlib import Path
 
 import click
@@ -44,12 +45,13 @@ def dashboard(
         server = DashboardServer(Dashboard(config), host.strip("[]"), int(port_text))
     except OSError as exc:
         raise click.ClickException(f"cannot listen on {listen}: {exc.strerror}") from exc
+    stop = threading.Event()
+    # Explicit handlers: started in the background by a shell, SIGINT arrives ignored.
+    for sig in (signal.SIGINT, signal.SIGTERM):
+        signal.signal(sig, lambda _signum, _frame: stop.set())
     click.echo(f"dashboard: {server.url} (Ctrl-C to stop)")
     server.start()
     try:
-        while True:
-            time.sleep(3600)
-    except KeyboardInterrupt:
-        pass
+        stop.wait()
     finally:
         server.stop()
