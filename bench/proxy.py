@@ -144,6 +144,12 @@ def latency(bootstrap: str, topic: str, samples: int) -> tuple[float, float]:
     return quantiles[49], quantiles[98]
 
 
+def cpu_seconds(pid: int) -> float:
+    """User + system CPU time of a process so far (Linux /proc)."""
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
 def measure(bootstrap: str, args: argparse.Namespace, label: str) -> Figures:
     topic = f"bench-{label}-{uuid.uuid4().hex[:6]}"
     p_mb, p_msg = produce(bootstrap, topic, args.messages, args.size)
@@ -182,12 +188,21 @@ def main() -> None:
         wait_port(base + TANSU_NODE)
         runs: dict[str, list[Figures]] = {"direct": [], "gateway": []}
         targets = {"direct": f"127.0.0.1:{tansu_port}", "gateway": f"127.0.0.1:{gw_port}"}
+        gateway_cpu = 0.0
         for i in range(args.rounds):
             # Alternate which goes first: the host is shared, load drifts during a run.
             order = ("direct", "gateway") if i % 2 == 0 else ("gateway", "direct")
             for label in order:
+                before = cpu_seconds(gateway.pid)
                 runs[label].append(measure(targets[label], args, label))
+                if label == "gateway":
+                    gateway_cpu += cpu_seconds(gateway.pid) - before
         report(args, runs)
+        # Noise-free figure on a shared host: what the proxy itself costs per GB moved
+        # (each message is produced once and consumed once through it).
+        moved_gb = 2 * args.rounds * args.messages * args.size / 1e9
+        print(f"gateway CPU: {gateway_cpu:.2f} s for {moved_gb:.2f} GB through it "
+              f"({gateway_cpu / moved_gb:.2f} s/GB, latency runs included)")  # fmt: skip
     finally:
         for proc in (gateway, tansu):
             if proc is not None and proc.poll() is None:

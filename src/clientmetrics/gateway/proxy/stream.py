@@ -22,6 +22,7 @@ __all__ = ["FrameProtocol", "frame_bytes"]
 _SIZE = struct.Struct(">i")
 _SCRATCH = 256 * 1024
 _COALESCE = 64 * 1024  # below this, prefix + frame are joined into one write
+_WRITE_HIGH = 8 * 1024 * 1024
 
 
 def frame_bytes(frame: bytes | bytearray) -> list[bytes | bytearray]:
@@ -61,6 +62,8 @@ class FrameProtocol(asyncio.BufferedProtocol):
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
         # uvloop's transports are not asyncio.Transport subclasses, but quack alike.
         self.transport = cast(asyncio.Transport, transport)
+        # One MB-sized batch must not pause the pipeline (the default high mark is 64 KiB).
+        self.transport.set_write_buffer_limits(high=_WRITE_HIGH)
         if self._on_made is not None:
             self._on_made(self.transport)
 
