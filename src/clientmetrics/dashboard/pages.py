@@ -47,7 +47,7 @@ tr.alert td{border-bottom:none}
 table.alerts code{display:inline-block;margin:1px}
 .cards{display:flex;gap:12px;flex-wrap:wrap}.card{background:#fff;border:1px solid #d8dee4;
 padding:10px 14px;min-width:150px}.card b{display:block;font-size:22px}
-form{margin:0 0 12px}input[type=search]{width:320px;padding:4px}
+form{margin:0 0 12px}input[type=search]{width:440px;padding:4px}
 """
 
 _NAV = (
@@ -113,7 +113,7 @@ def _inventory_row(row: dict[str, Any]) -> list[str]:
     alert_cell = f"<span class='badge bad'>{alerts}</span>" if alerts else "0"
     return [
         client_link(row["client_instance_id"], row["client_id"] or "(none)"),
-        f"<code>{escape(row['client_instance_id'] or '')}</code>",
+        _short_id(row["client_instance_id"] or ""),
         escape(software.strip()),
         escape(address),
         escape(row["principal"] or ""),
@@ -122,6 +122,12 @@ def _inventory_row(row: dict[str, Any]) -> list[str]:
         state,
         alert_cell,
     ]
+
+
+def _short_id(instance_id: str) -> str:
+    # Full ids make the table too wide to read; the title and the search keep all of it.
+    shown = instance_id if len(instance_id) <= 13 else instance_id[:8] + "…"
+    return f'<code title="{escape(instance_id)}">{escape(shown)}</code>'
 
 
 def inventory(page: InventoryPage) -> str:
