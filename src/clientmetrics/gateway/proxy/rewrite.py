@@ -12,6 +12,7 @@ import dataclasses
 from collections.abc import Awaitable, Callable, Mapping
 from typing import Any
 
+from clientmetrics.gateway.config import Address
 from clientmetrics.gateway.proxy import kip951
 from clientmetrics.gateway.proxy.cluster_map import ClusterMap
 from clientmetrics.wire import (
@@ -39,8 +40,9 @@ _CAPPED: Mapping[int, int] = {
     API_VERSIONS: SERVED[API_VERSIONS][1],
 }
 
-#: Rewrites one response frame (header included, no size prefix).
-Rewriter = Callable[[bytes], Awaitable[bytes]]
+#: Rewrites one response frame (header included, no size prefix). Returns the new
+#: frame, or an awaitable of it when the rewrite must first open a listener.
+Rewriter = Callable[[bytes], bytes | Awaitable[bytes]]
 
 
 def _reencode(header: RequestHeader, body: Any) -> bytes:
@@ -62,7 +64,7 @@ def _metadata(header: RequestHeader, cluster: ClusterMap) -> Rewriter:
     id_field = "node_id" if header.api_key == METADATA else "broker_id"
 
     async def rewrite(frame: bytes) -> bytes:
-        _, body = decode_response(header.api_key, header.api_version, frame)
+        _, body = decode_response(header.api_key, header.api_version, bytes(frame))
         brokers = await _broker_list(cluster, body.brokers, id_field)
         return _reencode(header, dataclasses.replace(body, brokers=brokers))
 
@@ -79,7 +81,7 @@ async def _coordinator(cluster: ClusterMap, item: Any) -> Any:
 
 def _find_coordinator(header: RequestHeader, cluster: ClusterMap) -> Rewriter:
     async def rewrite(frame: bytes) -> bytes:
-        _, body = decode_response(header.api_key, header.api_version, frame)
+        _, body = decode_response(header.api_key, header.api_version, bytes(frame))
         if hasattr(body, "coordinators"):  # v4+: one entry per key (KIP-699)
             items = tuple([await _coordinator(cluster, c) for c in body.coordinators])
             body = dataclasses.replace(body, coordinators=items)
@@ -92,7 +94,7 @@ def _find_coordinator(header: RequestHeader, cluster: ClusterMap) -> Rewriter:
 
 def _api_versions(header: RequestHeader, cluster: ClusterMap) -> Rewriter:
     async def rewrite(frame: bytes) -> bytes:
-        _, body = decode_response(header.api_key, header.api_version, frame)
+        _, body = decode_response(header.api_key, header.api_version, bytes(frame))
         if int(body.error_code) != ErrorCode.NONE:
             return frame  # the client retries with a version from the upstream's list
         upstream = {int(k.api_key): (int(k.min_version), int(k.max_version)) for k in body.api_keys}
@@ -132,18 +134,25 @@ def merged_versions(upstream: Mapping[int, tuple[int, int]]) -> dict[int, tuple[
 
 
 def _node_endpoints(header: RequestHeader, cluster: ClusterMap) -> Rewriter:
+    # The hot path: synchronous (no task per response) unless a node is new.
     body_version = response_header_version(header.api_key, header.api_version)
 
-    async def rewrite(frame: bytes) -> bytes:
+    def rewrite(frame: bytes) -> bytes | Awaitable[bytes]:
         _, offset = parse_response_header(frame, body_version)
         out, nodes = kip951.rewrite_node_endpoints(
             header.api_key, frame, offset, cluster.gateway_endpoint
         )
-        for node_id, host, port in nodes:
-            await cluster.learn(node_id, host, port)
-        return out
+        if all(cluster.address(n) == Address(host, port) for n, host, port in nodes):
+            return out
+        return _learn_all(cluster, nodes, out)
 
     return rewrite
+
+
+async def _learn_all(cluster: ClusterMap, nodes: list[tuple[int, str, int]], out: bytes) -> bytes:
+    for node_id, host, port in nodes:
+        await cluster.learn(node_id, host, port)
+    return out
 
 
 def rewriter_for(header: RequestHeader, cluster: ClusterMap) -> Rewriter | None:

@@ -42,11 +42,13 @@ class FrameProtocol(asyncio.BufferedProtocol):
         on_frame: Callable[[bytes | bytearray], None],
         on_lost: Callable[[Exception | None], None],
         on_made: Callable[[asyncio.Transport], None] | None = None,
+        on_writable: Callable[[], None] | None = None,
     ) -> None:
         self._max = max_frame_bytes
         self._on_frame = on_frame
         self._on_lost = on_lost
         self._on_made = on_made
+        self._on_writable = on_writable
         self._scratch = bytearray(_SCRATCH)
         self._view = memoryview(self._scratch)
         self._start = 0
@@ -150,6 +152,13 @@ class FrameProtocol(asyncio.BufferedProtocol):
 
     def resume_writing(self) -> None:
         self._can_write.set()
+        if self._on_writable is not None:
+            self._on_writable()
+
+    @property
+    def writable(self) -> bool:
+        """False while the transport's buffer is above its high-water mark."""
+        return self._can_write.is_set()
 
     async def drain(self) -> None:
         """Wait while the peer is slower than us (the transport's buffer is full)."""
