@@ -253,7 +253,11 @@ def report(args: argparse.Namespace, runs: dict[str, list[Figures]]) -> None:
     print(f"{'produce p50 ms':24}{d.p50_ms:12.3f}{g.p50_ms:12.3f}{g.p50_ms - d.p50_ms:+10.3f}")
     print(f"{'produce p99 ms':24}{d.p99_ms:12.3f}{g.p99_ms:12.3f}{g.p99_ms - d.p99_ms:+10.3f}")
     print("(ratio = gateway / direct for throughput; latency column = added ms)")
-    print("produce ratio per round:", " ".join(f"{r:.2f}" for r in per_round))
+    print(
+        "produce ratio per round:",
+        " ".join(f"{r:.2f}" for r in per_round),
+        f"(median of paired ratios {statistics.median(per_round):.3f})",
+    )
 
 
 if __name__ == "__main__":
