@@ -107,12 +107,20 @@ def bench_decoders(payload_count: int = 20_000) -> None:
                     kind = metric.WhichOneof("data")
                     for point in getattr(metric, kind).data_points:
                         rows.append(
-                            (row, metric.name, kind, point.time_unix_nano, point.as_double,
-                             {kv.key: str(kv.value.int_value) for kv in point.attributes})
+                            (
+                                row,
+                                metric.name,
+                                kind,
+                                point.time_unix_nano,
+                                point.as_double,
+                                {kv.key: str(kv.value.int_value) for kv in point.attributes},
+                            )
                         )
     loop = len(rows) / (time.perf_counter() - started)
-    print(f"decode, 1 core: columnar {columnar:,.0f} points/s; upb + Python loop "
-          f"{loop:,.0f} points/s ({columnar / loop:.1f}x)")
+    print(
+        f"decode, 1 core: columnar {columnar:,.0f} points/s; upb + Python loop "
+        f"{loop:,.0f} points/s ({columnar / loop:.1f}x)"
+    )
 
 
 def main() -> None:
@@ -142,8 +150,15 @@ def main() -> None:
     spark = build_session(args.master, conf={"spark.ui.enabled": "false"})
     spark.sparkContext.setLogLevel("ERROR")
     rules = parse_rules(
-        {"rule": [{"name": "slow", "metric": "org.apache.kafka.producer.node.request.latency.",
-                   "condition": "exceeded 5000 ms for more than 180 seconds"}]}
+        {
+            "rule": [
+                {
+                    "name": "slow",
+                    "metric": "org.apache.kafka.producer.node.request.latency.",
+                    "condition": "exceeded 5000 ms for more than 180 seconds",
+                }
+            ]
+        }
     )
     config = PipelineConfig(
         input_path=str(work / "landing" / "pushes"),
@@ -170,10 +185,14 @@ def main() -> None:
 
     pipeline_rate = points / pipeline_seconds
     scan_rate = points / scan_seconds
-    print(f"pipeline run ({args.master}): {points:,} points in {pipeline_seconds:.1f} s = "
-          f"{pipeline_rate:,.0f} points/s")
-    print(f"parquet scan ceiling:        {points:,} rows in {scan_seconds:.1f} s = "
-          f"{scan_rate:,.0f} rows/s")
+    print(
+        f"pipeline run ({args.master}): {points:,} points in {pipeline_seconds:.1f} s = "
+        f"{pipeline_rate:,.0f} points/s"
+    )
+    print(
+        f"parquet scan ceiling:        {points:,} rows in {scan_seconds:.1f} s = "
+        f"{scan_rate:,.0f} rows/s"
+    )
     print(f"ratio: {pipeline_rate / scan_rate:.2f} of the ceiling")
     if args.workdir is None:
         shutil.rmtree(work, ignore_errors=True)

@@ -17,7 +17,7 @@ from clientmetrics.pipeline.alerts import (
 from clientmetrics.pipeline.job import INVENTORY_STATE
 from clientmetrics.pipeline.rules import parse_rules
 from clientmetrics.pipeline.schemas import ALERT_STATE
-from frames import at, naive, points_frame
+from tests.pipeline.frames import at, naive, points_frame
 
 METRIC = "org.apache.kafka.producer.node.request.latency.avg"
 
@@ -49,8 +49,9 @@ def _inventory(spark: SparkSession) -> DataFrame:
     return spark.createDataFrame([tuple(row.get(name) for name in schema.names)], schema)
 
 
-def _step(spark: SparkSession, rules: DataFrame, points: DataFrame, state: DataFrame
-          ) -> tuple[DataFrame, DataFrame]:
+def _step(
+    spark: SparkSession, rules: DataFrame, points: DataFrame, state: DataFrame
+) -> tuple[DataFrame, DataFrame]:
     episodes = track_alert_episodes(evaluate_rules(points, rules), state, rules)
     events = select_alert_events(episodes, rules, _inventory(spark))
     return events, select_open_episodes(episodes)
@@ -62,8 +63,7 @@ def test_kip_rule_fires_only_after_more_than_180_seconds_then_resolves(
     rules = _rules(spark, "exceeded 5000 ms for more than 180 seconds")
     empty = spark.createDataFrame([], ALERT_STATE)
     # 0..180 s above the threshold: exactly 180 s is not "more than" 180 s.
-    first = _latency(spark, [(0, 6000.0), (60, 7000.0), (120, 6500.0), (180, 6100.0),
-                             (190, None)])
+    first = _latency(spark, [(0, 6000.0), (60, 7000.0), (120, 6500.0), (180, 6100.0), (190, None)])
     events, state = _step(spark, rules, first, empty)
     assert events.count() == 0
     state = spark.createDataFrame(state.collect(), ALERT_STATE)
@@ -78,7 +78,9 @@ def test_kip_rule_fires_only_after_more_than_180_seconds_then_resolves(
     )
     labels = events.first()["labels"]
     assert (labels["client_id"], labels["client_source_address"], labels["group_id"]) == (
-        "app", "10.1.1.1", "g"
+        "app",
+        "10.1.1.1",
+        "g",
     )
     assert labels["client_source_port"] == "4242"
     assert events.select("alert_id").distinct().count() == 1

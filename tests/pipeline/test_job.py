@@ -33,15 +33,23 @@ def _pushes(start_minute: int, minutes: int, latency: float, instance: str) -> l
     for minute in range(start_minute, start_minute + minutes):
         at_us = T0_US + minute * 60_000_000
         payload = producer_payload(at_us * 1000, minute, latency=latency)
-        pushes.append(Push(at_us, instance, payload, client_id=f"app-{instance[-1]}",
-                           push_interval_ms=60_000))
+        pushes.append(
+            Push(at_us, instance, payload, client_id=f"app-{instance[-1]}", push_interval_ms=60_000)
+        )
     return pushes
 
 
 def _config(data: Path, **overrides: object) -> PipelineConfig:
     rules = parse_rules(
-        {"rule": [{"name": "slow", "metric": LATENCY,
-                   "condition": "exceeded 5000 ms for more than 180 seconds"}]}
+        {
+            "rule": [
+                {
+                    "name": "slow",
+                    "metric": LATENCY,
+                    "condition": "exceeded 5000 ms for more than 180 seconds",
+                }
+            ]
+        }
     )
     values: dict[str, object] = {
         "input_path": str(data / "landing" / "pushes"),
@@ -76,7 +84,7 @@ def test_run_fills_all_four_tables_and_a_second_run_adds_nothing(
     spark: SparkSession, data_dir: Path
 ) -> None:
     land(data_dir, _pushes(0, 3, 6000.0, SLOW) + _pushes(0, 3, 10.0, FAST))
-    land(data_dir, _pushes(3, 3, 7000.0, SLOW) + [Push(T0_US + 400_000_000, FAST, b"")])
+    land(data_dir, [*_pushes(3, 3, 7000.0, SLOW), Push(T0_US + 400000000, FAST, b"")])
     golden = (FIXTURES / "consumer-push.otlp.bin").read_bytes()
     land(data_dir, [Push(T0_US + 500_000_000, str(uuid.UUID(int=3)), golden)])
     PipelineJob(spark, _config(data_dir)).run()
@@ -94,7 +102,9 @@ def test_run_fills_all_four_tables_and_a_second_run_adds_nothing(
     assert {row.attributes["node.id"] for row in firing} == {"1", "2", "3", "-1"}
     labels = firing[0].labels
     assert (labels["client_id"], labels["transactional_id"], labels["client_rack"]) == (
-        "app-1", "tx-1", "rack-a"
+        "app-1",
+        "tx-1",
+        "rack-a",
     )
     sink = _sink_lines(data_dir)
     assert sorted(line["alert_id"] for line in sink) == sorted(r.alert_id for r in firing)

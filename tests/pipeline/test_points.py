@@ -14,7 +14,7 @@ from clientmetrics.pipeline.points import (
     with_series_key,
 )
 from clientmetrics.pipeline.schemas import LANDING, SERIES_STATE
-from frames import T0, at, naive, points_frame
+from tests.pipeline.frames import T0, at, naive, points_frame
 
 FIXTURES = Path(__file__).resolve().parents[3] / "shared" / "fixtures" / "librdkafka-2.16"
 
@@ -85,24 +85,56 @@ def test_delta_and_cumulative_sums_normalise_to_the_same_cumulative_and_rate(
     common = {"kind": "sum", "monotonic": True}
     rows = [
         # delta: +2 every 10 s, continuing a carried cumulative of 100
-        {**common, "metric_name": "d", "temporality": "delta", "start_time": at(0),
-         "event_time": at(10), "value": 2.0},
-        {**common, "metric_name": "d", "temporality": "delta", "start_time": at(10),
-         "event_time": at(20), "value": 2.0},
+        {
+            **common,
+            "metric_name": "d",
+            "temporality": "delta",
+            "start_time": at(0),
+            "event_time": at(10),
+            "value": 2.0,
+        },
+        {
+            **common,
+            "metric_name": "d",
+            "temporality": "delta",
+            "start_time": at(10),
+            "event_time": at(20),
+            "value": 2.0,
+        },
         # cumulative: 102 then 104, the same series seen the other way
-        {**common, "metric_name": "c", "temporality": "cumulative", "start_time": at(-100),
-         "event_time": at(10), "value": 102.0},
-        {**common, "metric_name": "c", "temporality": "cumulative", "start_time": at(-100),
-         "event_time": at(20), "value": 104.0},
+        {
+            **common,
+            "metric_name": "c",
+            "temporality": "cumulative",
+            "start_time": at(-100),
+            "event_time": at(10),
+            "value": 102.0,
+        },
+        {
+            **common,
+            "metric_name": "c",
+            "temporality": "cumulative",
+            "start_time": at(-100),
+            "event_time": at(20),
+            "value": 104.0,
+        },
         # a reset: a new start time, counting from zero again
-        {**common, "metric_name": "c", "temporality": "cumulative", "start_time": at(25),
-         "event_time": at(30), "value": 5.0},
+        {
+            **common,
+            "metric_name": "c",
+            "temporality": "cumulative",
+            "start_time": at(25),
+            "event_time": at(30),
+            "value": 5.0,
+        },
         {"metric_name": "g", "kind": "gauge", "event_time": at(10), "value": 7.0},
         {"metric_name": "g", "kind": "gauge", "event_time": at(11), "value": None},
     ]
     state = spark.createDataFrame(
-        [("i-1|d", naive(at(0)), naive(at(-10)), 100.0), ("i-1|c", naive(at(0)),
-          naive(at(-100)), 100.0)],
+        [
+            ("i-1|d", naive(at(0)), naive(at(-10)), 100.0),
+            ("i-1|c", naive(at(0)), naive(at(-100)), 100.0),
+        ],
         SERIES_STATE,
     )
     result = with_normalised_values(points_frame(spark, rows), state)
@@ -120,8 +152,10 @@ def test_delta_and_cumulative_sums_normalise_to_the_same_cumulative_and_rate(
     )
     assertDataFrameEqual(
         next_series_state(result, state),
-        [("i-1|d", naive(at(20)), naive(at(10)), 104.0), ("i-1|c", naive(at(30)),
-          naive(at(25)), 5.0)],
+        [
+            ("i-1|d", naive(at(20)), naive(at(10)), 104.0),
+            ("i-1|c", naive(at(30)), naive(at(25)), 5.0),
+        ],
     )
 
 

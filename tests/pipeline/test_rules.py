@@ -37,8 +37,10 @@ def test_the_kip_example_is_expressible_as_written(tmp_path: Path) -> None:
 @pytest.mark.parametrize(
     ("text", "expected"),
     [
-        ("has exceeded the threshold of 5000 milliseconds for more than 3 minutes",
-         (">", 5000.0, "milliseconds", 180.0, True)),
+        (
+            "has exceeded the threshold of 5000 milliseconds for more than 3 minutes",
+            (">", 5000.0, "milliseconds", 180.0, True),
+        ),
         ("below 0.5 for at least 90s", ("<", 0.5, "", 90.0, False)),
         (">= 1e3 for 2 min", (">=", 1000.0, "", 120.0, False)),
     ],
@@ -49,12 +51,25 @@ def test_conditions_in_words(text: str, expected: tuple[object, ...]) -> None:
 
 def test_structured_keys_and_prefix() -> None:
     rules = parse_rules(
-        {"rule": [{"name": "p", "metric": "org.apache.kafka.", "op": "<=", "threshold": 3,
-                   "for": "2 minutes"}]}
+        {
+            "rule": [
+                {
+                    "name": "p",
+                    "metric": "org.apache.kafka.",
+                    "op": "<=",
+                    "threshold": 3,
+                    "for": "2 minutes",
+                }
+            ]
+        }
     )
     (rule,) = rules.rules
     assert (rule.op, rule.threshold, rule.duration_seconds, rule.strict, rule.is_prefix) == (
-        "<=", 3.0, 120.0, False, True
+        "<=",
+        3.0,
+        120.0,
+        False,
+        True,
     )
 
 

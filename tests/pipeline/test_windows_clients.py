@@ -19,7 +19,7 @@ from clientmetrics.pipeline.windows import (
     select_closed_windows,
     select_open_windows,
 )
-from frames import T0, at, naive, points_frame
+from tests.pipeline.frames import T0, at, naive, points_frame
 
 
 def test_windows_merge_across_batches_and_close_at_the_watermark(spark: SparkSession) -> None:
@@ -30,8 +30,22 @@ def test_windows_merge_across_batches_and_close_at_the_watermark(spark: SparkSes
     ]
     points = points_frame(spark, rows)
     carried = spark.createDataFrame(
-        [("i-1|m", "i-1", "m", {"node.id": "1"}, naive(T0), naive(at(60)), 2, 10.0, 2.0, 8.0,
-          8.0, naive(at(40)))],
+        [
+            (
+                "i-1|m",
+                "i-1",
+                "m",
+                {"node.id": "1"},
+                naive(T0),
+                naive(at(60)),
+                2,
+                10.0,
+                2.0,
+                8.0,
+                8.0,
+                naive(at(40)),
+            )
+        ],
         WINDOW_STATE,
     )
     merged = merge_window_partials(carried, aggregate_window_partials(points, 60))
@@ -55,13 +69,12 @@ def test_late_points_are_dropped_before_windowing(spark: SparkSession) -> None:
             {"metric_name": "m", "event_time": at(100), "value": 2.0},
         ],
     )
-    assertDataFrameEqual(
-        filter_on_time(points, at(60)).select("value"), [(2.0,)]
-    )
+    assertDataFrameEqual(filter_on_time(points, at(60)).select("value"), [(2.0,)])
 
 
-def _push(instance: str, seconds: float, payload: bytes, terminating: bool = False,
-          port: int = 1) -> tuple[object, ...]:
+def _push(
+    instance: str, seconds: float, payload: bytes, terminating: bool = False, port: int = 1
+) -> tuple[object, ...]:
     values = {
         "received_at": at(seconds),
         "client_instance_id": instance,
@@ -82,13 +95,17 @@ def _push(instance: str, seconds: float, payload: bytes, terminating: bool = Fal
 
 
 def test_inventory_merges_batches_and_marks_silent_and_terminated(spark: SparkSession) -> None:
-    first = spark.createDataFrame(
-        [_push("a", 0, b"x", port=1), _push("b", 0, b"x")], LANDING
-    )
+    first = spark.createDataFrame([_push("a", 0, b"x", port=1), _push("b", 0, b"x")], LANDING)
     first_points = points_frame(
         spark,
-        [{"client_instance_id": "a", "metric_name": "m", "received_at": at(0),
-          "resource_attributes": {"group_id": "g1", "member_id": "m-1"}}],
+        [
+            {
+                "client_instance_id": "a",
+                "metric_name": "m",
+                "received_at": at(0),
+                "resource_attributes": {"group_id": "g1", "member_id": "m-1"},
+            }
+        ],
     )
     second = spark.createDataFrame(
         [_push("a", 20, b"", port=2), _push("b", 5, b"x", terminating=True)], LANDING
@@ -100,8 +117,16 @@ def test_inventory_merges_batches_and_marks_silent_and_terminated(spark: SparkSe
     table = with_client_status(inventory, at(60))
     assertDataFrameEqual(
         table.select(
-            "client_instance_id", "client_source_port", "group_id", "member_id", "first_seen",
-            "last_seen", "last_push", "pushes", "terminated", "silent",
+            "client_instance_id",
+            "client_source_port",
+            "group_id",
+            "member_id",
+            "first_seen",
+            "last_seen",
+            "last_push",
+            "pushes",
+            "terminated",
+            "silent",
         ),
         [
             ("a", 2, "g1", "m-1", naive(T0), naive(at(20)), naive(T0), 2, False, True),

@@ -129,6 +129,12 @@ def track_alert_episodes(evaluated: DataFrame, state: DataFrame, rules: DataFram
     ``resolved_at`` and ``newly_fired``.
     """
     keys = ["rule", "series"]
+    # Only series on which a rule holds somewhere, or that carry an open
+    # episode, can change an alert: the rest skip the per-series sorts.
+    active = (
+        evaluated.where(F.col("holds")).select(*keys).unionByName(state.select(*keys)).distinct()
+    )
+    evaluated = evaluated.join(active, keys, "left_semi")
     order = Window.partitionBy(*keys).orderBy("event_time")
     running = order.rowsBetween(Window.unboundedPreceding, Window.currentRow)
     rows = evaluated.select(

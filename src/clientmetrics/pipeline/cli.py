@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -21,7 +22,10 @@ def _options(function: Callable[..., Any]) -> Callable[..., Any]:
             show_default=True,
             help="The gateway's data directory (landing zone and default outputs).",
         ),
-        click.option("--master", default="local[*]", show_default=True, help="Spark master."),
+        click.option(
+            "--master",
+            help="Spark master [local[*], or the one spark-submit was given].",
+        ),
         click.option("--input", "input_path", help="Landed pushes [DATA/landing/pushes]."),
         click.option("--output", "output_path", help="Tables root [DATA/tables]."),
         click.option("--checkpoint", help="Streaming checkpoint [DATA/checkpoints/pipeline]."),
@@ -74,7 +78,10 @@ def _start(options: dict[str, Any], *, trigger_seconds: float, flush: bool, once
         extra = dict(item.split("=", 1) for item in options["conf"])
     except (ConfigurationError, ValueError) as exc:
         raise click.UsageError(str(exc)) from exc
-    spark = build_session(options["master"], conf=extra)
+    master = options["master"]
+    if master is None and "PYSPARK_GATEWAY_PORT" not in os.environ:
+        master = "local[*]"  # not under spark-submit, which would have started the JVM
+    spark = build_session(master, conf=extra)
     try:
         spark.sparkContext.setLogLevel("WARN")
         job = PipelineJob(spark, config)

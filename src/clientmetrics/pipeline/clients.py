@@ -71,9 +71,22 @@ def aggregate_client_pushes(pushes: DataFrame, points: DataFrame) -> DataFrame:
         F.max(F.when(F.length("payload") > 0, F.col("received_at"))).alias("last_push"),
         F.count(F.lit(1)).alias("pushes"),
     )
-    by_resource = points.groupBy("client_instance_id").agg(
-        F.max_by("resource_attributes", "received_at").alias("resource_attributes"),
-        F.max("received_at").alias("resource_seen"),
+    # Group by the attribute set first: a map-valued max_by over every point
+    # would need a sort; a hash aggregate leaves a handful of rows per client.
+    entries = F.array_sort(F.map_entries("resource_attributes"))
+    by_resource = (
+        points.groupBy("client_instance_id", entries.alias("entries"))
+        .agg(F.max("received_at").alias("seen"))
+        .groupBy("client_instance_id")
+        .agg(
+            F.max_by("entries", "seen").alias("entries"),
+            F.max("seen").alias("resource_seen"),
+        )
+        .select(
+            "client_instance_id",
+            F.map_from_entries("entries").alias("resource_attributes"),
+            "resource_seen",
+        )
     )
     return by_push.join(by_resource, "client_instance_id", "left").select(
         "client_instance_id",

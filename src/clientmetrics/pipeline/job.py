@@ -20,7 +20,7 @@ from datetime import UTC, datetime, timedelta
 
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
-from pyspark.sql.streaming import StreamingQuery
+from pyspark.sql.streaming.query import StreamingQuery
 from pyspark.sql.types import DateType, IntegerType, StructField, StructType
 
 from clientmetrics.pipeline import alerts, clients, points, windows

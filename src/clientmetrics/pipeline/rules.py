@@ -144,7 +144,7 @@ def parse_condition(text: str) -> tuple[str, float, str, float, bool]:
         )
     op = OPERATORS[match["op"].lower()]
     qualifier = (match["qual"] or "").lower()
-    strict = qualifier != "at least" and qualifier != ""
+    strict = qualifier not in {"at least", ""}
     duration = _seconds(f"{match['duration']}{match['dunit']}")
     return op, float(match["threshold"]), match["unit"] or "", duration, strict
 

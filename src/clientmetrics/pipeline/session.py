@@ -54,20 +54,25 @@ def ensure_java() -> None:
 
 
 def build_session(
-    master: str = "local[*]",
+    master: str | None = None,
     app_name: str = "clientmetrics-pipeline",
     conf: dict[str, str] | None = None,
 ) -> SparkSession:
-    """A Spark session for the pipeline (UTC session time zone, Arrow enabled)."""
+    """A Spark session for the pipeline (UTC session time zone, Arrow enabled).
+
+    Without ``master``, the master is whatever launched us: ``spark-submit
+    --master …``, or ``local[*]`` under plain Python.
+    """
     ensure_java()
-    if master.startswith("local"):
+    if master is not None and master.startswith("local"):
         # The hostname may resolve to loopback; keep every port on it instead of eth0.
         os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
         os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
+    builder = SparkSession.builder.appName(app_name)
+    if master is not None:
+        builder = builder.master(master)
     builder = (
-        SparkSession.builder.master(master)
-        .appName(app_name)
-        .config("spark.sql.session.timeZone", "UTC")
+        builder.config("spark.sql.session.timeZone", "UTC")
         .config("spark.ui.showConsoleProgress", "false")
         .config("spark.sql.execution.arrow.pyspark.enabled", "true")
         .config("spark.sql.sources.partitionOverwriteMode", "static")

@@ -107,7 +107,8 @@ def producer_payload(
             )
         ]
     )
-    return data.SerializeToString()
+    serialized: bytes = data.SerializeToString()
+    return serialized
 
 
 def points_per_producer_payload(brokers: int = 3) -> int:
