@@ -12,7 +12,8 @@ from clientmetrics.gateway.proxy.stream import FrameProtocol, frame_bytes
 from clientmetrics.wire import FrameTooLarge, ProtocolError
 
 SIZE = struct.Struct(">i")
-BIG = 300 * 1024  # above the 256 KiB scratch buffer: received into its own buffer
+SCRATCH = 64 * 1024
+BIG = 300 * 1024  # above the 64 KiB scratch buffer: received into its own buffer
 
 
 def deliver(protocol: FrameProtocol, stream: bytes, chunks: list[int]) -> None:
@@ -39,6 +40,8 @@ payloads = st.lists(
     st.one_of(
         st.binary(max_size=2000),
         st.integers(BIG - 5, BIG + 5).map(lambda n: bytes([n % 251]) * n),
+        # Around the scratch size: a frame that just fits, and one that just does not.
+        st.integers(SCRATCH - 8, SCRATCH + 4).map(lambda n: bytes([n % 13]) * n),
     ),
     max_size=6,
 )

@@ -20,7 +20,7 @@ from clientmetrics.wire import FrameTooLarge, ProtocolError
 __all__ = ["FrameProtocol", "frame_bytes"]
 
 _SIZE = struct.Struct(">i")
-_SCRATCH = 256 * 1024
+_SCRATCH = 64 * 1024  # frames above this are received into their own buffer
 _COALESCE = 64 * 1024  # below this, prefix + frame are joined into one write
 _WRITE_HIGH = 8 * 1024 * 1024
 
