@@ -101,16 +101,12 @@ class PipelineJob:
     def process_batch(self, pushes: DataFrame, batch_id: int) -> None:
         """Turn one micro-batch of landed pushes into rows of the four tables."""
         store = self._store
-        # Decode once into a flat staging file: both the per-series sort of the
-        # accumulating kinds and the pass-through of gauges then read it back.
-        decoded = store.stage(
-            points.with_series_key(points.explode_points(pushes)), "decoded", batch_id
-        )
+        # Decoding is cheaper than staging: the accumulating kinds (sorted per
+        # series) and the gauges (passed through) each decode the batch again.
+        decoded = points.with_series_key(points.explode_points(pushes))
         series_state = store.read_state("series", batch_id, SERIES_STATE)
         normalised = points.with_normalised_values(decoded, series_state)
-        dates = [row[0] for row in decoded.select(F.to_date("event_time")).distinct().collect()]
-        written = store.append(normalised, "points", batch_id, dates=dates)
-        store.drop_stage("decoded", batch_id)
+        written = store.append_by_day(normalised, "points", batch_id, "event_time")
         batch_points = store.read_files("points", written, normalised.schema)
         store.write_state(points.next_series_state(batch_points, series_state), "series", batch_id)
         self._update_windows(batch_points, batch_id)

@@ -17,8 +17,6 @@ Hadoop-compatible location works, not only local directories.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
-from datetime import date
 from typing import Any
 
 from pyspark.sql import DataFrame, SparkSession
@@ -52,29 +50,44 @@ class TableStore:
     def _path(self, path: str) -> Any:
         return self._path_class(path)
 
-    def append(
-        self,
-        frame: DataFrame,
-        table: str,
-        batch_id: int,
-        dates: Sequence[date | None] | None = None,
-    ) -> list[str]:
+    def append(self, frame: DataFrame, table: str, batch_id: int) -> list[str]:
         """Add a batch's rows to a date-partitioned table, replacing any earlier try.
 
-        With ``dates`` (every value the ``date`` column takes), each date is
-        written without ``partitionBy``, which spares Spark a sort of all rows
-        by date: the points table's batches nearly always hold a single date.
         Returns the paths of the files written, so the batch can read its rows back.
         """
         staging = f"{self._root}/_staging/{table}/{batch_id}"
-        if dates is None:
-            frame.write.mode("overwrite").partitionBy("date").parquet(staging)
-        else:
-            self._fs.delete(self._path(staging), True)
-            for day in dates:
-                name = _HIVE_NULL if day is None else day.isoformat()
-                rows = frame.where(F.col("date").eqNullSafe(F.lit(day))).drop("date")
-                rows.write.mode("overwrite").parquet(f"{staging}/date={name}")
+        frame.write.mode("overwrite").partitionBy("date").parquet(staging)
+        return self._publish(staging, table, batch_id)
+
+    def append_by_day(
+        self, frame: DataFrame, table: str, batch_id: int, time_column: str
+    ) -> list[str]:
+        """Like ``append``, for a table whose ``date`` is the UTC day of ``time_column``.
+
+        The rows are written once, unpartitioned; when they all fall on one day
+        (nearly every batch) the files are moved into that day's partition as
+        they are, sparing Spark a sort of every row by date. A batch spanning
+        midnight is re-split from the staged copy.
+        """
+        flat = f"{self._root}/_staging/{table}-flat/{batch_id}"
+        frame.drop("date").write.mode("overwrite").parquet(flat)
+        staged = self._spark.read.parquet(flat)
+        days = staged.select(F.to_date(time_column).alias("d")).distinct().collect()
+        staging = f"{self._root}/_staging/{table}/{batch_id}"
+        self._fs.delete(self._path(staging), True)
+        if len(days) == 1:
+            day = days[0][0]
+            name = _HIVE_NULL if day is None else day.isoformat()
+            self._fs.mkdirs(self._path(staging))
+            self._fs.rename(self._path(flat), self._path(f"{staging}/date={name}"))
+        elif days:
+            with_day = staged.select("*", F.to_date(time_column).alias("date"))
+            with_day.write.mode("overwrite").partitionBy("date").parquet(staging)
+        written = self._publish(staging, table, batch_id)
+        self._fs.delete(self._path(flat), True)
+        return written
+
+    def _publish(self, staging: str, table: str, batch_id: int) -> list[str]:
         prefix = f"b{batch_id:012d}-"
         for status in self._glob(f"{self.table_path(table)}/date=*/{prefix}*"):
             self._fs.delete(status.getPath(), False)
