@@ -18,6 +18,7 @@ from __future__ import annotations
 import asyncio
 import json
 import threading
+import time
 from collections.abc import Mapping
 from typing import Any
 
@@ -40,6 +41,7 @@ log = structlog.get_logger("clientmetrics.store")
 
 DEFAULT_TOPIC = "__client_metrics_subscriptions"
 _POLL_S = 0.05
+_CHECK_S = 0.1  # how often the end offsets are checked for records from other gateways
 
 
 def encode_value(configs: ConfigMap) -> bytes | None:
@@ -176,24 +178,65 @@ class TopicSubscriptionStore:
         return name, decode_value(message.value())
 
     def _follow(self) -> None:
+        """Read new records as they appear, without fetching in a loop when idle.
+
+        The partitions stay paused and their end offsets are checked every
+        ``_CHECK_S``; only when a partition has new records is it fetched. A broker
+        that answers empty fetches at once instead of holding them for
+        fetch.wait.max.ms (Tansu does) would otherwise be kept busy by a tight
+        fetch loop from every gateway.
+        """
         consumer = self._consumer
         assert consumer is not None
-        assert self._loop is not None
+        partitions = [TopicPartition(self._topic, p) for p in sorted(self._consumed)]
+        read_to = dict(self._consumed)  # this thread's view; _consumed belongs to the loop
+        consumer.pause(partitions)
         while not self._stop.is_set():
-            try:
-                message = consumer.poll(_POLL_S)
-            except RuntimeError:  # consumer closed under us during shutdown
-                return
             if self._producer is not None:
                 self._producer.poll(0)
-            if message is None:
+            try:
+                ends = {
+                    tp.partition: consumer.get_watermark_offsets(
+                        tp, timeout=self._timeout, cached=False
+                    )[1]
+                    for tp in partitions
+                }
+            except (KafkaException, RuntimeError) as exc:
+                log.warning("subscription_topic_unavailable", error=str(exc))
+                self._stop.wait(1.0)
                 continue
-            if message.error():
-                log.warning("subscription_topic_error", error=str(message.error()))
-                continue
-            name, configs = self._record(message)
-            partition, offset = int(message.partition() or 0), int(message.offset() or 0)
-            self._loop.call_soon_threadsafe(self._apply, name, configs, partition, offset)
+            behind = [tp for tp in partitions if ends[tp.partition] > read_to[tp.partition]]
+            if behind:
+                self._read_until(consumer, behind, ends, read_to)
+            else:
+                self._stop.wait(_CHECK_S)
+
+    def _read_until(
+        self,
+        consumer: Consumer,
+        behind: list[TopicPartition],
+        ends: dict[int, int],
+        read_to: dict[int, int],
+    ) -> None:
+        assert self._loop is not None
+        consumer.resume(behind)
+        try:
+            deadline = time.monotonic() + self._timeout
+            while time.monotonic() < deadline and not self._stop.is_set():
+                if all(read_to[tp.partition] >= ends[tp.partition] for tp in behind):
+                    return
+                message = consumer.poll(_POLL_S)
+                if message is None:
+                    continue
+                if message.error():
+                    log.warning("subscription_topic_error", error=str(message.error()))
+                    continue
+                name, configs = self._record(message)
+                partition, offset = int(message.partition() or 0), int(message.offset() or 0)
+                read_to[partition] = offset + 1
+                self._loop.call_soon_threadsafe(self._apply, name, configs, partition, offset)
+        finally:
+            consumer.pause(behind)
 
     def _apply(self, name: str, configs: dict[str, str], partition: int, offset: int) -> None:
         self._consumed[partition] = offset + 1
