@@ -131,12 +131,17 @@ class TopicSubscriptionStore:
 
     def _catch_up(self) -> dict[str, dict[str, str]]:
         self._producer = Producer({**self._client_config(), "linger.ms": 0, "acks": "all"})
+        # Connect and learn the partition leader now, not on the first alter.
+        self._producer.list_topics(self._topic, timeout=self._timeout)
         consumer = Consumer(
             {
                 **self._client_config(),
                 "group.id": "clientmetrics-topic-store",  # required, never joined
                 "enable.auto.commit": False,
                 "fetch.wait.max.ms": 100,
+                # A resumed partition is otherwise fetched only after a backoff of ~1 s.
+                "fetch.queue.backoff.ms": 10,
+                "fetch.error.backoff.ms": 50,
                 "enable.partition.eof": False,
             }
         )
@@ -220,6 +225,10 @@ class TopicSubscriptionStore:
     ) -> None:
         assert self._loop is not None
         consumer.resume(behind)
+        for tp in behind:
+            # Seeking restarts the partition's fetcher at once; a bare resume waits
+            # for librdkafka's next idle tick (about a second).
+            consumer.seek(TopicPartition(tp.topic, tp.partition, read_to[tp.partition]))
         try:
             deadline = time.monotonic() + self._timeout
             while time.monotonic() < deadline and not self._stop.is_set():
