@@ -165,3 +165,22 @@ def test_stream_picks_up_new_files_and_resumes_after_a_restart(
     assert _counts(spark, data_dir)["points"] == 7 * PER_PAYLOAD
     statuses = sorted(line["status"] for line in _sink_lines(data_dir))
     assert statuses == ["firing"] * 4 + ["resolved"] * 4
+
+
+def test_a_batch_spanning_midnight_is_split_by_event_day(
+    spark: SparkSession, data_dir: Path
+) -> None:
+    midnight_us = 1_795_392_000_000_000  # 2026-11-23T00:00:00Z
+    pushes = [
+        Push(at_us, SLOW, producer_payload(at_us * 1000, step, latency=1.0))
+        for step, at_us in enumerate((midnight_us - 30_000_000, midnight_us + 30_000_000))
+    ]
+    land(data_dir, pushes)
+    PipelineJob(spark, _config(data_dir)).run()
+    by_day = (
+        spark.read.parquet(str(data_dir / "tables" / "points")).groupBy("date").count().collect()
+    )
+    assert {str(row["date"]): row["count"] for row in by_day} == {
+        "2026-11-22": PER_PAYLOAD,
+        "2026-11-23": PER_PAYLOAD,
+    }

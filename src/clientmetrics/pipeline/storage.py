@@ -103,16 +103,6 @@ class TableStore:
         self._fs.delete(self._path(staging), True)
         return written
 
-    def stage(self, frame: DataFrame, name: str, batch_id: int) -> DataFrame:
-        """Materialise an intermediate result once and read it back (cheaper than caching)."""
-        path = f"{self._root}/_staging/{name}/{batch_id}"
-        frame.write.mode("overwrite").parquet(path)
-        return self._spark.read.schema(frame.schema).parquet(path)
-
-    def drop_stage(self, name: str, batch_id: int) -> None:
-        """Delete what ``stage`` wrote."""
-        self._fs.delete(self._path(f"{self._root}/_staging/{name}/{batch_id}"), True)
-
     def read_files(self, table: str, paths: list[str], schema: StructType) -> DataFrame:
         """Read back files of a table (with its ``date`` partition column)."""
         if not paths:
