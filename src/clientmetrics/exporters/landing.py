@@ -15,6 +15,7 @@ import asyncio
 import contextlib
 import os
 import secrets
+from collections import deque
 from collections.abc import Mapping
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
@@ -100,11 +101,12 @@ class LandingExporter:
         self._batch: _Batch | None = None
         self._inflight: _Batch | None = None
         self._wake = asyncio.Event()
-        # Back-pressure: at most max_pending pushes wait on the WAL. A plain counter
-        # and one shared "space" future: asyncio.Semaphore wakes waiters one scan at a
-        # time, which goes quadratic when a group commit frees thousands of slots.
+        # Back-pressure: at most max_pending pushes wait on the WAL; the others queue
+        # FIFO and each freed slot is handed to the next one directly. (Python 3.11's
+        # asyncio.Semaphore rescans its waiters on every release, which goes quadratic
+        # when a group commit frees thousands of slots at once.)
         self._pending = 0
-        self._space: asyncio.Future[None] | None = None
+        self._waiters: deque[asyncio.Future[None]] = deque()
         self._sealed: asyncio.Queue[_Segment] = asyncio.Queue(_SEALED_BACKLOG)
         self._tasks: list[asyncio.Task[None]] = []
         self._wal_thread = ThreadPoolExecutor(1, thread_name_prefix="landing-wal")
@@ -148,19 +150,35 @@ class LandingExporter:
 
     async def export(self, push: AcceptedPush) -> None:
         """Append ``push`` to the WAL; return once it is fsynced."""
-        while self._pending >= self._options.max_pending:
-            if self._space is None or self._space.done():
-                self._space = asyncio.get_running_loop().create_future()
-            await asyncio.shield(self._space)
-        self._pending += 1
+        await self._acquire_slot()
         try:
             batch = self._append(push)
             await asyncio.shield(batch.future)
         finally:
-            self._pending -= 1
-            space = self._space
-            if space is not None and not space.done():
-                space.set_result(None)
+            self._release_slot()
+
+    async def _acquire_slot(self) -> None:
+        if self._pending < self._options.max_pending and not self._waiters:
+            self._pending += 1
+            return
+        waiter = asyncio.get_running_loop().create_future()
+        self._waiters.append(waiter)
+        try:
+            await waiter  # the releaser handed its slot over: _pending already counts us
+        except asyncio.CancelledError:
+            if waiter.done() and not waiter.cancelled():
+                self._release_slot()  # got a slot while being cancelled: pass it on
+            else:
+                self._waiters.remove(waiter)
+            raise
+
+    def _release_slot(self) -> None:
+        while self._waiters:
+            waiter = self._waiters.popleft()
+            if not waiter.done():
+                waiter.set_result(None)
+                return
+        self._pending -= 1
 
     def _append(self, push: AcceptedPush) -> _Batch:
         if self._failure is not None:

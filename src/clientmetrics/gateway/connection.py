@@ -1,8 +1,10 @@
 """One client connection: framing, the KIP-1313 header rules, ordered dispatch.
 
-Requests on a connection are handled one at a time, in order, as a Kafka broker
-does (it mutes a channel until its response is sent): responses therefore leave in
-request order without any re-sequencing.
+Requests start in arrival order and responses leave in request order, as from a
+Kafka broker. Telemetry requests may overlap: a push waiting for its durable
+group commit does not hold up the pushes behind it on a pipelining connection.
+Any other request (the config RPCs) waits until everything before it is answered,
+and nothing after it starts until it is answered.
 """
 
 from __future__ import annotations
@@ -11,6 +13,7 @@ import asyncio
 import contextlib
 import itertools
 import uuid
+from collections import deque
 from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass, field
 
@@ -159,6 +162,60 @@ class Dispatcher:
             return self.reject(header, ErrorCode.UNKNOWN_SERVER_ERROR)
 
 
+#: Requests whose handlers finish their state work before their first ``await``:
+#: they may overlap on one connection (a push waiting for its group commit does not
+#: hold up the next one) without changing what any of them sees, because tasks start
+#: in arrival order. Every other request waits until those before it are answered.
+OVERLAPPING = frozenset({18, 3, 71, 72})
+#: Requests in flight on one connection before it stops reading (back-pressure).
+MAX_IN_FLIGHT = 256
+
+
+def _overlaps(frame: bytes) -> bool:
+    return len(frame) >= 2 and int.from_bytes(frame[:2], "big", signed=True) in OVERLAPPING
+
+
+class _Responses:
+    """Responses of one connection, written in request order as they complete."""
+
+    def __init__(self, writer: asyncio.StreamWriter) -> None:
+        self._writer = writer
+        self.pending: deque[asyncio.Future[bytes | None]] = deque()
+        self.failure: BaseException | None = None
+
+    def add(self, future: asyncio.Future[bytes | None]) -> None:
+        self.pending.append(future)
+        future.add_done_callback(self.pump)
+
+    def pump(self, _done: object = None) -> None:
+        """Write every answered request at the head of the queue, in one write."""
+        chunks = []
+        while self.pending and self.pending[0].done():
+            future = self.pending.popleft()
+            if future.cancelled():
+                continue
+            error = future.exception()
+            if error is not None:
+                self.failure = error
+                self._writer.transport.abort()
+                return
+            response = future.result()
+            if response is not None:
+                chunks.append(response)
+        if chunks and not self._writer.is_closing():
+            self._writer.write(b"".join(chunks))
+
+    async def settle(self, limit: int = 0) -> None:
+        """Wait until at most ``limit`` requests are unanswered."""
+        while len(self.pending) > limit:
+            await asyncio.wait([self.pending[0]])
+            self.pump()
+
+    def cancel(self) -> None:
+        for future in self.pending:
+            future.cancel()
+
+
 async def serve_connection(
     reader: asyncio.StreamReader,
     writer: asyncio.StreamWriter,
@@ -169,21 +226,28 @@ async def serve_connection(
     on_open: Callable[[ConnectionState], None],
     on_close: Callable[[ConnectionState], None],
 ) -> None:
-    """Read frames until EOF or a protocol error; answer each in order."""
+    """Read frames until EOF or a protocol error; answer each, in request order."""
     peer = writer.get_extra_info("peername") or ("", 0)
     conn = ConnectionState(next(_connection_ids), str(peer[0]), int(peer[1]), node_id)
     decoder = FrameDecoder(max_request_bytes)
+    responses = _Responses(writer)
     on_open(conn)
     try:
-        while True:
-            data = await reader.read(65536)
-            if not data:
-                break
+        while data := await reader.read(65536):
             for frame in decoder.feed(data):
-                response = await dispatcher.dispatch(conn, frame)
-                if response is not None:
-                    writer.write(response)
+                if not _overlaps(frame):
+                    await responses.settle()
+                responses.add(asyncio.ensure_future(dispatcher.dispatch(conn, frame)))
+                if not _overlaps(frame):
+                    await responses.settle()
+                await responses.settle(MAX_IN_FLIGHT - 1)
+                if responses.failure is not None:
+                    raise responses.failure
             await writer.drain()
+            if responses.failure is not None:
+                raise responses.failure
+        await responses.settle()
+        await writer.drain()
     except ProtocolError as exc:
         log.warning(
             "connection_closed_on_protocol_error",
@@ -194,6 +258,7 @@ async def serve_connection(
     except (ConnectionError, asyncio.IncompleteReadError):
         pass
     finally:
+        responses.cancel()
         on_close(conn)
         writer.close()
         with contextlib.suppress(ConnectionError, OSError):

@@ -109,7 +109,8 @@ class TelemetryHandlers:
         code = result.error_code
         if result.accepted is not None:
             code = await self._export(result.accepted)
-        return self._reply(header, {"error_code": code})
+        cls = response_type(header.api_key, header.api_version)
+        return encode_response(header, build(cls, {"throttle_time": 0, "error_code": code}))
 
     @staticmethod
     def _reply(header: RequestHeader, values: dict[str, object]) -> bytes:
