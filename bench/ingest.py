@@ -25,7 +25,9 @@ import subprocess
 import sys
 import tempfile
 import time
+from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 import zstandard
 
@@ -84,9 +86,14 @@ def generator(
     rate: float,
     payload: bytes,
     phase: str,
-    out: mp.Queue,
-) -> None:  # type: ignore[type-arg]
-    """One generator process: handshake its share of instances, then (optionally) push."""
+    out: mp.Queue,  # type: ignore[type-arg]
+    go: Any,
+) -> None:
+    """One generator process: handshake its share of instances, then (optionally) push.
+
+    Between the two it reports "handshaken" and waits for ``go``, so the caller can
+    read the gateway's memory with every instance tracked and no push in flight.
+    """
     import uvloop
 
     async def main() -> None:
@@ -95,12 +102,13 @@ def generator(
         t0 = time.perf_counter()
         await loadgen.handshake(cs, instances // conns, window, hs)
         get_elapsed = time.perf_counter() - t0
+        out.put("handshaken")
+        await asyncio.get_running_loop().run_in_executor(None, go.wait)
         ps = loadgen.Results()
         push_elapsed = 0.0
         if phase == "push":
-            t1 = time.perf_counter()
             await loadgen.pushes(cs, hs.instances, payload, rate, window, ps)
-            push_elapsed = time.perf_counter() - t1
+            push_elapsed = ps.elapsed
         out.put(
             {
                 "gets_ok": hs.ok,
@@ -128,18 +136,25 @@ def run_generators(
     rate: float,
     payload: bytes,
     phase: str,
+    between: Callable[[], None] = lambda: None,
 ) -> list[dict[str, object]]:
+    """Run the generators; ``between`` runs once every instance is handshaken."""
     ctx = mp.get_context("spawn")
     q = ctx.Queue()
+    go = ctx.Event()
     ps = [
         ctx.Process(
             target=generator,
-            args=(port, conns, instances // procs, window, rate / procs, payload, phase, q),
+            args=(port, conns, instances // procs, window, rate / procs, payload, phase, q, go),
         )
         for _ in range(procs)
     ]
     for p in ps:
         p.start()
+    for _ in ps:
+        assert q.get(timeout=3600) == "handshaken"
+    between()
+    go.set()
     results = [q.get(timeout=3600) for _ in ps]
     for p in ps:
         p.terminate()
@@ -262,9 +277,11 @@ def main() -> None:
         base_rss = rss_bytes(pids)
         print(
             f"machine: {os.cpu_count()} cores; gateway workers {args.workers}; "
-            f"generators {args.generators} x {args.connections} connections x window {args.window}; payload {len(payload)} B zstd "
+            f"generators {args.generators} x {args.connections} connections "
+            f"x window {args.window}; payload {len(payload)} B zstd "
             f"({FIXTURE.stat().st_size} B OTLP)"
         )
+        tracked_rss: list[int] = []
         results = run_generators(
             port,
             args.generators,
@@ -274,6 +291,7 @@ def main() -> None:
             args.rate,
             payload,
             "push",
+            between=lambda: tracked_rss.append(rss_bytes(pids)),
         )
         gw_rate = summarize_gets("clientmetrics gateway", results)
         rss = rss_bytes(pids)
@@ -292,11 +310,13 @@ def main() -> None:
             f"mean {mean_ms:.2f} ms errors {errors}"
         )
         tracked = sum(int(r["gets_ok"]) for r in results)  # type: ignore[call-overload]
-        per_100k = (rss - base_rss) / max(tracked, 1) * 100_000
+        per_100k = (tracked_rss[0] - base_rss) / max(tracked, 1) * 100_000
         print(
-            f"gateway RSS {rss / 2**20:,.0f} MiB (idle {base_rss / 2**20:,.0f} MiB) "
-            f"for {tracked:,} instances = {per_100k / 2**20:,.1f} MiB per 100k instances "
-            f"(projected 1M: {(base_rss + per_100k * 10) / 2**30:.2f} GiB)"
+            f"gateway RSS: idle {base_rss / 2**20:,.0f} MiB, {tracked:,} instances tracked "
+            f"{tracked_rss[0] / 2**20:,.0f} MiB ({per_100k / 2**20:,.1f} MiB per 100k), "
+            f"after the pushes {rss / 2**20:,.0f} MiB; projected for 1M tracked: "
+            f"{(base_rss + per_100k * 10) / 2**30:.2f} GiB + push-path working set "
+            f"{(rss - tracked_rss[0]) / 2**20:,.0f} MiB"
         )
     finally:
         gw.terminate()
