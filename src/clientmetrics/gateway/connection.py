@@ -53,6 +53,11 @@ class ConnectionState:
     header_instance_id: uuid.UUID | None = None
     requests: int = 0
     _context: ClientContext | None = field(default=None, repr=False)
+    _pending: deque[asyncio.Future[bytes | None]] | None = field(default=None, repr=False)
+
+    def in_flight(self) -> int:
+        """Requests received on this connection and not yet answered."""
+        return len(self._pending) if self._pending is not None else 0
 
     def context(self) -> ClientContext:
         """The telemetry view of this connection (cached; shared by its instances)."""
@@ -231,6 +236,7 @@ async def serve_connection(
     conn = ConnectionState(next(_connection_ids), str(peer[0]), int(peer[1]), node_id)
     decoder = FrameDecoder(max_request_bytes)
     responses = _Responses(writer)
+    conn._pending = responses.pending
     on_open(conn)
     try:
         while data := await reader.read(65536):

@@ -158,12 +158,13 @@ class Gateway:
         assert self._subscriptions is not None
         assert self._exporters is not None
         cfg = self.config
+        advertised = {key: SERVED[key] for key in STANDALONE_APIS}
         cluster = ClusterHandlers(
             node_id=cfg.node_id,
             host=cfg.advertised.host,
             port=self.port,
             cluster_id=cfg.cluster_id,
-            advertised={key: SERVED[key] for key in STANDALONE_APIS},
+            advertised=advertised,
         )
         telemetry = TelemetryHandlers(self.manager, self._exporters)
         configs = ConfigHandlers(self._subscriptions)
@@ -179,7 +180,7 @@ class Gateway:
             INCREMENTAL_ALTER_CONFIGS: configs.incremental_alter_configs,
             LIST_CONFIG_RESOURCES: configs.list_config_resources,
         }
-        return Dispatcher(handlers)
+        return Dispatcher(handlers, api_keys=advertised)
 
     def _counted(self, name: str, handler: Handler) -> Handler:
         async def counted(
@@ -254,6 +255,7 @@ class Gateway:
             await self._proxy.close(timeout)
         if self._metrics is not None:
             await self._metrics.close()
+        await self._drain(timeout)
         tasks = [t for t in self._tasks if not t.done()]
         for task in tasks:
             task.cancel()
@@ -267,6 +269,16 @@ class Gateway:
         if self._subscriptions is not None:
             await self._subscriptions.close()
         log.info("gateway_stopped")
+
+    async def _drain(self, timeout: float) -> None:
+        """Let requests already being handled (pushes awaiting their group commit) be
+        answered before the connections are closed; new ones are no longer accepted."""
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + timeout
+        while loop.time() < deadline and any(
+            conn.in_flight() for conn in self._connections.values()
+        ):
+            await asyncio.sleep(0.01)
 
     async def run_until_signalled(self) -> None:
         """Serve until SIGTERM or SIGINT, then drain and return."""

@@ -1,0 +1,75 @@
+"""Shutdown answers what is in flight: a push awaiting its durable write still gets its answer."""
+
+from __future__ import annotations
+
+import asyncio
+import struct
+import uuid
+from pathlib import Path
+
+from clientmetrics.gateway.config import Address, GatewayConfig
+from clientmetrics.gateway.server import Gateway
+from clientmetrics.store.memory import MemorySubscriptionStore
+from clientmetrics.telemetry.model import AcceptedPush
+from clientmetrics.wire import RequestHeader, decode_response, encode_request, request_type
+
+
+class GatedExporter:
+    """Holds every export until ``release`` is set: a slow disk."""
+
+    name = "gated"
+
+    def __init__(self) -> None:
+        self.release = asyncio.Event()
+        self.entered = asyncio.Event()
+        self.pushes: list[AcceptedPush] = []
+
+    async def start(self) -> None:
+        return None
+
+    async def export(self, push: AcceptedPush) -> None:
+        self.entered.set()
+        await self.release.wait()
+        self.pushes.append(push)
+
+    async def flush(self, timeout_s: float) -> None:
+        return None
+
+    async def close(self, timeout_s: float) -> None:
+        return None
+
+
+async def read_frame(reader: asyncio.StreamReader) -> bytes:
+    size = struct.unpack(">i", await reader.readexactly(4))[0]
+    return await reader.readexactly(size)
+
+
+async def test_push_in_flight_at_shutdown_is_answered(tmp_path: Path) -> None:
+    exporter = GatedExporter()
+    config = GatewayConfig(data_dir=tmp_path, listen=Address("127.0.0.1", 0))
+    gateway = Gateway(config, store=MemorySubscriptionStore(), exporters=[exporter])
+    await gateway.start()
+    reader, writer = await asyncio.open_connection("127.0.0.1", gateway.port)
+    get = request_type(71, 0)(client_instance_id=uuid.UUID(int=0))
+    writer.write(encode_request(RequestHeader(71, 0, 1, "slow"), get))
+    _, subscription = decode_response(71, 0, await read_frame(reader))
+    push = request_type(72, 0)(
+        client_instance_id=subscription.client_instance_id,
+        subscription_id=subscription.subscription_id,
+        terminating=False,
+        compression_type=0,
+        metrics=b"",
+    )
+    writer.write(encode_request(RequestHeader(72, 0, 2, "slow"), push))
+    await asyncio.wait_for(exporter.entered.wait(), 5)
+
+    closing = asyncio.create_task(gateway.close())
+    await asyncio.sleep(0.2)
+    assert not closing.done()  # waiting for the push, not cutting it off
+    exporter.release.set()
+    correlation, answer = decode_response(72, 0, await asyncio.wait_for(read_frame(reader), 5))
+    await asyncio.wait_for(closing, 10)
+    assert (correlation, int(answer.error_code)) == (2, 0)
+    assert len(exporter.pushes) == 1
+    assert await reader.read() == b""  # and then the connection is closed
+    writer.close()
