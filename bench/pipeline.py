@@ -172,8 +172,11 @@ def main() -> None:
         "overwrite"
     ).save()
     started = time.perf_counter()
-    PipelineJob(spark, config).run()
+    job = PipelineJob(spark, config)
+    job.run()
     pipeline_seconds = time.perf_counter() - started
+    stages = ", ".join(f"{name} {seconds:.1f} s" for name, seconds in job.stage_seconds.items())
+    print(f"stages: {stages}")
     written = spark.read.parquet(str(work / "tables" / "points")).count()
     assert written == points, (written, points)
 

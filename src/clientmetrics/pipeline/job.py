@@ -15,9 +15,13 @@ would have (see ``storage``).
 
 from __future__ import annotations
 
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 
+import structlog
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 from pyspark.sql.streaming.query import StreamingQuery
@@ -34,6 +38,8 @@ from clientmetrics.pipeline.schemas import (
     WINDOW_STATE,
 )
 from clientmetrics.pipeline.storage import TableStore
+
+_log = structlog.get_logger(__name__)
 
 
 @dataclass(frozen=True, slots=True)
@@ -73,6 +79,17 @@ class PipelineJob:
         self._store = TableStore(spark, config.output_path)
         self._notifier = AlertNotifier(config.alert_sink, config.rules.webhook)
         self._rules = alerts.rules_frame(spark, config.rules.rules) if config.rules.rules else None
+        #: Wall seconds per stage, summed over the batches this job has processed.
+        self.stage_seconds: dict[str, float] = {}
+
+    @contextmanager
+    def _stage(self, name: str, batch_id: int) -> Iterator[None]:
+        # Spark is lazy: a stage's time is that of the actions inside it.
+        started = time.perf_counter()
+        yield
+        seconds = time.perf_counter() - started
+        self.stage_seconds[name] = self.stage_seconds.get(name, 0.0) + seconds
+        _log.debug("pipeline stage", stage=name, batch=batch_id, seconds=round(seconds, 3))
 
     def start(self, *, available_now: bool) -> StreamingQuery:
         """Start the query over the landing directory."""
@@ -101,18 +118,21 @@ class PipelineJob:
     def process_batch(self, pushes: DataFrame, batch_id: int) -> None:
         """Turn one micro-batch of landed pushes into rows of the four tables."""
         store = self._store
-        # Decoding is cheaper than staging: the accumulating kinds (sorted per
-        # series) and the gauges (passed through) each decode the batch again.
-        decoded = points.with_series_key(points.explode_points(pushes))
         series_state = store.read_state("series", batch_id, SERIES_STATE)
-        normalised = points.with_normalised_values(decoded, series_state)
-        written = store.append_by_day(normalised, "points", batch_id, "event_time")
+        normalised = points.normalised_points(pushes, series_state)
+        with self._stage("points", batch_id):
+            written = store.append_by_day(normalised, "points", batch_id, "event_time")
         batch_points = store.read_files("points", written, normalised.schema)
-        store.write_state(points.next_series_state(batch_points, series_state), "series", batch_id)
-        self._update_windows(batch_points, batch_id)
-        inventory = self._update_clients(pushes, batch_points, batch_id)
+        with self._stage("series_state", batch_id):
+            next_state = points.next_series_state(batch_points, series_state)
+            store.write_state(next_state, "series", batch_id)
+        with self._stage("windows", batch_id):
+            self._update_windows(batch_points, batch_id)
+        with self._stage("clients", batch_id):
+            inventory = self._update_clients(pushes, batch_points, batch_id)
         if self._rules is not None:
-            self._update_alerts(batch_points, inventory, batch_id)
+            with self._stage("alerts", batch_id):
+                self._update_alerts(batch_points, inventory, batch_id)
 
     def _update_windows(self, batch_points: DataFrame, batch_id: int) -> None:
         store, config = self._store, self._config

@@ -7,6 +7,7 @@ take DataFrames.
 from __future__ import annotations
 
 import os
+import re
 import shutil
 import sys
 import tempfile
@@ -77,6 +78,30 @@ def build_session(
         .config("spark.sql.execution.arrow.pyspark.enabled", "true")
         .config("spark.sql.sources.partitionOverwriteMode", "static")
     )
-    for key, value in (conf or {}).items():
+    settings = {**local_defaults(master), **(conf or {})}
+    for key, value in settings.items():
         builder = builder.config(key, value)
     return builder.getOrCreate()
+
+
+def local_defaults(master: str | None) -> dict[str, str]:
+    """Settings that suit a local master: shuffle partitions at twice the cores.
+
+    Spark's default of 200 shuffle partitions costs a task each, a dozen
+    shuffles per micro-batch, on a machine with a handful of cores. A cluster
+    master keeps Spark's (or spark-submit's) settings.
+    """
+    if master is None:
+        return {}
+    found = re.fullmatch(r"local(?:\[(\*|\d+)(?:,\d+)?\])?", master)
+    if found is None:
+        return {}
+    threads = found.group(1) or "1"
+    cores = (os.cpu_count() or 1) if threads == "*" else max(int(threads), 1)
+    partitions = str(2 * cores)
+    return {
+        "spark.sql.shuffle.partitions": partitions,
+        "spark.default.parallelism": partitions,
+        "spark.sql.adaptive.enabled": "true",
+        "spark.sql.adaptive.coalescePartitions.enabled": "true",
+    }

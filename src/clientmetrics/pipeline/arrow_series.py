@@ -1,0 +1,138 @@
+"""Series keys and per-series running values on Arrow tables, for the decode pass.
+
+The job decodes each client instance's pushes in one Arrow call (the pushes are
+partitioned and sorted by instance first), so every series of a batch is whole
+inside one table. Its running sum and previous point can then be taken here, on
+whole columns, instead of by a Spark window that would sort and shuffle every
+wide point row. What needs the state carried between batches (the series'
+previous cumulative value) is joined on afterwards in Spark (``points``).
+
+Nothing here needs Spark, and there is no Python loop per data point.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pandas as pd  # type: ignore[import-untyped]
+import pyarrow as pa
+import pyarrow.compute as pc
+
+#: Kinds whose ``value`` accumulates (and so has a temporality to normalise).
+ACCUMULATING = ("sum", "histogram", "exponential_histogram", "summary")
+
+#: Columns ``with_running_values`` adds, per accumulating point (null for the rest).
+RUNNING_FIELDS = (
+    pa.field("series", pa.string()),
+    # Sum of the series' values up to and including this point, in this table.
+    pa.field("_run", pa.float64()),
+    # Whether the series has an earlier point in this table, and that point's
+    # running sum, value, temporality (delta or not) and event time.
+    pa.field("_has_prev", pa.bool_()),
+    pa.field("_prev_run", pa.float64()),
+    pa.field("_prev_value", pa.float64()),
+    pa.field("_prev_delta", pa.bool_()),
+    pa.field("_lag_time", pa.timestamp("us", tz="UTC")),
+)
+
+
+def attributes_text(attributes: pa.MapArray) -> pa.Array:
+    """Each map's entries as sorted ``key=value`` text, joined by commas.
+
+    The same text as Spark's ``points.attributes_text``: a null value gives
+    ``key=``, an empty (or null) map gives the empty string.
+    """
+    # Offsets are positions in the whole child arrays, even for a slice.
+    offsets = attributes.offsets
+    first = offsets[0].as_py() if len(offsets) else 0
+    size = (offsets[-1].as_py() if len(offsets) else 0) - first
+    keys = attributes.keys.slice(first, size)
+    items = attributes.items.slice(first, size)
+    entries = pc.binary_join_element_wise(keys, pc.fill_null(items, ""), "=")
+    # A null map has no entries: its text is empty, like an empty map's.
+    lists = pa.ListArray.from_arrays(pc.subtract(offsets, first), entries)
+    parents = pc.list_parent_indices(lists)
+    flat = pa.table({"p": parents, "k": keys, "e": entries})
+    order = pc.sort_indices(flat, [("p", "ascending"), ("k", "ascending"), ("e", "ascending")])
+    lists = pa.ListArray.from_arrays(pc.subtract(offsets, first), pc.take(entries, order))
+    return pc.binary_join(lists, ",")
+
+
+def series_keys(client_ids: pa.Array, metric_names: pa.Array, attributes: pa.MapArray) -> pa.Array:
+    """``instance|metric|sorted attributes``, as ``points.with_series_key`` spells it."""
+    text = attributes_text(attributes)
+    return pc.binary_join_element_wise(client_ids, metric_names, text, "|", null_handling="skip")
+
+
+def with_running_values(points: pa.Table) -> pa.Table:
+    """Add ``series`` and the per-series running columns (``RUNNING_FIELDS``).
+
+    ``points`` needs ``client_instance_id``, ``metric_name``, ``attributes``,
+    ``kind``, ``temporality``, ``value``, ``event_time`` and ``received_at``.
+    Accumulating points come first, sorted by series, event time and receipt
+    (the order Spark's normaliser uses); the other points follow, with nulls.
+    """
+    series = series_keys(
+        _array(points, "client_instance_id"),
+        _array(points, "metric_name"),
+        _array(points, "attributes"),
+    )
+    points = points.append_column("series", series)
+    accumulating = pc.fill_null(pc.is_in(points.column("kind"), pa.array(ACCUMULATING)), False)
+    acc = points.filter(accumulating)
+    acc = acc.take(
+        pc.sort_indices(
+            acc,
+            [("series", "ascending"), ("event_time", "ascending"), ("received_at", "ascending")],
+        )
+    )
+    acc = _append_running(acc)
+    rest = points.filter(pc.invert(accumulating))
+    for field in RUNNING_FIELDS[1:]:
+        rest = rest.append_column(field, pa.nulls(rest.num_rows, field.type))
+    return pa.concat_tables([acc, rest])
+
+
+def _append_running(acc: pa.Table) -> pa.Table:
+    size = acc.num_rows
+    series = _array(acc, "series")
+    starts = np.ones(size, dtype=bool)
+    if size > 1:
+        starts[1:] = pc.not_equal(series[1:], series[:-1]).to_numpy(zero_copy_only=False)
+    group = np.cumsum(starts)
+    value = _array(acc, "value")
+    valid = pc.is_valid(value).to_numpy(zero_copy_only=False)
+    numbers = pc.fill_null(value, 0.0).to_numpy(zero_copy_only=False)
+    # pandas sums each group in order, exactly as Spark's running window does.
+    frame = pd.DataFrame(
+        {"v": numbers, "n": valid.astype(np.int64), "nan": np.isnan(numbers).astype(np.int64)}
+    )
+    cumulative = frame.groupby(group, sort=False).cumsum()
+    running = cumulative["v"].to_numpy(copy=True)
+    running[cumulative["nan"].to_numpy() > 0] = np.nan  # NaN stays NaN, as in Spark
+    run = pa.array(running, pa.float64(), mask=cumulative["n"].to_numpy() == 0)
+    has_prev = pa.array(~starts)
+    delta = pc.fill_null(pc.equal(_array(acc, "temporality"), "delta"), False)
+    columns = {
+        "_run": run,
+        "_has_prev": has_prev,
+        "_prev_run": _previous(run, starts),
+        "_prev_value": _previous(value, starts),
+        "_prev_delta": _previous(delta, starts),
+        "_lag_time": _previous(_array(acc, "event_time"), starts),
+    }
+    for field in RUNNING_FIELDS[1:]:
+        acc = acc.append_column(field, pc.cast(columns[field.name], field.type))
+    return acc
+
+
+def _previous(array: pa.Array, starts: np.ndarray) -> pa.Array:
+    """The element before each one in the same series (null at a series' first)."""
+    if len(array) == 0:
+        return array
+    shifted = pa.concat_arrays([pa.nulls(1, array.type), array.slice(0, len(array) - 1)])
+    return pc.if_else(pa.array(starts), pa.nulls(len(array), array.type), shifted)
+
+
+def _array(table: pa.Table, name: str) -> pa.Array:
+    column = table.column(name)
+    return column.combine_chunks() if column.num_chunks != 1 else column.chunk(0)
