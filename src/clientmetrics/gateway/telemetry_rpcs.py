@@ -3,16 +3,18 @@
 from __future__ import annotations
 
 import asyncio
+import struct
 import time
 import uuid
 from collections.abc import Sequence
+from dataclasses import replace
 
 import structlog
 
 from clientmetrics.exporters.base import Exporter, ExportError
 from clientmetrics.gateway.build import build
 from clientmetrics.gateway.connection import ConnectionState
-from clientmetrics.telemetry.manager import ClientMetricsManager
+from clientmetrics.telemetry.manager import ClientMetricsManager, SubscriptionsResult
 from clientmetrics.telemetry.model import ZERO_UUID, AcceptedPush
 from clientmetrics.wire import (
     ErrorCode,
@@ -34,12 +36,75 @@ def now_ms() -> int:
     return time.time_ns() // 1_000_000
 
 
+class SubscriptionTemplates:
+    """Encoded GetTelemetrySubscriptions responses, patched per client.
+
+    Every client matched by the same subscriptions gets the same response but for
+    its correlation id, instance id and SubscriptionId, all fixed-width fields at
+    fixed offsets. So each distinct plan is encoded once (by the codec layer) and
+    copied and patched after that: the common Get costs a copy, not an encode.
+    """
+
+    #: Frame offsets: size(4) correlation(4) header tags(1) throttle(4) error(2), then
+    #: v0: instance id(16) SubscriptionId(4); v1 (KIP-1313): SubscriptionId(4).
+    _CORRELATION = struct.Struct(">i")
+    _ID_AT = 15
+    _MAX = 1024
+
+    def __init__(self) -> None:
+        self._cache: dict[tuple[object, ...], bytes] = {}
+
+    def render(self, header: RequestHeader, result: SubscriptionsResult) -> bytes:
+        key = (
+            header.api_version,
+            result.throttle_time_ms,
+            result.accepted_compression_types,
+            result.push_interval_ms,
+            result.telemetry_max_bytes,
+            result.delta_temporality,
+            result.requested_metrics,
+        )
+        template = self._cache.get(key)
+        if template is None:
+            if len(self._cache) >= self._MAX:
+                self._cache.clear()
+            template = self._cache[key] = self._encode(header, result)
+        frame = bytearray(template)
+        self._CORRELATION.pack_into(frame, 4, header.correlation_id)
+        at = self._ID_AT
+        if header.api_version == 0:
+            frame[at : at + 16] = result.client_instance_id.bytes
+            at += 16
+        self._CORRELATION.pack_into(frame, at, result.subscription_id)
+        return bytes(frame)
+
+    @staticmethod
+    def _encode(header: RequestHeader, result: SubscriptionsResult) -> bytes:
+        values = {
+            "throttle_time": result.throttle_time_ms,
+            "error_code": ErrorCode.NONE,
+            "client_instance_id": uuid.UUID(int=0),
+            "subscription_id": 0,
+            "accepted_compression_types": result.accepted_compression_types,
+            "push_interval": result.push_interval_ms,
+            "telemetry_max_bytes": result.telemetry_max_bytes,
+            "delta_temporality": result.delta_temporality,
+            "requested_metrics": result.requested_metrics,
+        }
+        cls = response_type(header.api_key, header.api_version)
+        template = encode_response(replace(header, correlation_id=0), build(cls, values))
+        if header.api_version > 1 or template[8] != 0:
+            raise ValueError("response layout changed: template offsets no longer hold")
+        return template
+
+
 class TelemetryHandlers:
     """Answers the two KIP-714 RPCs (v0, and v1 with the KIP-1313 header id)."""
 
     def __init__(self, manager: ClientMetricsManager, exporters: Sequence[Exporter]) -> None:
         self._manager = manager
         self._exporters = tuple(exporters)
+        self._templates = SubscriptionTemplates()
 
     @staticmethod
     def _instance_id(header: RequestHeader, body: object) -> uuid.UUID | None:
@@ -66,30 +131,14 @@ class TelemetryHandlers:
         result = self._manager.get_telemetry_subscriptions(
             self._instance_id(header, body), conn.context(), now_ms()
         )
+        if result.error_code is ErrorCode.NONE:
+            return self._templates.render(header, result)
         values = {
             "throttle_time": result.throttle_time_ms,
             "error_code": result.error_code,
-            "client_instance_id": result.client_instance_id
-            if result.error_code is ErrorCode.NONE
-            else uuid.UUID(int=0),
-            "subscription_id": result.subscription_id,
-            "accepted_compression_types": result.accepted_compression_types,
-            "push_interval": result.push_interval_ms,
-            "telemetry_max_bytes": result.telemetry_max_bytes,
-            "delta_temporality": result.delta_temporality,
-            "requested_metrics": result.requested_metrics,
+            "client_instance_id": uuid.UUID(int=0),
         }
-        if result.error_code is not ErrorCode.NONE:
-            values.update(
-                subscription_id=0,
-                accepted_compression_types=(),
-                push_interval=0,
-                telemetry_max_bytes=0,
-                delta_temporality=False,
-                requested_metrics=(),
-            )
-        cls = response_type(header.api_key, header.api_version)
-        return encode_response(header, build(cls, values))
+        return self._reply(header, values)
 
     async def push(
         self, conn: ConnectionState, header: RequestHeader, frame: bytes, offset: int
