@@ -9,6 +9,7 @@ from pyspark.testing import assertDataFrameEqual
 
 from clientmetrics.pipeline.alerts import (
     evaluate_rules,
+    points_named_by,
     rules_frame,
     select_alert_events,
     select_open_episodes,
@@ -105,3 +106,23 @@ def test_an_open_fired_episode_resolves_in_a_later_batch(spark: SparkSession) ->
         [("resolved", naive(at(0)), naive(at(120)), 1.0)],
     )
     assert state.count() == 0
+
+
+def test_points_named_by_keeps_exact_and_prefixed_metrics_with_values(
+    spark: SparkSession,
+) -> None:
+    rules = parse_rules(
+        {
+            "rule": [
+                {"name": "exact", "metric": METRIC, "condition": "exceeded 1 ms for 1 second"},
+                {"name": "p", "metric": "org.apache.kafka.consumer.", "op": "<", "threshold": 1},
+            ]
+        }
+    )
+    names = [METRIC, f"{METRIC}.max", "org.apache.kafka.consumer.x", "org.apache.kafka.c", METRIC]
+    rows: list[dict[str, Any]] = [
+        {"metric_name": name, "event_time": at(0), "value": 1.0} for name in names
+    ]
+    rows[-1]["value"] = None
+    kept = points_named_by(points_frame(spark, rows), rules.rules)
+    assertDataFrameEqual(kept.select("metric_name"), [(METRIC,), ("org.apache.kafka.consumer.x",)])

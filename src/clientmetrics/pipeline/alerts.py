@@ -96,6 +96,20 @@ def client_labels() -> Column:
     )
 
 
+def points_named_by(points: DataFrame, rules: Sequence[AlertRule]) -> DataFrame:
+    """Only the points of metrics some rule names, with a value.
+
+    Plain literal conditions (no join), so Parquet can skip row groups and the
+    rule join that follows sees only candidate rows.
+    """
+    names = [rule.metric for rule in rules if not rule.is_prefix]
+    named = F.col("metric_name").isin(*names) if names else F.lit(False)
+    for rule in rules:
+        if rule.is_prefix:
+            named = named | F.col("metric_name").startswith(rule.metric)
+    return points.where(named & F.col("value").isNotNull()).select("*")
+
+
 def evaluate_rules(points: DataFrame, rules: DataFrame) -> DataFrame:
     """Points of the metrics a rule names, each with whether the rule's condition holds."""
     names_match = (F.col("metric_name") == F.col("metric")) | (

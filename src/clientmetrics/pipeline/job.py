@@ -178,7 +178,8 @@ class PipelineJob:
         assert self._rules is not None
         store = self._store
         state = store.read_state("alerts", batch_id, ALERT_STATE)
-        evaluated = alerts.evaluate_rules(batch_points, self._rules)
+        candidates = alerts.points_named_by(batch_points, self._config.rules.rules)
+        evaluated = alerts.evaluate_rules(candidates, self._rules)
         episodes = alerts.track_alert_episodes(evaluated, state, self._rules).persist()
         events = alerts.select_alert_events(episodes, self._rules, inventory)
         written = store.append(events, "alerts", batch_id)
