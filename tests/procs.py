@@ -104,6 +104,15 @@ class GatewayProcess:
             self.proc.wait()
             self.proc = None
 
+    def tracebacks(self) -> list[str]:
+        """Unstructured stderr lines that show an exception escaped somewhere."""
+        return [
+            str(line.get("text"))
+            for line in self.log_lines
+            if line.get("event") == "raw"
+            and ("Traceback" in str(line.get("text")) or "Exception in" in str(line.get("text")))
+        ]
+
     def events(self, name: str) -> list[dict[str, object]]:
         return [line for line in self.log_lines if line.get("event") == name]
 

@@ -27,6 +27,7 @@ def gateway(tmp_path_factory: pytest.TempPathFactory) -> Iterator[GatewayProcess
     gw = GatewayProcess(Path(tmp_path_factory.mktemp("gw")) / "data").start()
     yield gw
     assert gw.stop() == 0
+    assert gw.tracebacks() == []
 
 
 def roundtrip(port: int, frame: bytes) -> bytes | None:

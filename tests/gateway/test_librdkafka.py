@@ -41,6 +41,7 @@ def gateway(tmp_path: Path) -> Iterator[GatewayProcess]:
     gw = GatewayProcess(tmp_path / "data", fast_config()).start()
     yield gw
     assert gw.stop() == 0, gw.log_lines[-10:]
+    assert gw.tracebacks() == []
 
 
 def producer(bootstrap: str, client_id: str) -> Producer:

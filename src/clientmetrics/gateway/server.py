@@ -202,15 +202,18 @@ class Gateway:
         if task is not None:
             self._tasks.add(task)
             task.add_done_callback(self._tasks.discard)
-        await serve_connection(
-            reader,
-            writer,
-            self._dispatcher,
-            node_id=self.config.node_id,
-            max_request_bytes=self.config.max_request_bytes,
-            on_open=self._opened,
-            on_close=self._closed,
-        )
+        # Cancelled only by close(): end quietly. (Python 3.11's start_server callback
+        # calls task.exception() on a cancelled connection task and logs the error.)
+        with contextlib.suppress(asyncio.CancelledError):
+            await serve_connection(
+                reader,
+                writer,
+                self._dispatcher,
+                node_id=self.config.node_id,
+                max_request_bytes=self.config.max_request_bytes,
+                on_open=self._opened,
+                on_close=self._closed,
+            )
 
     def _opened(self, conn: ConnectionState) -> None:
         self._connections[conn.connection_id] = conn
