@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import gc
 import random
 import signal
 from collections.abc import Coroutine, Sequence
@@ -34,6 +35,8 @@ if TYPE_CHECKING:
     from clientmetrics.gateway.proxy import ProxyServer
 
 log = structlog.get_logger("clientmetrics.gateway")
+#: How often long-lived objects are moved out of the cyclic GC's reach.
+FREEZE_EVERY_S = 10.0
 
 DESCRIBE_CONFIGS, ALTER_CONFIGS, INCREMENTAL_ALTER_CONFIGS, LIST_CONFIG_RESOURCES = 32, 33, 44, 74
 #: What the standalone gateway answers, and so advertises in ApiVersions.
@@ -223,11 +226,28 @@ class Gateway:
         self.manager.connection_closed(conn.connection_id)
 
     async def _expire_loop(self) -> None:
+        loop = asyncio.get_running_loop()
+        next_freeze = loop.time() + FREEZE_EVERY_S
         while True:
             await asyncio.sleep(self.config.expiry_check_ms / 1000)
             removed = self.manager.expire(now_ms())
             if removed:
                 log.debug("instances_expired", count=removed)
+            if loop.time() >= next_freeze:
+                next_freeze = loop.time() + FREEZE_EVERY_S
+                self._freeze_long_lived()
+
+    @staticmethod
+    def _freeze_long_lived() -> None:
+        """Keep the client-instance registry out of the cyclic GC's full scans.
+
+        With a million tracked instances a full collection pauses the loop for about
+        200 ms, straight into the push latency's tail. Instances hold no reference
+        cycles and are freed by reference counting, so moving what survived a young
+        collection to the permanent generation costs nothing but those scans.
+        """
+        gc.collect(1)
+        gc.freeze()
 
     def metrics_snapshot(self) -> dict[str, float]:
         """Counters for ``/metrics`` and the dashboard."""
