@@ -34,6 +34,7 @@ __all__ = [
     "parse_request_header",
     "parse_response_header",
     "peek_request",
+    "read_uvarint",
     "request_header_version",
     "response_header_version",
 ]
@@ -123,7 +124,8 @@ def peek_request(frame: bytes) -> tuple[int, int, int]:
     return key, version, correlation_id
 
 
-def _read_uvarint(frame: bytes, offset: int) -> tuple[int, int]:
+def read_uvarint(frame: bytes | bytearray | memoryview, offset: int) -> tuple[int, int]:
+    """An unsigned varint at ``offset``: (value, offset after it); ProtocolError if bad."""
     value = 0
     shift = 0
     while True:
@@ -141,10 +143,10 @@ def _read_uvarint(frame: bytes, offset: int) -> tuple[int, int]:
 
 def skip_tagged_fields(frame: bytes, offset: int) -> int:
     """Offset after a tagged-fields section; every tag is unknown to a header."""
-    count, offset = _read_uvarint(frame, offset)
+    count, offset = read_uvarint(frame, offset)
     for _ in range(count):
-        _tag, offset = _read_uvarint(frame, offset)
-        size, offset = _read_uvarint(frame, offset)
+        _tag, offset = read_uvarint(frame, offset)
+        size, offset = read_uvarint(frame, offset)
         offset += size
         if offset > len(frame):
             raise ProtocolError("truncated tagged field")

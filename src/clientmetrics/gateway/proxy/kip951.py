@@ -15,7 +15,7 @@ import struct
 from collections.abc import Callable
 
 from clientmetrics.wire import ProtocolError
-from clientmetrics.wire.headers import skip_tagged_fields, write_uvarint
+from clientmetrics.wire.headers import read_uvarint, skip_tagged_fields, write_uvarint
 
 __all__ = ["FETCH_MAX", "PRODUCE_MAX", "Endpoint", "rewrite_node_endpoints"]
 
@@ -30,35 +30,20 @@ _INT32 = struct.Struct(">i")
 Endpoint = Callable[[int], tuple[str, int]]
 
 
-def _uvarint(frame: bytes, offset: int) -> tuple[int, int]:
-    value = shift = 0
-    while True:
-        if offset >= len(frame):
-            raise ProtocolError("truncated varint in response")
-        byte = frame[offset]
-        offset += 1
-        value |= (byte & 0x7F) << shift
-        if not byte & 0x80:
-            return value, offset
-        shift += 7
-        if shift > 28:
-            raise ProtocolError("varint longer than 5 bytes in response")
-
-
 def _skip_compact(frame: bytes, offset: int) -> int:
     """Skip a compact (nullable) string or bytes: uvarint length + 1, then the bytes."""
-    length, offset = _uvarint(frame, offset)
+    length, offset = read_uvarint(frame, offset)
     return offset + max(length - 1, 0)
 
 
 def _produce_tail(frame: bytes, offset: int) -> int:
-    topics, offset = _uvarint(frame, offset)
+    topics, offset = read_uvarint(frame, offset)
     for _ in range(max(topics - 1, 0)):
         offset = _skip_compact(frame, offset)  # name
-        partitions, offset = _uvarint(frame, offset)
+        partitions, offset = read_uvarint(frame, offset)
         for _ in range(max(partitions - 1, 0)):
             offset += 4 + 2 + 8 + 8 + 8  # index, error, base offset, append time, start
-            errors, offset = _uvarint(frame, offset)
+            errors, offset = read_uvarint(frame, offset)
             for _ in range(max(errors - 1, 0)):
                 offset = _skip_compact(frame, offset + 4)
                 offset = skip_tagged_fields(frame, offset)
@@ -70,13 +55,13 @@ def _produce_tail(frame: bytes, offset: int) -> int:
 
 def _fetch_tail(frame: bytes, offset: int) -> int:
     offset += 4 + 2 + 4  # throttle, error, session id
-    topics, offset = _uvarint(frame, offset)
+    topics, offset = read_uvarint(frame, offset)
     for _ in range(max(topics - 1, 0)):
         offset += 16  # topic id
-        partitions, offset = _uvarint(frame, offset)
+        partitions, offset = read_uvarint(frame, offset)
         for _ in range(max(partitions - 1, 0)):
             offset += 4 + 2 + 8 + 8 + 8  # index, error, high watermark, LSO, log start
-            aborted, offset = _uvarint(frame, offset)
+            aborted, offset = read_uvarint(frame, offset)
             for _ in range(max(aborted - 1, 0)):
                 offset = skip_tagged_fields(frame, offset + 16)
             offset = _skip_compact(frame, offset + 4)  # preferred replica, records
@@ -87,7 +72,7 @@ def _fetch_tail(frame: bytes, offset: int) -> int:
 
 def _rewrite_endpoints(raw: bytes, endpoint: Endpoint) -> bytes:
     """Re-encode a NodeEndpoints array with every host and port replaced."""
-    count, offset = _uvarint(raw, 0)
+    count, offset = read_uvarint(raw, 0)
     out = [write_uvarint(count)]
     for _ in range(max(count - 1, 0)):
         (node_id,) = _INT32.unpack_from(raw, offset)
@@ -119,14 +104,14 @@ def rewrite_node_endpoints(
     try:
         walk = _produce_tail if api_key == PRODUCE else _fetch_tail
         tail = walk(frame, body_offset)
-        count, offset = _uvarint(frame, tail)
+        count, offset = read_uvarint(frame, tail)
         if count == 0:
             return frame, []
         parts: list[bytes] = [frame[:tail], write_uvarint(count)]
         nodes: list[tuple[int, str, int]] = []
         for _ in range(count):
-            tag, offset = _uvarint(frame, offset)
-            size, start = _uvarint(frame, offset)
+            tag, offset = read_uvarint(frame, offset)
+            size, start = read_uvarint(frame, offset)
             raw = frame[start : start + size]
             offset = start + size
             if tag == _NODE_ENDPOINTS_TAG:
@@ -141,11 +126,11 @@ def rewrite_node_endpoints(
 
 
 def _upstream_endpoints(raw: bytes) -> list[tuple[int, str, int]]:
-    count, offset = _uvarint(raw, 0)
+    count, offset = read_uvarint(raw, 0)
     nodes = []
     for _ in range(max(count - 1, 0)):
         (node_id,) = _INT32.unpack_from(raw, offset)
-        length, start = _uvarint(raw, offset + 4)
+        length, start = read_uvarint(raw, offset + 4)
         host_end = start + length - 1
         (port,) = _INT32.unpack_from(raw, host_end)
         nodes.append((node_id, raw[start:host_end].decode("utf-8", "replace"), port))
