@@ -4,12 +4,13 @@ from __future__ import annotations
 
 import multiprocessing
 import sys
+from dataclasses import replace
 from pathlib import Path
 
 import click
 
 from clientmetrics.errors import ClientMetricsError
-from clientmetrics.gateway.config import GatewayConfig, load_config
+from clientmetrics.gateway.config import Address, GatewayConfig, load_config
 from clientmetrics.gateway.logs import configure_logging
 
 
@@ -107,14 +108,30 @@ def serve(
     _run_workers(config, log_level, log_format)
 
 
+def _worker_config(config: GatewayConfig, index: int) -> GatewayConfig:
+    """Worker ``index``'s view: its own /metrics port (admin port + index)."""
+    admin = config.admin_listen
+    if admin is None:
+        return config
+    port = admin.port + index if admin.port else 0
+    return replace(config, admin_listen=Address(admin.host, port))
+
+
 def _run_workers(config: GatewayConfig, log_level: str, log_format: str) -> None:
-    """Several processes share the port; each owns its instances and landing writer."""
+    """Several processes share the port; each owns its instances and landing writer.
+
+    Each worker serves /metrics for its own counters on the admin port plus its index.
+    """
     if config.listen.port == 0:
         raise click.UsageError("--workers needs a fixed --listen port")
     ctx = multiprocessing.get_context("spawn")
     procs = [
-        ctx.Process(target=_run, args=(config, log_level, log_format, True), daemon=False)
-        for _ in range(config.workers)
+        ctx.Process(
+            target=_run,
+            args=(_worker_config(config, index), log_level, log_format, True),
+            daemon=False,
+        )
+        for index in range(config.workers)
     ]
     for proc in procs:
         proc.start()
