@@ -3,9 +3,12 @@
 from __future__ import annotations
 
 import asyncio
+import multiprocessing
+import os
 import sqlite3
 from collections.abc import AsyncIterator, Callable
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -161,3 +164,38 @@ async def test_unwritable_location_raises_store_error(tmp_path: Path) -> None:
 async def test_memory_store_initial_contents() -> None:
     store = MemorySubscriptionStore({"a": {"metrics": "x"}, "gone": {}})
     assert await store.start(lambda n, c: None) == {"a": {"metrics": "x"}}
+
+
+def _open_store_at_once(path: str, barrier: Any, results: Any) -> None:
+    import asyncio as aio
+
+    from clientmetrics.store.sqlite import SqliteSubscriptionStore as Store
+
+    async def main() -> None:
+        store = Store(Path(path))
+        barrier.wait()
+        await store.start(lambda name, configs: None)
+        await store.put(f"from-{os.getpid()}", {"metrics": "org.apache.kafka."})
+        await store.close()
+
+    try:
+        aio.run(main())
+        results.put("ok")
+    except Exception as exc:  # reported to the test, which fails on it
+        results.put(repr(exc))
+
+
+def test_workers_opening_a_new_store_together_all_succeed(tmp_path: Path) -> None:
+    """Gateway workers start at once on a fresh data dir: none may fail on the lock."""
+    ctx = multiprocessing.get_context("spawn")
+    barrier, results = ctx.Barrier(4), ctx.Queue()
+    path = str(tmp_path / "subscriptions.db")
+    procs = [
+        ctx.Process(target=_open_store_at_once, args=(path, barrier, results)) for _ in range(4)
+    ]
+    for proc in procs:
+        proc.start()
+    outcomes = [results.get(timeout=60) for _ in procs]
+    for proc in procs:
+        proc.join(10)
+    assert outcomes == ["ok"] * 4

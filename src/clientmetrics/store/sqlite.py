@@ -12,7 +12,9 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import random
 import sqlite3
+import time
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
@@ -103,7 +105,7 @@ class SqliteSubscriptionStore:
         self._path.parent.mkdir(parents=True, exist_ok=True)
         conn = sqlite3.connect(self._path, isolation_level=None, timeout=30.0)
         try:
-            conn.execute("PRAGMA journal_mode=WAL")
+            _enable_wal(conn)
             conn.execute("PRAGMA synchronous=FULL")
             conn.execute(_SCHEMA)
         except sqlite3.Error:
@@ -185,3 +187,20 @@ class SqliteSubscriptionStore:
     def _notify(self, name: str, configs: dict[str, str]) -> None:
         if self._on_change is not None:
             self._on_change(name, dict(configs))
+
+
+def _enable_wal(conn: sqlite3.Connection, attempts: int = 100) -> None:
+    """Switch to WAL, retrying while another process opens the same fresh file.
+
+    Changing the journal mode needs an exclusive lock and SQLite answers "database
+    is locked" at once, without its busy handler, when several gateway workers
+    start together on a new data directory.
+    """
+    for attempt in range(attempts):
+        try:
+            conn.execute("PRAGMA journal_mode=WAL")
+            return
+        except sqlite3.OperationalError as exc:
+            if "locked" not in str(exc) or attempt == attempts - 1:
+                raise
+            time.sleep(0.05 + random.random() * 0.05)
