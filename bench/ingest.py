@@ -19,7 +19,6 @@ import asyncio
 import multiprocessing as mp
 import os
 import shutil
-import socket
 import statistics
 import subprocess
 import sys
@@ -33,26 +32,10 @@ import zstandard
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 import loadgen
+from ports import free_port, wait_port
 
 ROOT = Path(__file__).resolve().parents[1]
 FIXTURE = ROOT / "tests" / "data" / "librdkafka-2.16" / "consumer-push.otlp.bin"
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
-
-
-def wait_port(port: int, timeout: float = 30) -> None:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        try:
-            socket.create_connection(("127.0.0.1", port), timeout=1).close()
-            return
-        except OSError:
-            time.sleep(0.1)
-    raise RuntimeError(f"nothing listening on {port}")
 
 
 def rss_bytes(pids: list[int]) -> int:
@@ -162,14 +145,23 @@ def run_generators(
     return results
 
 
-def summarize_gets(label: str, results: list[dict[str, object]]) -> float:
-    ok = sum(int(r["gets_ok"]) for r in results)  # type: ignore[call-overload]
-    elapsed = max(float(r["get_elapsed"]) for r in results)  # type: ignore[arg-type]
+def totals(
+    results: list[dict[str, Any]], phase: str
+) -> tuple[int, float, dict[int, int], list[int]]:
+    """Accepted count, elapsed seconds, errors by code and latencies of one phase
+    ("get" or "push"), summed over the generator processes."""
+    ok = sum(int(r[f"{phase}s_ok" if phase == "get" else f"{phase}_ok"]) for r in results)
+    elapsed = max(float(r[f"{phase}_elapsed"]) for r in results)
     errors: dict[int, int] = {}
     for r in results:
-        for k, v in r["get_errors"].items():  # type: ignore[attr-defined]
+        for k, v in r[f"{phase}_errors"].items():
             errors[k] = errors.get(k, 0) + v
-    lat = [x for r in results for x in r["get_lat"]]  # type: ignore[attr-defined]
+    lat = [x for r in results for x in r[f"{phase}_lat"]]
+    return ok, elapsed, errors, lat
+
+
+def summarize_gets(label: str, results: list[dict[str, Any]]) -> float:
+    ok, elapsed, errors, lat = totals(results, "get")
     rate = ok / elapsed if elapsed else 0.0
     print(
         f"{label:<28} GetTelemetrySubscriptions: {ok} ok in {elapsed:.2f}s = {rate:,.0f}/s "
@@ -295,13 +287,7 @@ def main() -> None:
         )
         gw_rate = summarize_gets("clientmetrics gateway", results)
         rss = rss_bytes(pids)
-        ok = sum(int(r["push_ok"]) for r in results)  # type: ignore[call-overload]
-        elapsed = max(float(r["push_elapsed"]) for r in results)  # type: ignore[arg-type]
-        errors: dict[int, int] = {}
-        for r in results:
-            for k, v in r["push_errors"].items():  # type: ignore[attr-defined]
-                errors[k] = errors.get(k, 0) + v
-        lat = [x for r in results for x in r["push_lat"]]  # type: ignore[attr-defined]
+        ok, elapsed, errors, lat = totals(results, "push")
         mean_ms = statistics.fmean(lat) / 1000 if lat else float("nan")
         print(
             f"PushTelemetry: {ok} accepted in {elapsed:.2f}s = {ok / elapsed:,.0f}/s "
@@ -309,7 +295,7 @@ def main() -> None:
             f"p50 {percentile(lat, 0.5):.2f} ms p99 {percentile(lat, 0.99):.2f} ms "
             f"mean {mean_ms:.2f} ms errors {errors}"
         )
-        tracked = sum(int(r["gets_ok"]) for r in results)  # type: ignore[call-overload]
+        tracked = totals(results, "get")[0]
         per_100k = (tracked_rss[0] - base_rss) / max(tracked, 1) * 100_000
         print(
             f"gateway RSS: idle {base_rss / 2**20:,.0f} MiB, {tracked:,} instances tracked "

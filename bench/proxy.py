@@ -21,7 +21,6 @@ import argparse
 import os
 import shutil
 import signal
-import socket
 import statistics
 import subprocess
 import sys
@@ -32,26 +31,10 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from confluent_kafka import Consumer, Producer
+from ports import free_port, wait_port
 
 BIN = Path(sys.executable).parent
 TANSU_NODE = 111
-
-
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
-
-
-def wait_port(port: int, timeout: float = 30) -> None:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        try:
-            socket.create_connection(("127.0.0.1", port), timeout=1).close()
-            return
-        except OSError:
-            time.sleep(0.05)
-    raise RuntimeError(f"nothing listens on {port}")
 
 
 def tansu_binary() -> str:
