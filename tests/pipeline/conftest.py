@@ -40,3 +40,13 @@ def spark(tmp_path_factory: pytest.TempPathFactory) -> Iterator[SparkSession]:
 @pytest.fixture
 def data_dir(tmp_path: Path) -> Path:
     return tmp_path / "cm-data"
+
+
+@pytest.fixture
+def small_arrow_batches(spark: SparkSession) -> Iterator[None]:
+    """Arrow batches of four rows: instances straddle batch ends."""
+    key = "spark.sql.execution.arrow.maxRecordsPerBatch"
+    before = spark.conf.get(key)
+    spark.conf.set(key, "4")
+    yield
+    spark.conf.set(key, before)

@@ -68,28 +68,46 @@ def with_running_values(points: pa.Table) -> pa.Table:
 
     ``points`` needs ``client_instance_id``, ``metric_name``, ``attributes``,
     ``kind``, ``temporality``, ``value``, ``event_time`` and ``received_at``.
-    Accumulating points come first, sorted by series, event time and receipt
-    (the order Spark's normaliser uses); the other points follow, with nulls.
+    The result is grouped by series (each series' rows together, series in no
+    particular order) and sorted by event time and receipt within each: the
+    order Spark's normaliser uses. Running columns are null for points whose
+    kind does not accumulate.
+    """
+    running, order = running_values(points)
+    return running.take(order)
+
+
+def running_values(points: pa.Table) -> tuple[pa.Table, pa.Array]:
+    """``with_running_values``, left in the input's order, and the order that groups it.
+
+    Reordering a wide table costs more than the rest of the work together: the
+    decode pass keeps the rows where they are and groups narrow columns only.
     """
     series = series_keys(
         _array(points, "client_instance_id"),
         _array(points, "metric_name"),
         _array(points, "attributes"),
     )
+    # Integer codes sort far faster than the key text, and group the same way.
+    codes = pc.dictionary_encode(series).indices
+    keyed = pa.table(
+        {"c": codes, "t": points.column("event_time"), "r": points.column("received_at")}
+    )
+    order = pc.sort_indices(keyed, [("c", "ascending"), ("t", "ascending"), ("r", "ascending")])
     points = points.append_column("series", series)
     accumulating = pc.fill_null(pc.is_in(points.column("kind"), pa.array(ACCUMULATING)), False)
-    acc = points.filter(accumulating)
-    acc = acc.take(
-        pc.sort_indices(
-            acc,
-            [("series", "ascending"), ("event_time", "ascending"), ("received_at", "ascending")],
-        )
-    )
-    acc = _append_running(acc)
-    rest = points.filter(pc.invert(accumulating))
+    mask = accumulating.to_numpy(zero_copy_only=False)
+    sorted_rows = order.to_numpy()
+    acc_rows = sorted_rows[mask[sorted_rows]]  # accumulating rows, grouped and in time order
+    narrow = points.select(["series", "value", "temporality", "event_time"])
+    running = _append_running(narrow.take(pa.array(acc_rows)))
+    # Each row's position in ``running``; null for rows that do not accumulate.
+    positions = np.full(len(mask), -1, dtype=np.int64)
+    positions[acc_rows] = np.arange(len(acc_rows))
+    where = pa.array(positions, mask=positions < 0)
     for field in RUNNING_FIELDS[1:]:
-        rest = rest.append_column(field, pa.nulls(rest.num_rows, field.type))
-    return pa.concat_tables([acc, rest])
+        points = points.append_column(field, running.column(field.name).take(where))
+    return points, order
 
 
 def _append_running(acc: pa.Table) -> pa.Table:

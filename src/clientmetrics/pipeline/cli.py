@@ -41,6 +41,14 @@ def _options(function: Callable[..., Any]) -> Callable[..., Any]:
             "--lateness-seconds", type=click.IntRange(min=0), default=60, show_default=True
         ),
         click.option("--max-files-per-trigger", type=click.IntRange(min=1)),
+        click.option(
+            "--points-writer",
+            type=click.Choice(["auto", "arrow", "spark"]),
+            default="auto",
+            show_default=True,
+            help="Who writes the points table: the decode pass with pyarrow (arrow: fast;"
+            " auto picks it for local paths) or Spark (any Hadoop path).",
+        ),
         click.option("--conf", multiple=True, help="Extra Spark setting KEY=VALUE (repeatable)."),
     ]
     for decorator in reversed(decorators):
@@ -66,6 +74,7 @@ def _config(options: dict[str, Any], trigger_seconds: float, flush_windows: bool
         max_files_per_trigger=options["max_files_per_trigger"],
         trigger_seconds=trigger_seconds,
         flush_windows=flush_windows,
+        points_writer=options["points_writer"],
     )
 
 
@@ -84,7 +93,10 @@ def _start(options: dict[str, Any], *, trigger_seconds: float, flush: bool, once
     spark = build_session(master, conf=extra)
     try:
         spark.sparkContext.setLogLevel("WARN")
-        job = PipelineJob(spark, config)
+        try:
+            job = PipelineJob(spark, config)
+        except ValueError as exc:
+            raise click.UsageError(str(exc)) from exc
         if once:
             job.run()
         else:

@@ -63,18 +63,15 @@ def aggregate_client_pushes(pushes: DataFrame, points: DataFrame) -> DataFrame:
     ``last_push`` is the last push that carried metrics; ``last_seen`` counts
     empty pushes too; ``terminated`` is whether the latest push was terminating.
     """
-    latest = F.max_by(F.struct(*PUSH_LABELS, "terminating"), "received_at")
-    by_push = pushes.groupBy("client_instance_id").agg(
-        latest.alias("latest"),
-        F.min("received_at").alias("first_seen"),
-        F.max("received_at").alias("last_seen"),
-        F.max(F.when(F.length("payload") > 0, F.col("received_at"))).alias("last_push"),
-        F.count(F.lit(1)).alias("pushes"),
-    )
+    return client_view(pushes, latest_resources(points))
+
+
+def latest_resources(points: DataFrame) -> DataFrame:
+    """Per instance, the resource attributes of its latest point and when that push came."""
     # Group by the attribute set first: a map-valued max_by over every point
     # would need a sort; a hash aggregate leaves a handful of rows per client.
     entries = F.array_sort(F.map_entries("resource_attributes"))
-    by_resource = (
+    return (
         points.groupBy("client_instance_id", entries.alias("entries"))
         .agg(F.max("received_at").alias("seen"))
         .groupBy("client_instance_id")
@@ -88,6 +85,23 @@ def aggregate_client_pushes(pushes: DataFrame, points: DataFrame) -> DataFrame:
             "resource_seen",
         )
     )
+
+
+def client_view(pushes: DataFrame, resources: DataFrame) -> DataFrame:
+    """``aggregate_client_pushes`` from the pushes and each instance's latest resource attributes.
+
+    ``resources`` has ``client_instance_id``, ``resource_attributes`` and
+    ``resource_seen`` (``latest_resources``, or the decode pass's side output).
+    """
+    latest = F.max_by(F.struct(*PUSH_LABELS, "terminating"), "received_at")
+    by_push = pushes.groupBy("client_instance_id").agg(
+        latest.alias("latest"),
+        F.min("received_at").alias("first_seen"),
+        F.max("received_at").alias("last_seen"),
+        F.max(F.when(F.length("payload") > 0, F.col("received_at"))).alias("last_push"),
+        F.count(F.lit(1)).alias("pushes"),
+    )
+    by_resource = resources.select("client_instance_id", "resource_attributes", "resource_seen")
     return by_push.join(by_resource, "client_instance_id", "left").select(
         "client_instance_id",
         *(F.col(f"latest.{name}").alias(name) for name in PUSH_LABELS),

@@ -15,6 +15,8 @@ would have (see ``storage``).
 
 from __future__ import annotations
 
+import os
+import re
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -27,7 +29,8 @@ from pyspark.sql import functions as F
 from pyspark.sql.streaming.query import StreamingQuery
 from pyspark.sql.types import DateType, IntegerType, StructField, StructType
 
-from clientmetrics.pipeline import alerts, clients, points, windows
+from clientmetrics.pipeline import alerts, arrow_pass, clients, points, windows
+from clientmetrics.pipeline.arrow_pass import PassPlan
 from clientmetrics.pipeline.notify import AlertNotifier
 from clientmetrics.pipeline.rules import RuleSet
 from clientmetrics.pipeline.schemas import (
@@ -59,10 +62,20 @@ class PipelineConfig:
     trigger_seconds: float = 5.0
     #: Close every open window at the end of each batch (for a final ``run``).
     flush_windows: bool = False
+    #: Who writes the points table: ``arrow`` (the decode pass, with pyarrow:
+    #: fast, needs an output location pyarrow can open too), ``spark`` (Spark's
+    #: writer, any Hadoop path), or ``auto`` (arrow when pyarrow can open it).
+    points_writer: str = "auto"
 
     def __post_init__(self) -> None:
         if self.window_seconds <= 0 or self.lateness_seconds < 0:
             raise ValueError("window must be positive and lateness not negative")
+        if self.points_writer not in WRITERS:
+            raise ValueError(f"points writer must be one of {', '.join(WRITERS)}")
+
+
+#: The ways the points table can be written (``PipelineConfig.points_writer``).
+WRITERS = ("auto", "arrow", "spark")
 
 
 LANDING_PARTITIONED = StructType(
@@ -76,7 +89,9 @@ class PipelineJob:
     def __init__(self, spark: SparkSession, config: PipelineConfig) -> None:
         self._spark = spark
         self._config = config
-        self._store = TableStore(spark, config.output_path)
+        root = _absolute(config.output_path)
+        self._store = TableStore(spark, root)
+        self._arrow = arrow_writes_points(config.points_writer, root)
         self._notifier = AlertNotifier(config.alert_sink, config.rules.webhook)
         self._rules = alerts.rules_frame(spark, config.rules.rules) if config.rules.rules else None
         #: Wall seconds per stage, summed over the batches this job has processed.
@@ -115,8 +130,63 @@ class PipelineJob:
         """Process every landed file not yet processed, then return."""
         self.start(available_now=True).awaitTermination()
 
+    @property
+    def points_writer(self) -> str:
+        """Who writes the points table in this job: ``arrow`` or ``spark``."""
+        return "arrow" if self._arrow else "spark"
+
     def process_batch(self, pushes: DataFrame, batch_id: int) -> None:
         """Turn one micro-batch of landed pushes into rows of the four tables."""
+        if self._arrow:
+            self._process_in_pass(pushes, batch_id)
+        else:
+            self._process_on_spark(pushes, batch_id)
+
+    def _process_in_pass(self, pushes: DataFrame, batch_id: int) -> None:
+        """The decode pass writes the points and reduces them; Spark handles the reductions."""
+        store, config = self._store, self._config
+        previous_max = self._previous_max(batch_id)
+        before = self._late_before(previous_max)
+        plan = PassPlan(
+            staging=store.staging_path("pass", batch_id),
+            window_seconds=config.window_seconds,
+            late_before_us=None if before is None else _epoch_micros(before),
+            rules=config.rules.rules,
+        )
+        with self._stage("points", batch_id):
+            store.clear(plan.staging)
+            series_state = store.read_state("series", batch_id, SERIES_STATE)
+            window_state = store.read_state("windows", batch_id, WINDOW_STATE)
+            alert_state = store.read_state("alerts", batch_id, ALERT_STATE)
+            manifest = points.decode_pass(
+                pushes, series_state, window_state, alert_state, plan
+            ).collect()
+            files: dict[str, list[str]] = {}
+            for row in manifest:
+                if row["path"] is not None:
+                    files.setdefault(row["kind"], []).append(row["path"])
+            store.publish(files.get("points", []), "points", batch_id)
+        batch_max = max(
+            (row["max_event_time"] for row in manifest if row["max_event_time"] is not None),
+            default=None,
+        )
+        with self._stage("series_state", batch_id):
+            next_state = store.read_paths(files.get("series", []), SERIES_STATE)
+            store.write_state(next_state, "series", batch_id)
+        with self._stage("windows", batch_id):
+            merged = store.read_paths(files.get("windows", []), WINDOW_STATE)
+            self._close_windows(merged, previous_max, batch_max, batch_id)
+        with self._stage("clients", batch_id):
+            view = store.read_paths(files.get("clients", []), INVENTORY_STATE)
+            inventory = self._update_clients(view, batch_id)
+        if self._rules is not None:
+            with self._stage("alerts", batch_id):
+                episodes = store.read_paths(files.get("episodes", []), EPISODES)
+                self._write_alerts(episodes, inventory, batch_id)
+        store.clear(plan.staging)
+
+    def _process_on_spark(self, pushes: DataFrame, batch_id: int) -> None:
+        """Spark writes the points, and every later stage reads them back."""
         store = self._store
         series_state = store.read_state("series", batch_id, SERIES_STATE)
         normalised = points.normalised_points(pushes, series_state)
@@ -127,34 +197,54 @@ class PipelineJob:
             next_state = points.next_series_state(batch_points, series_state)
             store.write_state(next_state, "series", batch_id)
         with self._stage("windows", batch_id):
-            self._update_windows(batch_points, batch_id)
+            previous_max = self._previous_max(batch_id)
+            top = batch_points.agg(F.max("event_time")).first()
+            on_time = windows.filter_on_time(batch_points, self._late_before(previous_max))
+            partials = windows.aggregate_window_partials(on_time, self._config.window_seconds)
+            state = store.read_state("windows", batch_id, WINDOW_STATE)
+            merged = windows.merge_window_partials(state, partials).persist()
+            self._close_windows(merged, previous_max, top[0] if top else None, batch_id)
+            merged.unpersist()
         with self._stage("clients", batch_id):
-            inventory = self._update_clients(pushes, batch_points, batch_id)
+            view = clients.aggregate_client_pushes(pushes, batch_points)
+            inventory = self._update_clients(view, batch_id)
         if self._rules is not None:
             with self._stage("alerts", batch_id):
-                self._update_alerts(batch_points, inventory, batch_id)
+                candidates = alerts.points_named_by(batch_points, self._config.rules.rules)
+                self._update_alerts(candidates, inventory, batch_id)
 
-    def _update_windows(self, batch_points: DataFrame, batch_id: int) -> None:
+    def _previous_max(self, batch_id: int) -> datetime | None:
+        progress = self._store.read_state("progress", batch_id, PROGRESS).first()
+        return progress[0] if progress is not None else None
+
+    def _late_before(self, previous_max: datetime | None) -> datetime | None:
+        """Points before this are late: the watermark the previous batch left."""
+        if previous_max is None:
+            return None
+        return previous_max - timedelta(seconds=self._config.lateness_seconds)
+
+    def _close_windows(
+        self,
+        windows_now: DataFrame,
+        previous_max: datetime | None,
+        batch_max: datetime | None,
+        batch_id: int,
+    ) -> None:
+        """Write the windows the watermark has passed; keep the others as state.
+
+        ``windows_now`` is every window not yet written: the carried ones
+        merged with this batch's partials. It is read twice: persist it first
+        if it is costly to compute.
+        """
         store, config = self._store, self._config
-        progress = store.read_state("progress", batch_id, PROGRESS).first()
-        previous_max = progress[0] if progress is not None else None
-        batch_max = batch_points.agg(F.max("event_time")).first()
-        highest = max(
-            (t for t in (previous_max, batch_max[0] if batch_max else None) if t is not None),
-            default=None,
-        )
+        highest = max((t for t in (previous_max, batch_max) if t is not None), default=None)
         lateness = timedelta(seconds=config.lateness_seconds)
-        before = previous_max - lateness if previous_max is not None else None
         watermark = highest - lateness if highest is not None else None
         if config.flush_windows and highest is not None:
             watermark = datetime.max.replace(tzinfo=UTC)
-        state = store.read_state("windows", batch_id, WINDOW_STATE)
-        on_time = windows.filter_on_time(batch_points, before)
-        partials = windows.aggregate_window_partials(on_time, config.window_seconds)
-        merged = windows.merge_window_partials(state, partials).persist()
-        store.append(windows.select_closed_windows(merged, watermark), "client_windows", batch_id)
-        store.write_state(windows.select_open_windows(merged, watermark), "windows", batch_id)
-        merged.unpersist()
+        closed = windows.select_closed_windows(windows_now, watermark)
+        store.append(closed, "client_windows", batch_id)
+        store.write_state(windows.select_open_windows(windows_now, watermark), "windows", batch_id)
         self._spark_progress(highest, batch_id)
 
     def _spark_progress(self, highest: datetime | None, batch_id: int) -> None:
@@ -162,29 +252,33 @@ class PipelineJob:
         frame = self._spark.createDataFrame(rows, PROGRESS)
         self._store.write_state(frame, "progress", batch_id)
 
-    def _update_clients(
-        self, pushes: DataFrame, batch_points: DataFrame, batch_id: int
-    ) -> DataFrame:
+    def _update_clients(self, batch: DataFrame, batch_id: int) -> DataFrame:
         store = self._store
         inventory = store.read_state("clients", batch_id, INVENTORY_STATE)
-        batch = clients.aggregate_client_pushes(pushes, batch_points)
         store.write_state(clients.merge_inventory(inventory, batch), "clients", batch_id)
         merged = store.read_state("clients", batch_id + 1, INVENTORY_STATE)
         now = datetime.now(UTC)
         store.replace(clients.with_client_status(merged, now), "clients", batch_id)
         return merged
 
-    def _update_alerts(self, batch_points: DataFrame, inventory: DataFrame, batch_id: int) -> None:
+    def _update_alerts(self, candidates: DataFrame, inventory: DataFrame, batch_id: int) -> None:
         assert self._rules is not None
-        store = self._store
-        state = store.read_state("alerts", batch_id, ALERT_STATE)
-        candidates = alerts.points_named_by(batch_points, self._config.rules.rules)
+        state = self._store.read_state("alerts", batch_id, ALERT_STATE)
         evaluated = alerts.evaluate_rules(candidates, self._rules)
         episodes = alerts.track_alert_episodes(evaluated, state, self._rules).persist()
+        self._write_alerts(episodes, inventory, batch_id)
+        episodes.unpersist()
+
+    def _write_alerts(self, episodes: DataFrame, inventory: DataFrame, batch_id: int) -> None:
+        """Append the batch's alert events, keep the open episodes, announce new alerts.
+
+        ``episodes`` is read twice: persist it first if it is costly to compute.
+        """
+        assert self._rules is not None
+        store = self._store
         events = alerts.select_alert_events(episodes, self._rules, inventory)
         written = store.append(events, "alerts", batch_id)
         store.write_state(alerts.select_open_episodes(episodes), "alerts", batch_id)
-        episodes.unpersist()
         # A replayed batch must not announce its alerts twice.
         marker = f"_state/notified/{batch_id:012d}"
         if written and not store.exists(marker):
@@ -205,3 +299,36 @@ INVENTORY_STATE = (
     " first_seen TIMESTAMP, last_seen TIMESTAMP, last_push TIMESTAMP, pushes BIGINT,"
     " terminated BOOLEAN"
 )
+
+
+#: The decode pass's alert episodes, as Spark reads them back.
+EPISODES = ALERT_STATE + ", episode BIGINT, resolved_at TIMESTAMP, newly_fired BOOLEAN"
+
+
+def _absolute(path: str) -> str:
+    """A local path made absolute (Spark and pyarrow must agree on it); URIs as they are."""
+    if re.match(r"^[A-Za-z][A-Za-z0-9+.-]*:", path):
+        return path
+    return os.path.abspath(path)
+
+
+def arrow_writes_points(writer: str, root: str) -> bool:
+    """Whether the decode pass writes the points (with pyarrow's filesystems).
+
+    ``auto`` picks it for local paths only: opening other schemes (HDFS through
+    libhdfs, S3, GCS) from pyarrow needs the executors set up for it, which an
+    operator asks for with ``arrow``.
+    """
+    if writer == "spark":
+        return False
+    if writer == "auto" and not (root.startswith("/") or root.startswith("file:")):
+        return False
+    if arrow_pass.filesystem_for(root) is None:
+        raise ValueError(f"the arrow points writer cannot open {root!r}: use the spark writer")
+    return True
+
+
+def _epoch_micros(moment: datetime) -> int:
+    """Microseconds since the epoch; a naive datetime is local time, as PySpark returns them."""
+    aware = moment if moment.tzinfo is not None else moment.astimezone()
+    return (aware - datetime(1970, 1, 1, tzinfo=UTC)) // timedelta(microseconds=1)

@@ -8,16 +8,19 @@ out, no per-row UDF); the decoder itself is the pure
 from __future__ import annotations
 
 from collections.abc import Iterator
+from functools import partial
 
 import pyarrow as pa
 import pyarrow.compute as pc
+from pyspark import TaskContext
 from pyspark.sql import Column, DataFrame, Window
 from pyspark.sql import functions as F
 from pyspark.sql.pandas.types import from_arrow_schema
 
+from clientmetrics.pipeline import arrow_pass
+from clientmetrics.pipeline.arrow_pass import PassPlan, decode_pushes, run_pass
 from clientmetrics.pipeline.arrow_series import ACCUMULATING, RUNNING_FIELDS, with_running_values
 from clientmetrics.pipeline.schemas import DECODED, DECODED_ARROW, LABEL_COLUMNS
-from clientmetrics.telemetry.otlp_arrow import decode_points
 
 _RUNNING_ARROW = pa.schema([*DECODED_ARROW, *RUNNING_FIELDS])
 _RUNNING = from_arrow_schema(_RUNNING_ARROW)
@@ -33,10 +36,10 @@ POINT_COLUMNS = (
 
 
 def _decode(batch: pa.RecordBatch) -> pa.RecordBatch:
-    decoded = decode_points(batch.column("payload")).points
-    rows = decoded.column("row")
-    labels = [batch.column(name).take(rows) for name in LABEL_COLUMNS]
-    return pa.RecordBatch.from_arrays(labels + decoded.columns[1:], schema=DECODED_ARROW)
+    decoded = decode_pushes(batch)
+    return pa.RecordBatch.from_arrays(
+        [column.combine_chunks() for column in decoded.columns], schema=DECODED_ARROW
+    )
 
 
 def _decode_batches(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
@@ -224,9 +227,9 @@ def normalised_points(pushes: DataFrame, series_state: DataFrame) -> DataFrame:
     return _with_rate(step, F.col("kind").isin(*ACCUMULATING))
 
 
-def next_series_state(normalised: DataFrame, series_state: DataFrame) -> DataFrame:
-    """The state to carry into the next batch: each accumulating series' latest point."""
-    latest = (
+def latest_series_points(normalised: DataFrame) -> DataFrame:
+    """Each accumulating series' latest point, in the series state's shape."""
+    return (
         normalised.where(F.col("cumulative_value").isNotNull())
         .groupBy("series")
         .agg(
@@ -241,5 +244,67 @@ def next_series_state(normalised: DataFrame, series_state: DataFrame) -> DataFra
         )
         .select("series", "s.last_time", "s.last_start", "s.last_cumulative")
     )
+
+
+def merge_series_state(series_state: DataFrame, latest: DataFrame) -> DataFrame:
+    """The carried state with this batch's latest points in place of their series' rows."""
     kept = series_state.join(latest.select("series"), "series", "left_anti")
-    return kept.unionByName(latest).select("series", "last_time", "last_start", "last_cumulative")
+    return kept.unionByName(latest.select(*_STATE_NAMES)).select(*_STATE_NAMES)
+
+
+def next_series_state(normalised: DataFrame, series_state: DataFrame) -> DataFrame:
+    """The state to carry into the next batch: each accumulating series' latest point."""
+    return merge_series_state(series_state, latest_series_points(normalised))
+
+
+_STATE_NAMES = ("series", "last_time", "last_start", "last_cumulative")
+
+
+def _pass_task(plan: PassPlan, batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
+    context = TaskContext.get()
+    task = f"{context.partitionId():05d}-{context.attemptNumber()}" if context else "00000-0"
+    yield run_pass(batches, plan, task)
+
+
+def decode_pass(
+    pushes: DataFrame,
+    series_state: DataFrame,
+    window_state: DataFrame,
+    alert_state: DataFrame,
+    plan: PassPlan,
+) -> DataFrame:
+    """The batch's decode pass (``arrow_pass``); its rows are the manifest of files written.
+
+    Each instance's pushes and carried state (series, open windows and open
+    alert episodes) go to
+    one partition, sorted by instance, so one Arrow call sees whole instances.
+    Running an action on the result writes the files under ``plan.staging``.
+    """
+    names = _PASS_INPUT.names
+
+    def rows(frame: DataFrame, carried: str | None, instance: Column) -> DataFrame:
+        own = set(frame.columns) - {"client_instance_id", "carried"}
+        given = {"client_instance_id": instance, "carried": F.lit(carried)}
+        return frame.select(
+            *(
+                given.get(name, F.col(name) if name in own else F.lit(None))
+                .cast(_PASS_INPUT[name].dataType)
+                .alias(name)
+                for name in names
+            )
+        )
+
+    instance_of_series = F.substring_index("series", "|", 1)
+    union = (
+        rows(pushes, None, F.col("client_instance_id"))
+        .unionByName(rows(series_state, "series", instance_of_series))
+        .unionByName(rows(window_state, "window", F.col("client_instance_id")))
+        .unionByName(rows(alert_state, "alert", F.col("client_instance_id")))
+        .repartition("client_instance_id")
+        .sortWithinPartitions("client_instance_id")
+    )
+    return union.mapInArrow(partial(_pass_task, plan), _MANIFEST)
+
+
+_PASS_INPUT = from_arrow_schema(arrow_pass.PASS_INPUT_ARROW)
+_MANIFEST = from_arrow_schema(arrow_pass.MANIFEST_ARROW)

@@ -87,21 +87,43 @@ class TableStore:
         self._fs.delete(self._path(flat), True)
         return written
 
+    def staging_path(self, name: str, batch_id: int) -> str:
+        """A batch's scratch directory (deleted by ``clear``)."""
+        return f"{self._root}/_staging/{name}/{batch_id}"
+
+    def clear(self, path: str) -> None:
+        """Delete a directory and everything under it, if it exists."""
+        self._fs.delete(self._path(path), True)
+
+    def publish(self, paths: list[str], table: str, batch_id: int) -> list[str]:
+        """Move files staged under ``.../date=D/`` into a table, replacing any earlier try."""
+        return self._publish_paths([self._path(path) for path in paths], table, batch_id)
+
     def _publish(self, staging: str, table: str, batch_id: int) -> list[str]:
+        sources = [status.getPath() for status in self._glob(f"{staging}/date=*/part-*")]
+        written = self._publish_paths(sources, table, batch_id)
+        self._fs.delete(self._path(staging), True)
+        return written
+
+    def _publish_paths(self, sources: list[Any], table: str, batch_id: int) -> list[str]:
         prefix = f"b{batch_id:012d}-"
         for status in self._glob(f"{self.table_path(table)}/date=*/{prefix}*"):
             self._fs.delete(status.getPath(), False)
         written = []
-        for status in self._glob(f"{staging}/date=*/part-*"):
-            source = status.getPath()
+        for source in sources:
             partition = source.getParent().getName()
             target_dir = self._path(f"{self.table_path(table)}/{partition}")
             self._fs.mkdirs(target_dir)
             target = self._path_class(target_dir, prefix + source.getName())
             self._fs.rename(source, target)
             written.append(str(target.toString()))
-        self._fs.delete(self._path(staging), True)
         return written
+
+    def read_paths(self, paths: list[str], schema: StructType | str) -> DataFrame:
+        """Read Parquet files with a given schema (an empty frame when there are none)."""
+        if not paths:
+            return self._spark.createDataFrame([], schema)
+        return self._spark.read.schema(schema).parquet(*paths)
 
     def read_files(self, table: str, paths: list[str], schema: StructType) -> DataFrame:
         """Read back files of a table (with its ``date`` partition column)."""
