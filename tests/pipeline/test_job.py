@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 import time
 import uuid
 from collections.abc import Callable
@@ -65,6 +66,13 @@ def _config(data: Path, **overrides: object) -> PipelineConfig:
     return PipelineConfig(**values)  # type: ignore[arg-type]
 
 
+def _land_in_order(data: Path, *batches: list[Push]) -> None:
+    """Land one file per batch; the file source takes them in this order (by modification time)."""
+    for index, pushes in enumerate(batches):
+        landed = land(data, pushes)
+        os.utime(landed, (1_800_000_000 + index, 1_800_000_000 + index))
+
+
 def _counts(spark: SparkSession, data: Path) -> dict[str, int]:
     tables = data / "tables"
     return {
@@ -84,10 +92,13 @@ def _sink_lines(data: Path) -> list[dict[str, object]]:
 def test_run_fills_all_four_tables_and_a_second_run_adds_nothing(
     spark: SparkSession, data_dir: Path
 ) -> None:
-    land(data_dir, _pushes(0, 3, 6000.0, SLOW) + _pushes(0, 3, 10.0, FAST))
-    land(data_dir, [*_pushes(3, 3, 7000.0, SLOW), Push(T0_US + 400000000, FAST, b"")])
     golden = (FIXTURES / "consumer-push.otlp.bin").read_bytes()
-    land(data_dir, [Push(T0_US + 500_000_000, str(uuid.UUID(int=3)), golden)])
+    _land_in_order(
+        data_dir,
+        _pushes(0, 3, 6000.0, SLOW) + _pushes(0, 3, 10.0, FAST),
+        [*_pushes(3, 3, 7000.0, SLOW), Push(T0_US + 400000000, FAST, b"")],
+        [Push(T0_US + 500_000_000, str(uuid.UUID(int=3)), golden)],
+    )
     PipelineJob(spark, _config(data_dir)).run()
 
     counts = _counts(spark, data_dir)
@@ -196,8 +207,7 @@ def test_both_points_writers_make_the_same_tables(spark: SparkSession, tmp_path:
     tables: dict[str, dict[str, DataFrame]] = {}
     for writer in ("spark", "arrow"):
         data = tmp_path / writer
-        for pushes in batches:
-            land(data, pushes, segment="same")
+        _land_in_order(data, *batches)
         job = PipelineJob(spark, _config(data, points_writer=writer, flush_windows=True))
         assert job.points_writer == writer
         job.run()

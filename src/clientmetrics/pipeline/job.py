@@ -171,11 +171,22 @@ class PipelineJob:
             default=None,
         )
         with self._stage("series_state", batch_id):
-            next_state = store.read_paths(files.get("series", []), SERIES_STATE)
-            store.write_state(next_state, "series", batch_id)
+            store.adopt_state(files.get("series", []), "series", batch_id)
         with self._stage("windows", batch_id):
             merged = store.read_paths(files.get("windows", []), WINDOW_STATE)
-            self._close_windows(merged, previous_max, batch_max, batch_id)
+            highest, watermark = self._watermark(previous_max, batch_max)
+            staging = store.staging_path("close", batch_id)
+            store.clear(staging)
+            marks = None if watermark is None else _epoch_micros(watermark)
+            closing = windows.close_windows_with_arrow(merged, staging, marks).collect()
+            written: dict[str, list[str]] = {}
+            for row in closing:
+                if row["path"] is not None:
+                    written.setdefault(row["kind"], []).append(row["path"])
+            store.publish(written.get("client_windows", []), "client_windows", batch_id)
+            store.adopt_state(written.get("windows", []), "windows", batch_id)
+            store.clear(staging)
+            self._spark_progress(highest, batch_id)
         with self._stage("clients", batch_id):
             view = store.read_paths(files.get("clients", []), INVENTORY_STATE)
             inventory = self._update_clients(view, batch_id)
@@ -223,6 +234,17 @@ class PipelineJob:
             return None
         return previous_max - timedelta(seconds=self._config.lateness_seconds)
 
+    def _watermark(
+        self, previous_max: datetime | None, batch_max: datetime | None
+    ) -> tuple[datetime | None, datetime | None]:
+        """The highest event time seen so far, and the watermark it sets (None: nothing yet)."""
+        highest = max((t for t in (previous_max, batch_max) if t is not None), default=None)
+        if highest is None:
+            return None, None
+        if self._config.flush_windows:
+            return highest, datetime.max.replace(tzinfo=UTC)
+        return highest, highest - timedelta(seconds=self._config.lateness_seconds)
+
     def _close_windows(
         self,
         windows_now: DataFrame,
@@ -236,12 +258,8 @@ class PipelineJob:
         merged with this batch's partials. It is read twice: persist it first
         if it is costly to compute.
         """
-        store, config = self._store, self._config
-        highest = max((t for t in (previous_max, batch_max) if t is not None), default=None)
-        lateness = timedelta(seconds=config.lateness_seconds)
-        watermark = highest - lateness if highest is not None else None
-        if config.flush_windows and highest is not None:
-            watermark = datetime.max.replace(tzinfo=UTC)
+        store = self._store
+        highest, watermark = self._watermark(previous_max, batch_max)
         closed = windows.select_closed_windows(windows_now, watermark)
         store.append(closed, "client_windows", batch_id)
         store.write_state(windows.select_open_windows(windows_now, watermark), "windows", batch_id)

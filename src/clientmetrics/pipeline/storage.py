@@ -143,9 +143,23 @@ class TableStore:
     def write_state(self, frame: DataFrame, name: str, batch_id: int) -> None:
         """Save the state a batch leaves for the next one; drop states no longer needed."""
         frame.write.mode("overwrite").parquet(self._state_path(name, batch_id))
+        self._prune_state(name)
+
+    def _prune_state(self, name: str) -> None:
         versions = self._state_versions(name)
         for old in versions[:-_STATE_KEEP]:
             self._fs.delete(self._path(self._state_path(name, old)), True)
+
+    def adopt_state(self, paths: list[str], name: str, batch_id: int) -> None:
+        """Make already written Parquet files the state a batch leaves (``write_state``)."""
+        target = self._path(self._state_path(name, batch_id))
+        self._fs.delete(target, True)
+        self._fs.mkdirs(target)
+        for path in paths:
+            source = self._path(path)
+            self._fs.rename(source, self._path_class(target, source.getName()))
+        self._fs.create(self._path_class(target, "_SUCCESS"), True).close()
+        self._prune_state(name)
 
     def read_state(self, name: str, batch_id: int, ddl: str) -> DataFrame:
         """The state left by the latest batch before ``batch_id`` (empty when none)."""

@@ -10,10 +10,17 @@ change a window that has been written, as in Spark's own streaming windows.
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from datetime import datetime
+from functools import partial
 
+import pyarrow as pa
+from pyspark import TaskContext
 from pyspark.sql import Column, DataFrame
 from pyspark.sql import functions as F
+from pyspark.sql.pandas.types import from_arrow_schema
+
+from clientmetrics.pipeline import arrow_pass
 
 #: The client_windows table, column by column.
 WINDOW_COLUMNS = (
@@ -148,3 +155,26 @@ def select_open_windows(merged: DataFrame, watermark: datetime | None) -> DataFr
     if watermark is None:
         return merged.select(*_STATE_COLUMNS)
     return merged.where(F.col("window_end") > F.lit(watermark)).select(*_STATE_COLUMNS)
+
+
+def _close_task(
+    staging: str, watermark_us: int | None, batches: Iterator[pa.RecordBatch]
+) -> Iterator[pa.RecordBatch]:
+    context = TaskContext.get()
+    task = f"{context.partitionId():05d}-{context.attemptNumber()}" if context else "00000-0"
+    yield arrow_pass.close_windows(batches, staging, watermark_us, task)
+
+
+def close_windows_with_arrow(
+    merged: DataFrame, staging: str, watermark_us: int | None
+) -> DataFrame:
+    """``select_closed_windows`` and ``select_open_windows`` written by pyarrow under ``staging``.
+
+    The rows are the manifest of the files written (``arrow_pass.close_windows``);
+    run an action to write them.
+    """
+    columns = merged.select(*_STATE_COLUMNS)
+    return columns.mapInArrow(partial(_close_task, staging, watermark_us), _MANIFEST)
+
+
+_MANIFEST = from_arrow_schema(arrow_pass.MANIFEST_ARROW)
