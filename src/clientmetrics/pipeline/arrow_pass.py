@@ -570,6 +570,23 @@ def filesystem_for(uri: str) -> tuple[fs.FileSystem, str] | None:
         return None
 
 
+def _parquet_options(schema: pa.Schema) -> dict[str, object]:
+    """How the pass writes Parquet: zstd level 1; statistics on flat columns, dictionaries on text.
+
+    Measured on a points table (bench figures in docs/pipeline.md): 15% faster
+    than pyarrow's defaults and under half the size. Statistics on map and list
+    columns, which no reader filters on, and dictionaries on numbers cost time.
+    """
+    return {
+        "compression": "zstd",
+        "compression_level": 1,
+        "write_statistics": [f.name for f in schema if not pa.types.is_nested(f.type)],
+        "use_dictionary": [
+            f.name for f in schema if pa.types.is_string(f.type) or pa.types.is_binary(f.type)
+        ],
+    }
+
+
 class _TaskFiles:
     """The Parquet files one task writes under a staging URI, and its manifest."""
 
@@ -585,7 +602,9 @@ class _TaskFiles:
         self._seq += 1
         relative = f"{directory}/part-{self._task}-{self._seq:05d}.parquet"
         self._fs.create_dir(f"{self._root}/{directory}", recursive=True)
-        pq.write_table(table, f"{self._root}/{relative}", filesystem=self._fs, compression="snappy")
+        pq.write_table(
+            table, f"{self._root}/{relative}", filesystem=self._fs, **_parquet_options(table.schema)
+        )
         self._files.append((kind, f"{self._staging}/{relative}", table.num_rows))
 
     def write_by_day(self, kind: str, directory: str, table: pa.Table, time_column: str) -> None:
