@@ -1,6 +1,7 @@
 """Benchmark: `pipeline run` end to end against Spark's bare Parquet scan, in the same run.
 
     .venv/bin/python bench/pipeline.py [--points 5000000] [--master local[*]] [--decoders]
+                                       [--points-writer auto|arrow|spark]
 
 1. Lands pushes of librdkafka's shape (a producer with per-broker latency
    copies: 18 data points per push with 5 brokers) following docs/landing.md,
@@ -147,6 +148,7 @@ def main() -> None:
     parser.add_argument("--master", default="local[*]")
     parser.add_argument("--workdir", type=Path, default=None)
     parser.add_argument("--decoders", action="store_true")
+    parser.add_argument("--points-writer", choices=("auto", "arrow", "spark"), default="auto")
     args = parser.parse_args()
     if args.decoders:
         bench_decoders()
@@ -183,6 +185,7 @@ def main() -> None:
         checkpoint_path=str(work / "checkpoints"),
         rules=rules,
         alert_sink=str(work / "alerts.jsonl"),
+        points_writer=args.points_writer,
     )
     # Warm the JVM (on the scan) and start the Python workers (a tiny Arrow job), so
     # neither side's timing includes process start-up, as neither includes the JVM's.
@@ -197,7 +200,7 @@ def main() -> None:
     job.run()
     pipeline_seconds = time.perf_counter() - started
     stages = ", ".join(f"{name} {seconds:.1f} s" for name, seconds in job.stage_seconds.items())
-    print(f"stages: {stages}")
+    print(f"stages ({job.points_writer} points writer): {stages}")
     written = spark.read.parquet(str(work / "tables" / "points")).count()
     assert written == points, (written, points)
 
@@ -217,7 +220,7 @@ def main() -> None:
         f"parquet scan ceiling:        {points:,} rows in {scan_seconds:.1f} s = "
         f"{scan_rate:,.0f} rows/s"
     )
-    print(f"ratio: {pipeline_rate / scan_rate:.2f} of the ceiling")
+    print(f"ratio: {pipeline_rate / scan_rate:.3f} of the ceiling")
     if args.workdir is None:
         shutil.rmtree(work, ignore_errors=True)
 

@@ -14,12 +14,7 @@ from pyspark.sql import functions as F
 from pyspark.testing import assertDataFrameEqual
 
 from clientmetrics.pipeline import alerts, clients, points, windows
-from clientmetrics.pipeline.arrow_pass import (
-    PASS_INPUT_ARROW,
-    PassPlan,
-    instance_groups,
-    run_pass,
-)
+from clientmetrics.pipeline.arrow_pass import PASS_INPUT_ARROW, PassPlan, instance_groups
 from clientmetrics.pipeline.job import (
     EPISODES,
     INVENTORY_STATE,
@@ -27,6 +22,7 @@ from clientmetrics.pipeline.job import (
     PipelineJob,
     arrow_writes_points,
 )
+from clientmetrics.pipeline.pass_files import run_pass
 from clientmetrics.pipeline.rules import parse_rules
 from clientmetrics.pipeline.schemas import (
     ALERT_STATE,

@@ -81,7 +81,7 @@ def _micros(array: pa.Array | pa.ChunkedArray) -> np.ndarray:
     return np.asarray(values.to_numpy(zero_copy_only=False), dtype=np.int64)
 
 
-def _runs(*columns: pa.Array | pa.ChunkedArray | np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+def runs(*columns: pa.Array | pa.ChunkedArray | np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """Where each run of equal keys starts and ends (inclusive)."""
     size = len(columns[0])
     if size == 0:
@@ -138,7 +138,7 @@ def _track_rule(points: pa.Table, state: pa.Table, rule: AlertRule) -> pa.Table:
     series = rows.column("series").combine_chunks()
 
     # Episode number per point: how many points the rule failed on so far in the series.
-    first, last = _runs(series)
+    first, last = runs(series)
     group = np.repeat(np.arange(len(first)), last - first + 1)
     failed = (~true).astype(np.int64)
     count = np.cumsum(failed)
@@ -147,7 +147,7 @@ def _track_rule(points: pa.Table, state: pa.Table, rule: AlertRule) -> pa.Table:
     # The runs of points on which it held, one per (series, episode).
     held_rows = np.flatnonzero(true)
     held_series = series.take(pa.array(held_rows))
-    runs_first, runs_last = _runs(held_series, episode[held_rows])
+    runs_first, runs_last = runs(held_series, episode[held_rows])
     run_of = np.repeat(np.arange(len(runs_first)), runs_last - runs_first + 1)
     heads = held_rows[runs_first]
     carried = pc.index_in(rows.column("series").take(pa.array(heads)), state.column("series"))

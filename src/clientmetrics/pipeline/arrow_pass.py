@@ -13,7 +13,7 @@ temporality, and then
   the next batch, one inventory row per instance, and the points alert rules
   must see;
 * returns a manifest: one row per file written, with the task's highest event
-  time.
+  time (the writing is ``pass_files``'s).
 
 So Spark never handles a wide point row: it splits the windows by the
 watermark, folds a row per instance into the inventory and tracks alert
@@ -25,19 +25,17 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 from dataclasses import dataclass
-from functools import cache
 
 import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
-import pyarrow.parquet as pq
-from pyarrow import fs
 
 from clientmetrics.pipeline.arrow_alerts import (
     ALERT_STATE_ARROW,
     EPISODES_ARROW,
     holds,
     rule_matches,
+    runs,
     track_episodes,
 )
 from clientmetrics.pipeline.arrow_series import ACCUMULATING, running_values
@@ -148,17 +146,6 @@ SIDE_OUTPUTS = {
     "clients": CLIENT_VIEW_ARROW,
     "episodes": EPISODES_ARROW,
 }
-
-#: What each task returns: a row per file written (``kind`` is ``points`` or a
-#: side output), and one row with no file carrying its highest event time.
-MANIFEST_ARROW = pa.schema(
-    [
-        ("kind", pa.string()),
-        ("path", pa.string()),
-        ("rows", pa.int64()),
-        ("max_event_time", _TIMESTAMP),
-    ]
-)
 
 
 @dataclass(frozen=True, slots=True)
@@ -331,19 +318,6 @@ def normalise(points: pa.Table, state: pa.Table) -> pa.Table:
 # --- side outputs -----------------------------------------------------------------------------
 
 
-def _runs(*columns: pa.Array | pa.ChunkedArray) -> tuple[np.ndarray, np.ndarray]:
-    """Where each run of equal keys starts and ends (inclusive), in rows grouped by them."""
-    size = len(columns[0])
-    if size == 0:
-        return np.zeros(0, dtype=np.int64), np.zeros(0, dtype=np.int64)
-    starts = np.zeros(size, dtype=bool)
-    starts[0] = True
-    for column in columns:
-        starts[1:] |= _np(pc.not_equal(column[1:], column[:-1]), True).astype(bool)
-    first = np.flatnonzero(starts)
-    return first, np.append(first[1:], size) - 1
-
-
 def _group_order(keys: pa.Array | pa.ChunkedArray, *then: tuple[str, pa.Array]) -> pa.Array:
     """Indices that group rows by ``keys`` (via integer codes) and sort each group by ``then``."""
     columns: dict[str, pa.Array | pa.ChunkedArray] = {
@@ -389,7 +363,7 @@ def window_partials(
     width = window_seconds * 1_000_000
     event, _ = _micros(chosen.column("event_time"))
     window_start = event // width * width
-    first, last = _runs(chosen.column("series"), pa.array(window_start))
+    first, last = runs(chosen.column("series"), pa.array(window_start))
     values = _np(chosen.column("value"), 0.0).astype(np.float64)
     heads = points.select(["client_instance_id", "metric_name", "attributes"]).take(
         chosen.column("_row").take(pa.array(first))
@@ -423,7 +397,7 @@ def merge_windows(state: pa.Table, partials: pa.Table) -> pa.Table:
         ("t", pc.cast(both.column("last_time"), pa.int64())),
     )
     both = both.take(order)
-    first, last = _runs(both.column("series"), both.column("window_start"))
+    first, last = runs(both.column("series"), both.column("window_start"))
     counts = _np(both.column("count"), 0).astype(np.int64)
     sums = _np(both.column("sum"), 0.0).astype(np.float64)
     low = _np(both.column("min"), np.nan).astype(np.float64)
@@ -446,7 +420,7 @@ def series_lasts(points: pa.Table, order: pa.Array) -> pa.Table:
     """
     grouped = _grouped(points, order, ["series", "cumulative_value"])
     chosen = grouped.filter(pc.is_valid(grouped.column("cumulative_value")))
-    _, last = _runs(chosen.column("series"))
+    _, last = runs(chosen.column("series"))
     rows = chosen.column("_row").take(pa.array(last))
     latest = points.select(["series", "event_time", "start_time", "cumulative_value"]).take(rows)
     return pa.table(latest.columns, schema=SERIES_STATE_ARROW)
@@ -465,7 +439,7 @@ def _latest_resources(points: pa.Table) -> pa.Table:
         ("t", pc.cast(points.column("received_at"), pa.int64())),
     )
     grouped = _grouped(points, order, ["client_instance_id"])
-    _, last = _runs(grouped.column("client_instance_id"))
+    _, last = runs(grouped.column("client_instance_id"))
     rows = grouped.column("_row").take(pa.array(last))
     return points.select(["client_instance_id", "received_at", "resource_attributes"]).take(rows)
 
@@ -480,7 +454,7 @@ def client_views(pushes: pa.Table, points: pa.Table) -> pa.Table:
         return CLIENT_VIEW_ARROW.empty_table()
     received = pc.cast(pushes.column("received_at"), pa.int64())
     pushes = pushes.take(_group_order(pushes.column("client_instance_id"), ("t", received)))
-    first, last = _runs(pushes.column("client_instance_id"))
+    first, last = runs(pushes.column("client_instance_id"))
     latest = _take_runs(pushes, last)
     received_at, received_ok = _micros(pushes.column("received_at"))
     with_metrics = _np(pc.greater(pc.binary_length(pushes.column("payload")), 0), False)
@@ -528,7 +502,7 @@ def rule_candidates(points: pa.Table, order: pa.Array, rules: tuple[AlertRule, .
     series = points.column("series").take(pa.array(chosen))
     active = pc.unique(points.column("series").filter(pa.array(holding)))
     keep = _np(pc.is_in(series, active), False).astype(bool)
-    first, _ = _runs(series)
+    first, _ = runs(series)
     keep[first] = True
     rows = pa.array(chosen[keep])
     return points.select(CANDIDATES_ARROW.names).take(rows).cast(CANDIDATES_ARROW)
@@ -554,192 +528,3 @@ def instance_groups(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.Table]:
         held.append(batch.slice(cut))
     if held and sum(len(batch) for batch in held):
         yield pa.Table.from_batches(held).combine_chunks()
-
-
-@cache
-def _filesystem(uri: str) -> tuple[fs.FileSystem, str]:
-    opened: tuple[fs.FileSystem, str] = fs.FileSystem.from_uri(uri)
-    return opened
-
-
-def filesystem_for(uri: str) -> tuple[fs.FileSystem, str] | None:
-    """pyarrow's filesystem and path for a URI, or None when pyarrow cannot open it."""
-    try:
-        return _filesystem(uri)
-    except (pa.ArrowInvalid, pa.ArrowNotImplementedError, OSError, ValueError):
-        return None
-
-
-def _parquet_options(schema: pa.Schema) -> dict[str, object]:
-    """How the pass writes Parquet: zstd level 1; statistics on flat columns, dictionaries on text.
-
-    Measured on a points table (bench figures in docs/pipeline.md): 15% faster
-    than pyarrow's defaults and under half the size. Statistics on map and list
-    columns, which no reader filters on, and dictionaries on numbers cost time.
-    """
-    return {
-        "compression": "zstd",
-        "compression_level": 1,
-        "write_statistics": [f.name for f in schema if not pa.types.is_nested(f.type)],
-        "use_dictionary": [
-            f.name for f in schema if pa.types.is_string(f.type) or pa.types.is_binary(f.type)
-        ],
-    }
-
-
-class _TaskFiles:
-    """The Parquet files one task writes under a staging URI, and its manifest."""
-
-    def __init__(self, staging: str, task: str) -> None:
-        self._staging = staging.rstrip("/")
-        self._task = task
-        self._fs, self._root = _filesystem(staging)
-        self._files: list[tuple[str, str, int]] = []
-        self._seq = 0
-
-    def write(self, kind: str, directory: str, table: pa.Table) -> None:
-        """Write ``table`` as a new file under ``directory`` (relative to the staging URI)."""
-        self._seq += 1
-        relative = f"{directory}/part-{self._task}-{self._seq:05d}.parquet"
-        self._fs.create_dir(f"{self._root}/{directory}", recursive=True)
-        pq.write_table(
-            table, f"{self._root}/{relative}", filesystem=self._fs, **_parquet_options(table.schema)
-        )
-        self._files.append((kind, f"{self._staging}/{relative}", table.num_rows))
-
-    def write_by_day(self, kind: str, directory: str, table: pa.Table, time_column: str) -> None:
-        """Write ``table`` under ``directory/date=D``, D being the UTC day of ``time_column``."""
-        days = pc.cast(table.column(time_column), pa.date32())
-        bounds = pc.min_max(days)
-        first, last = bounds["min"].as_py(), bounds["max"].as_py()
-        if first == last and days.null_count == 0:  # nearly always: one day, as it is
-            self.write(kind, f"{directory}/date={first.isoformat()}", table)
-            return
-        for day in pc.unique(days).to_pylist():
-            if day is None:
-                part, name = table.filter(pc.is_null(days)), "__HIVE_DEFAULT_PARTITION__"
-            else:
-                part, name = table.filter(pc.equal(days, day)), day.isoformat()
-            self.write(kind, f"{directory}/date={name}", part)
-
-    def manifest(self, highest: int | None = None) -> pa.RecordBatch:
-        """A row per file written, and a ``progress`` row with the highest event time."""
-        kinds = [kind for kind, _, _ in self._files] + ["progress"]
-        paths: list[str | None] = [path for _, path, _ in self._files] + [None]
-        rows = [count for _, _, count in self._files] + [0]
-        times = [None] * len(self._files) + [highest]
-        return pa.RecordBatch.from_arrays(
-            [
-                pa.array(kinds, pa.string()),
-                pa.array(paths, pa.string()),
-                pa.array(rows, pa.int64()),
-                pa.array(times, pa.int64()).cast(_TIMESTAMP),
-            ],
-            schema=MANIFEST_ARROW,
-        )
-
-
-class _TaskWriter:
-    """Buffers one pass task's output and writes it as Parquet files."""
-
-    def __init__(self, plan: PassPlan, task: str) -> None:
-        self._plan = plan
-        self._files = _TaskFiles(plan.staging, task)
-        self._points: list[pa.Table] = []
-        self._buffered = 0
-        self._sides: dict[str, list[pa.Table]] = {name: [] for name in SIDE_OUTPUTS}
-        self._highest: int | None = None
-
-    def add(self, result: GroupResult) -> None:
-        if result.max_event_time is not None:
-            self._highest = max(self._highest or result.max_event_time, result.max_event_time)
-        if result.points.num_rows:
-            self._points.append(result.points)
-            self._buffered += result.points.num_rows
-        for name, table in result.sides.items():
-            if table.num_rows:
-                self._sides[name].append(table)
-        if self._buffered >= self._plan.flush_rows:
-            self._flush_points()
-
-    def _flush_points(self) -> None:
-        if self._points:
-            table = pa.concat_tables(self._points)
-            self._points, self._buffered = [], 0
-            self._files.write_by_day("points", "points", table, "event_time")
-
-    def close(self) -> pa.RecordBatch:
-        self._flush_points()
-        for name, tables in self._sides.items():
-            if tables:
-                self._files.write(name, name, pa.concat_tables(tables).cast(SIDE_OUTPUTS[name]))
-        return self._files.manifest(self._highest)
-
-
-def run_pass(batches: Iterator[pa.RecordBatch], plan: PassPlan, task: str) -> pa.RecordBatch:
-    """Process one task's rows (sorted by instance); write its files; return its manifest.
-
-    ``task`` names its files: the partition and attempt, so that a retried
-    task never mixes its files with an earlier attempt's (the driver publishes
-    only the files the manifest lists).
-    """
-    writer = _TaskWriter(plan, task)
-    for group in instance_groups(batches):
-        writer.add(process_group(group, plan))
-    return writer.close()
-
-
-#: A client_windows table row as written (its ``date`` is the directory).
-CLIENT_WINDOWS_ARROW = pa.schema(
-    [
-        *(
-            WINDOWS_ARROW.field(name)
-            for name in (
-                "client_instance_id",
-                "metric_name",
-                "attributes",
-                "window_start",
-                "window_end",
-                "count",
-                "min",
-                "max",
-            )
-        ),
-        ("avg", pa.float64()),
-        WINDOWS_ARROW.field("last"),
-    ]
-)
-
-
-def close_windows(
-    batches: Iterator[pa.RecordBatch], staging: str, watermark_us: int | None, task: str
-) -> pa.RecordBatch:
-    """Split windows by the watermark: closed ones as client_windows rows, open ones as state.
-
-    ``windows.select_closed_windows`` and ``select_open_windows`` in Arrow;
-    ``batches`` have the ``WINDOWS_ARROW`` columns. Closed rows go under
-    ``client_windows/date=D`` (D the UTC day of the window's start), open ones
-    under ``windows``; the manifest lists the files.
-    """
-    files = _TaskFiles(staging, task)
-    for batch in batches:
-        table = pa.Table.from_batches([batch]).cast(WINDOWS_ARROW)
-        end = pc.cast(table.column("window_end"), pa.int64())
-        if watermark_us is None:
-            closed = pa.array(np.zeros(table.num_rows, dtype=bool))
-            still_open = pa.array(np.ones(table.num_rows, dtype=bool))
-        else:
-            closed = pc.fill_null(pc.less_equal(end, watermark_us), False)
-            still_open = pc.fill_null(pc.greater(end, watermark_us), False)
-        done = table.filter(closed)
-        if done.num_rows:
-            average = pc.divide(pc.cast(done.column("sum"), pa.float64()), done.column("count"))
-            rows = done.select(["client_instance_id", "metric_name", "attributes"])
-            for name in CLIENT_WINDOWS_ARROW.names[3:]:
-                column = average if name == "avg" else done.column(name)
-                rows = rows.append_column(CLIENT_WINDOWS_ARROW.field(name), column)
-            files.write_by_day("client_windows", "client_windows", rows, "window_start")
-        kept = table.filter(still_open)
-        if kept.num_rows:
-            files.write("windows", "windows", kept)
-    return files.manifest()

@@ -29,7 +29,7 @@ from pyspark.sql import functions as F
 from pyspark.sql.streaming.query import StreamingQuery
 from pyspark.sql.types import DateType, IntegerType, StructField, StructType
 
-from clientmetrics.pipeline import alerts, arrow_pass, clients, points, windows
+from clientmetrics.pipeline import alerts, clients, pass_files, points, windows
 from clientmetrics.pipeline.arrow_pass import PassPlan
 from clientmetrics.pipeline.notify import AlertNotifier
 from clientmetrics.pipeline.rules import RuleSet
@@ -341,7 +341,7 @@ def arrow_writes_points(writer: str, root: str) -> bool:
         return False
     if writer == "auto" and not (root.startswith("/") or root.startswith("file:")):
         return False
-    if arrow_pass.filesystem_for(root) is None:
+    if pass_files.filesystem_for(root) is None:
         raise ValueError(f"the arrow points writer cannot open {root!r}: use the spark writer")
     return True
 

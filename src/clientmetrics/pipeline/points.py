@@ -18,8 +18,9 @@ from pyspark.sql import functions as F
 from pyspark.sql.pandas.types import from_arrow_schema
 
 from clientmetrics.pipeline import arrow_pass
-from clientmetrics.pipeline.arrow_pass import PassPlan, decode_pushes, run_pass
+from clientmetrics.pipeline.arrow_pass import PassPlan, decode_pushes
 from clientmetrics.pipeline.arrow_series import ACCUMULATING, RUNNING_FIELDS, with_running_values
+from clientmetrics.pipeline.pass_files import MANIFEST_ARROW, run_pass
 from clientmetrics.pipeline.schemas import DECODED, DECODED_ARROW, LABEL_COLUMNS
 
 _RUNNING_ARROW = pa.schema([*DECODED_ARROW, *RUNNING_FIELDS])
@@ -307,4 +308,4 @@ def decode_pass(
 
 
 _PASS_INPUT = from_arrow_schema(arrow_pass.PASS_INPUT_ARROW)
-_MANIFEST = from_arrow_schema(arrow_pass.MANIFEST_ARROW)
+_MANIFEST = from_arrow_schema(MANIFEST_ARROW)

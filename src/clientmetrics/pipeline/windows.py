@@ -20,7 +20,7 @@ from pyspark.sql import Column, DataFrame
 from pyspark.sql import functions as F
 from pyspark.sql.pandas.types import from_arrow_schema
 
-from clientmetrics.pipeline import arrow_pass
+from clientmetrics.pipeline import pass_files
 
 #: The client_windows table, column by column.
 WINDOW_COLUMNS = (
@@ -162,7 +162,7 @@ def _close_task(
 ) -> Iterator[pa.RecordBatch]:
     context = TaskContext.get()
     task = f"{context.partitionId():05d}-{context.attemptNumber()}" if context else "00000-0"
-    yield arrow_pass.close_windows(batches, staging, watermark_us, task)
+    yield pass_files.close_windows(batches, staging, watermark_us, task)
 
 
 def close_windows_with_arrow(
@@ -170,11 +170,11 @@ def close_windows_with_arrow(
 ) -> DataFrame:
     """``select_closed_windows`` and ``select_open_windows`` written by pyarrow under ``staging``.
 
-    The rows are the manifest of the files written (``arrow_pass.close_windows``);
+    The rows are the manifest of the files written (``pass_files.close_windows``);
     run an action to write them.
     """
     columns = merged.select(*_STATE_COLUMNS)
     return columns.mapInArrow(partial(_close_task, staging, watermark_us), _MANIFEST)
 
 
-_MANIFEST = from_arrow_schema(arrow_pass.MANIFEST_ARROW)
+_MANIFEST = from_arrow_schema(pass_files.MANIFEST_ARROW)
