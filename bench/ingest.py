@@ -41,17 +41,21 @@ FIXTURE = ROOT / "tests" / "data" / "librdkafka-2.16" / "consumer-push.otlp.bin"
 def rss_bytes(pids: list[int]) -> int:
     total = 0
     for pid in pids:
-        for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+        status = Path(f"/proc/{pid}/status")
+        if not status.exists():
+            continue
+        for line in status.read_text().splitlines():
             if line.startswith("VmRSS:"):
                 total += int(line.split()[1]) * 1024
     return total
 
 
 def child_pids(pid: int) -> list[int]:
+    """``pid`` and all its descendants (workers, and their landing converters)."""
     out = subprocess.run(
         ["pgrep", "-P", str(pid)], capture_output=True, text=True, check=False
     ).stdout.split()
-    return [pid, *map(int, out)]
+    return [pid, *(grandchild for child in map(int, out) for grandchild in child_pids(child))]
 
 
 def percentile(values: list[int], q: float) -> float:
@@ -283,10 +287,10 @@ def main() -> None:
             args.rate,
             payload,
             "push",
-            between=lambda: tracked_rss.append(rss_bytes(pids)),
+            between=lambda: tracked_rss.append(rss_bytes(child_pids(gw.pid))),
         )
         gw_rate = summarize_gets("clientmetrics gateway", results)
-        rss = rss_bytes(pids)
+        rss = rss_bytes(child_pids(gw.pid))  # converters start with the first roll
         ok, elapsed, errors, lat = totals(results, "push")
         mean_ms = statistics.fmean(lat) / 1000 if lat else float("nan")
         print(
