@@ -5,8 +5,9 @@ to the open batch and waits; the committer task writes and fsyncs each batch on 
 worker thread (group commit: one fsync answers every push that arrived while the
 previous one ran) and then wakes all its pushes at once. Segments are sealed by
 size, age, UTC hour and on flush; the converter task turns each sealed segment
-into one Parquet file on another thread. On start, segments left by dead writers
-(crashed processes) are converted first.
+into one Parquet file in a child process (``_Converter``: off the event loop's
+GIL). On start, segments left by dead writers (crashed processes) are
+converted first.
 """
 
 from __future__ import annotations
