@@ -57,33 +57,6 @@ SERIES_STATE_ARROW = pa.schema(
     ]
 )
 
-#: The pass's input: pushes (``carried`` null: labels and payload), and the
-#: carried state of their instances (``carried`` is ``series``, ``window`` or
-#: ``alert``).
-PASS_INPUT_ARROW = pa.schema(
-    [
-        *(LANDING_ARROW.field(name) for name in LABEL_COLUMNS),
-        LANDING_ARROW.field("payload"),
-        ("carried", pa.string()),
-        *SERIES_STATE_ARROW,
-        ("metric_name", pa.string()),
-        ("attributes", _STRING_MAP),
-        ("window_start", _TIMESTAMP),
-        ("window_end", _TIMESTAMP),
-        ("count", pa.int64()),
-        ("sum", pa.float64()),
-        ("min", pa.float64()),
-        ("max", pa.float64()),
-        ("last", pa.float64()),
-        ("rule", pa.string()),
-        ("started_at", _TIMESTAMP),
-        ("last_true_at", _TIMESTAMP),
-        ("high", pa.float64()),
-        ("low", pa.float64()),
-        ("fired_at", _TIMESTAMP),
-    ]
-)
-
 #: A points table row as written (its ``date`` is the directory it is written to).
 POINTS_ARROW = pa.schema(
     [
@@ -112,6 +85,31 @@ WINDOWS_ARROW = pa.schema(
     ]
 )
 
+
+def _carried_fields() -> list[pa.Field]:
+    """The state schemas' columns, each once, less those the pushes already have."""
+    seen = {*LABEL_COLUMNS, "payload"}
+    fields = []
+    for schema in (SERIES_STATE_ARROW, WINDOWS_ARROW, ALERT_STATE_ARROW):
+        for state_field in schema:
+            if state_field.name not in seen:
+                seen.add(state_field.name)
+                fields.append(state_field)
+    return fields
+
+
+#: The pass's input: pushes (``carried`` null: labels and payload), and the
+#: carried state of their instances (``carried`` is ``series``, ``window`` or
+#: ``alert``).
+PASS_INPUT_ARROW = pa.schema(
+    [
+        *(LANDING_ARROW.field(name) for name in LABEL_COLUMNS),
+        LANDING_ARROW.field("payload"),
+        ("carried", pa.string()),
+        *_carried_fields(),
+    ]
+)
+
 #: Per instance, this batch's view of it (``clients.client_view``'s shape).
 CLIENT_VIEW_ARROW = pa.schema(
     [
@@ -126,6 +124,28 @@ CLIENT_VIEW_ARROW = pa.schema(
         ("terminated", pa.bool_()),
     ]
 )
+
+#: A client_windows table row as written (its ``date`` is the directory).
+CLIENT_WINDOWS_ARROW = pa.schema(
+    [
+        *(
+            WINDOWS_ARROW.field(name)
+            for name in (
+                "client_instance_id",
+                "metric_name",
+                "attributes",
+                "window_start",
+                "window_end",
+                "count",
+                "min",
+                "max",
+            )
+        ),
+        ("avg", pa.float64()),
+        WINDOWS_ARROW.field("last"),
+    ]
+)
+
 
 #: The points alert rules must see (see ``rule_candidates``).
 CANDIDATES_ARROW = pa.schema(

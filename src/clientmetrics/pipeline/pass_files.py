@@ -20,6 +20,7 @@ import pyarrow.parquet as pq
 from pyarrow import fs
 
 from clientmetrics.pipeline.arrow_pass import (
+    CLIENT_WINDOWS_ARROW,
     SIDE_OUTPUTS,
     WINDOWS_ARROW,
     GroupResult,
@@ -173,28 +174,6 @@ def run_pass(batches: Iterator[pa.RecordBatch], plan: PassPlan, task: str) -> pa
     for group in instance_groups(batches):
         writer.add(process_group(group, plan))
     return writer.close()
-
-
-#: A client_windows table row as written (its ``date`` is the directory).
-CLIENT_WINDOWS_ARROW = pa.schema(
-    [
-        *(
-            WINDOWS_ARROW.field(name)
-            for name in (
-                "client_instance_id",
-                "metric_name",
-                "attributes",
-                "window_start",
-                "window_end",
-                "count",
-                "min",
-                "max",
-            )
-        ),
-        ("avg", pa.float64()),
-        WINDOWS_ARROW.field("last"),
-    ]
-)
 
 
 def close_windows(

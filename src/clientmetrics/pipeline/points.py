@@ -11,14 +11,13 @@ from collections.abc import Iterator
 from functools import partial
 
 import pyarrow as pa
-import pyarrow.compute as pc
 from pyspark import TaskContext
 from pyspark.sql import Column, DataFrame, Window
 from pyspark.sql import functions as F
 from pyspark.sql.pandas.types import from_arrow_schema
 
 from clientmetrics.pipeline import arrow_pass
-from clientmetrics.pipeline.arrow_pass import PassPlan, decode_pushes
+from clientmetrics.pipeline.arrow_pass import PassPlan, decode_pushes, instance_groups
 from clientmetrics.pipeline.arrow_series import ACCUMULATING, RUNNING_FIELDS, with_running_values
 from clientmetrics.pipeline.pass_files import MANIFEST_ARROW, run_pass
 from clientmetrics.pipeline.schemas import DECODED, DECODED_ARROW, LABEL_COLUMNS
@@ -49,30 +48,13 @@ def _decode_batches(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatc
 
 
 def _decode_by_instance(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
-    """Decode a partition sorted by client instance, one whole instance per call.
+    """Decode a partition sorted by client instance, whole instances per call.
 
-    Arrow batches end anywhere, so the last instance of each batch is held back
-    and decoded with the next: a series is never split between two calls.
+    A series is never split between two calls (``arrow_pass.instance_groups``).
     """
-    held: list[pa.RecordBatch] = []
-    for batch in batches:
-        ids = batch.column("client_instance_id")
-        last = ids[len(ids) - 1] if len(ids) else None
-        cut = pc.index(ids, last).as_py() if last is not None and last.is_valid else 0
-        if cut > 0:
-            yield from _decode_running([*held, batch.slice(0, cut)])
-            held = []
-        held.append(batch.slice(cut))
-    if held:
-        yield from _decode_running(held)
-
-
-def _decode_running(batches: list[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
-    pushes = pa.Table.from_batches(batches).combine_chunks().to_batches()
-    if not pushes:
-        return
-    points = pa.Table.from_batches([_decode(pushes[0])])
-    yield from with_running_values(points).cast(_RUNNING_ARROW).to_batches()
+    for pushes in instance_groups(batches):
+        points = decode_pushes(pushes)
+        yield from with_running_values(points).cast(_RUNNING_ARROW).to_batches()
 
 
 def explode_points(pushes: DataFrame) -> DataFrame:

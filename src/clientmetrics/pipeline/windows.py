@@ -21,21 +21,10 @@ from pyspark.sql import functions as F
 from pyspark.sql.pandas.types import from_arrow_schema
 
 from clientmetrics.pipeline import pass_files
+from clientmetrics.pipeline.arrow_pass import CLIENT_WINDOWS_ARROW
 
 #: The client_windows table, column by column.
-WINDOW_COLUMNS = (
-    "client_instance_id",
-    "metric_name",
-    "attributes",
-    "window_start",
-    "window_end",
-    "count",
-    "min",
-    "max",
-    "avg",
-    "last",
-    "date",
-)
+WINDOW_COLUMNS = (*CLIENT_WINDOWS_ARROW.names, "date")
 
 _STATE_COLUMNS = (
     "series",
@@ -135,17 +124,9 @@ def select_closed_windows(merged: DataFrame, watermark: datetime | None) -> Data
         if watermark is None
         else merged.where(F.col("window_end") <= F.lit(watermark))
     )
+    average = (F.col("sum") / F.col("count")).alias("avg")
     return closed.select(
-        "client_instance_id",
-        "metric_name",
-        "attributes",
-        "window_start",
-        "window_end",
-        "count",
-        "min",
-        "max",
-        (F.col("sum") / F.col("count")).alias("avg"),
-        "last",
+        *(average if name == "avg" else F.col(name) for name in CLIENT_WINDOWS_ARROW.names),
         F.to_date("window_start").alias("date"),
     )
 
