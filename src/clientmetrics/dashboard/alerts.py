@@ -9,6 +9,8 @@ from typing import Any
 
 import pyarrow as pa
 
+from clientmetrics.pipeline.arrow_alerts import ALERT_EVENT_COLUMNS
+
 #: The labels KIP-714's proactive-monitoring workflow collects for an alert, in its order.
 WORKFLOW_LABELS = (
     "client_instance_id",
@@ -24,23 +26,6 @@ WORKFLOW_LABELS = (
     "group_instance_id",
     "member_id",
     "transactional_id",
-)
-
-ALERT_COLUMNS = (
-    "alert_id",
-    "rule",
-    "status",
-    "client_instance_id",
-    "metric_name",
-    "attributes",
-    "labels",
-    "started_at",
-    "fired_at",
-    "resolved_at",
-    "peak",
-    "op",
-    "threshold",
-    "duration_seconds",
 )
 
 
@@ -95,7 +80,7 @@ def episodes(events: pa.Table | None) -> list[Alert]:
     """
     if events is None:
         return []
-    present = [name for name in ALERT_COLUMNS if name in events.column_names]
+    present = [name for name in ALERT_EVENT_COLUMNS if name in events.column_names]
     by_id: dict[str, Alert] = {}
     for row in events.select(present).to_pylist():
         alert_id = row.get("alert_id") or ""

@@ -20,6 +20,7 @@ from collections.abc import Sequence
 from pyspark.sql import Column, DataFrame, SparkSession, Window
 from pyspark.sql import functions as F
 
+from clientmetrics.pipeline.arrow_alerts import ALERT_EVENT_COLUMNS, ALERT_STATE_ARROW
 from clientmetrics.pipeline.clients import PUSH_LABELS
 from clientmetrics.pipeline.rules import AlertRule
 
@@ -29,36 +30,9 @@ RULES_DDL = (
 )
 
 #: The alerts table, column by column.
-ALERT_COLUMNS = (
-    "alert_id",
-    "rule",
-    "status",
-    "client_instance_id",
-    "metric_name",
-    "attributes",
-    "labels",
-    "started_at",
-    "fired_at",
-    "resolved_at",
-    "peak",
-    "op",
-    "threshold",
-    "duration_seconds",
-    "date",
-)
+ALERT_COLUMNS = (*ALERT_EVENT_COLUMNS, "date")
 
-_STATE_COLUMNS = (
-    "rule",
-    "series",
-    "client_instance_id",
-    "metric_name",
-    "attributes",
-    "started_at",
-    "last_true_at",
-    "high",
-    "low",
-    "fired_at",
-)
+_STATE_COLUMNS = tuple(ALERT_STATE_ARROW.names)
 
 
 def rules_frame(spark: SparkSession, rules: Sequence[AlertRule]) -> DataFrame:

@@ -41,6 +41,24 @@ ALERT_STATE_ARROW = pa.schema(
     ]
 )
 
+#: The alerts table's columns, as written (its ``date`` is the partition directory).
+ALERT_EVENT_COLUMNS = (
+    "alert_id",
+    "rule",
+    "status",
+    "client_instance_id",
+    "metric_name",
+    "attributes",
+    "labels",
+    "started_at",
+    "fired_at",
+    "resolved_at",
+    "peak",
+    "op",
+    "threshold",
+    "duration_seconds",
+)
+
 #: Every episode a batch touched: ``alerts.track_alert_episodes``'s columns.
 EPISODES_ARROW = pa.schema(
     [

@@ -41,21 +41,17 @@ from clientmetrics.pipeline.arrow_alerts import (
 from clientmetrics.pipeline.arrow_series import ACCUMULATING, running_values
 from clientmetrics.pipeline.clients import PUSH_LABELS
 from clientmetrics.pipeline.rules import AlertRule
-from clientmetrics.pipeline.schemas import DECODED_ARROW, LABEL_COLUMNS, LANDING_ARROW
+from clientmetrics.pipeline.schemas import (
+    DECODED_ARROW,
+    LABEL_COLUMNS,
+    LANDING_ARROW,
+    SERIES_STATE_ARROW,
+    WINDOW_STATE_ARROW,
+)
 from clientmetrics.telemetry.otlp_arrow import decode_points
 
 _TIMESTAMP = pa.timestamp("us", tz="UTC")
 _STRING_MAP = pa.map_(pa.string(), pa.string())
-
-#: The series state carried between batches, in Arrow (``schemas.SERIES_STATE``).
-SERIES_STATE_ARROW = pa.schema(
-    [
-        ("series", pa.string()),
-        ("last_time", _TIMESTAMP),
-        ("last_start", _TIMESTAMP),
-        ("last_cumulative", pa.float64()),
-    ]
-)
 
 #: A points table row as written (its ``date`` is the directory it is written to).
 POINTS_ARROW = pa.schema(
@@ -67,30 +63,12 @@ POINTS_ARROW = pa.schema(
     ]
 )
 
-#: Partial window aggregates (``schemas.WINDOW_STATE``).
-WINDOWS_ARROW = pa.schema(
-    [
-        ("series", pa.string()),
-        ("client_instance_id", pa.string()),
-        ("metric_name", pa.string()),
-        ("attributes", _STRING_MAP),
-        ("window_start", _TIMESTAMP),
-        ("window_end", _TIMESTAMP),
-        ("count", pa.int64()),
-        ("sum", pa.float64()),
-        ("min", pa.float64()),
-        ("max", pa.float64()),
-        ("last", pa.float64()),
-        ("last_time", _TIMESTAMP),
-    ]
-)
-
 
 def _carried_fields() -> list[pa.Field]:
     """The state schemas' columns, each once, less those the pushes already have."""
     seen = {*LABEL_COLUMNS, "payload"}
     fields = []
-    for schema in (SERIES_STATE_ARROW, WINDOWS_ARROW, ALERT_STATE_ARROW):
+    for schema in (SERIES_STATE_ARROW, WINDOW_STATE_ARROW, ALERT_STATE_ARROW):
         for state_field in schema:
             if state_field.name not in seen:
                 seen.add(state_field.name)
@@ -129,7 +107,7 @@ CLIENT_VIEW_ARROW = pa.schema(
 CLIENT_WINDOWS_ARROW = pa.schema(
     [
         *(
-            WINDOWS_ARROW.field(name)
+            WINDOW_STATE_ARROW.field(name)
             for name in (
                 "client_instance_id",
                 "metric_name",
@@ -142,7 +120,7 @@ CLIENT_WINDOWS_ARROW = pa.schema(
             )
         ),
         ("avg", pa.float64()),
-        WINDOWS_ARROW.field("last"),
+        WINDOW_STATE_ARROW.field("last"),
     ]
 )
 
@@ -161,7 +139,7 @@ CANDIDATES_ARROW = pa.schema(
 
 #: The side outputs, by the name of their staging directory.
 SIDE_OUTPUTS = {
-    "windows": WINDOWS_ARROW,
+    "windows": WINDOW_STATE_ARROW,
     "series": SERIES_STATE_ARROW,
     "clients": CLIENT_VIEW_ARROW,
     "episodes": EPISODES_ARROW,
@@ -209,7 +187,7 @@ def process_group(rows: pa.Table, plan: PassPlan) -> GroupResult:
     carried = rows.column("carried")
     pushes = rows.filter(pc.is_null(carried))
     series_state = rows.filter(pc.equal(carried, "series")).select(SERIES_STATE_ARROW.names)
-    window_state = rows.filter(pc.equal(carried, "window")).select(WINDOWS_ARROW.names)
+    window_state = rows.filter(pc.equal(carried, "window")).select(WINDOW_STATE_ARROW.names)
     alert_state = rows.filter(pc.equal(carried, "alert")).select(ALERT_STATE_ARROW.names)
     if pushes.num_rows:
         running, order = running_values(decode_pushes(pushes))
@@ -379,7 +357,7 @@ def window_partials(
         usable = pc.and_(usable, pc.greater_equal(event, late_before_us))
     chosen = grouped.filter(usable)
     if chosen.num_rows == 0:
-        return WINDOWS_ARROW.empty_table()
+        return WINDOW_STATE_ARROW.empty_table()
     width = window_seconds * 1_000_000
     event, _ = _micros(chosen.column("event_time"))
     window_start = event // width * width
@@ -403,14 +381,14 @@ def window_partials(
         "last": pa.array(values[last]),
         "last_time": chosen.column("event_time").take(pa.array(last)),
     }
-    return pa.table([columns[name] for name in WINDOWS_ARROW.names], schema=WINDOWS_ARROW)
+    return pa.table([columns[name] for name in WINDOW_STATE_ARROW.names], schema=WINDOW_STATE_ARROW)
 
 
 def merge_windows(state: pa.Table, partials: pa.Table) -> pa.Table:
     """Carried partial windows combined with this batch's: ``windows.merge_window_partials``."""
     if state.num_rows == 0:
         return partials
-    both = pa.concat_tables([state.cast(WINDOWS_ARROW), partials])
+    both = pa.concat_tables([state.cast(WINDOW_STATE_ARROW), partials])
     order = _group_order(
         both.column("series"),
         ("w", pc.cast(both.column("window_start"), pa.int64())),
@@ -423,14 +401,14 @@ def merge_windows(state: pa.Table, partials: pa.Table) -> pa.Table:
     low = _np(both.column("min"), np.nan).astype(np.float64)
     high = _np(both.column("max"), np.nan).astype(np.float64)
     heads = _take_runs(both, first)
-    columns = {name: heads.column(name) for name in WINDOWS_ARROW.names[:6]}
+    columns = {name: heads.column(name) for name in WINDOW_STATE_ARROW.names[:6]}
     columns["count"] = pa.array(np.add.reduceat(counts, first), pa.int64())
     columns["sum"] = pa.array(np.add.reduceat(sums, first))
     columns["min"] = pa.array(np.fmin.reduceat(low, first))
     columns["max"] = pa.array(np.maximum.reduceat(high, first))
     columns["last"] = both.column("last").take(pa.array(last))
     columns["last_time"] = both.column("last_time").take(pa.array(last))
-    return pa.table([columns[name] for name in WINDOWS_ARROW.names], schema=WINDOWS_ARROW)
+    return pa.table([columns[name] for name in WINDOW_STATE_ARROW.names], schema=WINDOW_STATE_ARROW)
 
 
 def series_lasts(points: pa.Table, order: pa.Array) -> pa.Table:

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from datetime import datetime
 
-from pyspark.sql import DataFrame
+from pyspark.sql import Column, DataFrame
 from pyspark.sql import functions as F
 
 #: Labels taken from the latest push of an instance.
@@ -102,17 +102,8 @@ def client_view(pushes: DataFrame, resources: DataFrame) -> DataFrame:
         F.count(F.lit(1)).alias("pushes"),
     )
     by_resource = resources.select("client_instance_id", "resource_attributes", "resource_seen")
-    return by_push.join(by_resource, "client_instance_id", "left").select(
-        "client_instance_id",
-        *(F.col(f"latest.{name}").alias(name) for name in PUSH_LABELS),
-        "resource_attributes",
-        "resource_seen",
-        "first_seen",
-        "last_seen",
-        "last_push",
-        "pushes",
-        F.col("latest.terminating").alias("terminated"),
-    )
+    joined = by_push.join(by_resource, "client_instance_id", "left")
+    return joined.select(*_inventory_columns(terminated="terminating"))
 
 
 def merge_inventory(inventory: DataFrame, batch: DataFrame) -> DataFrame:
@@ -131,18 +122,17 @@ def merge_inventory(inventory: DataFrame, batch: DataFrame) -> DataFrame:
             F.max("last_push").alias("last_push"),
             F.sum("pushes").alias("pushes"),
         )
-        .select(
-            "client_instance_id",
-            *(F.col(f"latest.{name}").alias(name) for name in PUSH_LABELS),
-            "resource_attributes",
-            "resource_seen",
-            "first_seen",
-            "last_seen",
-            "last_push",
-            "pushes",
-            F.col("latest.terminated").alias("terminated"),
-        )
+        .select(*_inventory_columns(terminated="terminated"))
     )
+
+
+def _inventory_columns(*, terminated: str) -> list[Column]:
+    """``INVENTORY_COLUMNS`` from an aggregate whose ``latest`` struct holds the push labels."""
+    latest = {name: F.col(f"latest.{name}") for name in PUSH_LABELS}
+    latest["terminated"] = F.col(f"latest.{terminated}")
+    return [
+        latest[name].alias(name) if name in latest else F.col(name) for name in INVENTORY_COLUMNS
+    ]
 
 
 def with_client_status(inventory: DataFrame, now: datetime) -> DataFrame:

@@ -26,11 +26,13 @@ from datetime import UTC, datetime, timedelta
 import structlog
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
+from pyspark.sql.pandas.types import from_arrow_schema
 from pyspark.sql.streaming.query import StreamingQuery
 from pyspark.sql.types import DateType, IntegerType, StructField, StructType
 
 from clientmetrics.pipeline import alerts, clients, pass_files, points, windows
-from clientmetrics.pipeline.arrow_pass import PassPlan
+from clientmetrics.pipeline.arrow_alerts import EPISODES_ARROW
+from clientmetrics.pipeline.arrow_pass import CLIENT_VIEW_ARROW, PassPlan
 from clientmetrics.pipeline.notify import AlertNotifier
 from clientmetrics.pipeline.rules import RuleSet
 from clientmetrics.pipeline.schemas import (
@@ -305,22 +307,11 @@ class PipelineJob:
             store.mark(marker)
 
 
-_INT_LABELS = ("client_source_port", "node_id", "push_interval_ms")
-
-#: The client inventory state's schema.
-INVENTORY_STATE = (
-    "client_instance_id STRING, "
-    + ", ".join(
-        f"{name} {'INT' if name in _INT_LABELS else 'STRING'}" for name in clients.PUSH_LABELS
-    )
-    + ", resource_attributes MAP<STRING, STRING>, resource_seen TIMESTAMP,"
-    " first_seen TIMESTAMP, last_seen TIMESTAMP, last_push TIMESTAMP, pushes BIGINT,"
-    " terminated BOOLEAN"
-)
-
+#: The client inventory state's schema (the decode pass's inventory rows have it too).
+INVENTORY_STATE: StructType = from_arrow_schema(CLIENT_VIEW_ARROW)
 
 #: The decode pass's alert episodes, as Spark reads them back.
-EPISODES = ALERT_STATE + ", episode BIGINT, resolved_at TIMESTAMP, newly_fired BOOLEAN"
+EPISODES: StructType = from_arrow_schema(EPISODES_ARROW)
 
 
 def _absolute(path: str) -> str:

@@ -22,12 +22,12 @@ from pyarrow import fs
 from clientmetrics.pipeline.arrow_pass import (
     CLIENT_WINDOWS_ARROW,
     SIDE_OUTPUTS,
-    WINDOWS_ARROW,
     GroupResult,
     PassPlan,
     instance_groups,
     process_group,
 )
+from clientmetrics.pipeline.schemas import WINDOW_STATE_ARROW
 
 _TIMESTAMP = pa.timestamp("us", tz="UTC")
 
@@ -182,13 +182,13 @@ def close_windows(
     """Split windows by the watermark: closed ones as client_windows rows, open ones as state.
 
     ``windows.select_closed_windows`` and ``select_open_windows`` in Arrow;
-    ``batches`` have the ``WINDOWS_ARROW`` columns. Closed rows go under
+    ``batches`` have the ``WINDOW_STATE_ARROW`` columns. Closed rows go under
     ``client_windows/date=D`` (D the UTC day of the window's start), open ones
     under ``windows``; the manifest lists the files.
     """
     files = _TaskFiles(staging, task)
     for batch in batches:
-        table = pa.Table.from_batches([batch]).cast(WINDOWS_ARROW)
+        table = pa.Table.from_batches([batch]).cast(WINDOW_STATE_ARROW)
         end = pc.cast(table.column("window_end"), pa.int64())
         if watermark_us is None:
             closed = pa.array(np.zeros(table.num_rows, dtype=bool))

@@ -161,12 +161,12 @@ class TableStore:
         self._fs.create(self._path_class(target, "_SUCCESS"), True).close()
         self._prune_state(name)
 
-    def read_state(self, name: str, batch_id: int, ddl: str) -> DataFrame:
+    def read_state(self, name: str, batch_id: int, schema: StructType | str) -> DataFrame:
         """The state left by the latest batch before ``batch_id`` (empty when none)."""
         earlier = [version for version in self._state_versions(name) if version < batch_id]
         if not earlier:
-            return self._spark.createDataFrame([], ddl)
-        return self._spark.read.schema(ddl).parquet(self._state_path(name, earlier[-1]))
+            return self._spark.createDataFrame([], schema)
+        return self._spark.read.schema(schema).parquet(self._state_path(name, earlier[-1]))
 
     def exists(self, relative: str) -> bool:
         """Whether a path under the root exists."""

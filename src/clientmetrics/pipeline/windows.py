@@ -22,24 +22,12 @@ from pyspark.sql.pandas.types import from_arrow_schema
 
 from clientmetrics.pipeline import pass_files
 from clientmetrics.pipeline.arrow_pass import CLIENT_WINDOWS_ARROW
+from clientmetrics.pipeline.schemas import WINDOW_STATE_ARROW
 
 #: The client_windows table, column by column.
 WINDOW_COLUMNS = (*CLIENT_WINDOWS_ARROW.names, "date")
 
-_STATE_COLUMNS = (
-    "series",
-    "client_instance_id",
-    "metric_name",
-    "attributes",
-    "window_start",
-    "window_end",
-    "count",
-    "sum",
-    "min",
-    "max",
-    "last",
-    "last_time",
-)
+_STATE_COLUMNS = tuple(WINDOW_STATE_ARROW.names)
 
 
 def _entries(attributes: str) -> Column:
