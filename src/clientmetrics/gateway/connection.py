@@ -119,12 +119,10 @@ class Dispatcher:
     def __init__(
         self,
         handlers: dict[int, Handler],
-        fallback: Handler | None = None,
         *,
         api_keys: Mapping[int, tuple[int, int]] | None = None,
     ) -> None:
         self._handlers = handlers
-        self._fallback = fallback
         self._api_keys = api_keys
 
     def reject(self, header: RequestHeader, code: ErrorCode) -> bytes:
@@ -153,7 +151,7 @@ class Dispatcher:
                 connection=conn.connection_id,
             )
             return self.reject(header, admitted)
-        handler = self._handlers.get(header.api_key, self._fallback)
+        handler = self._handlers.get(header.api_key)
         if handler is None:
             return self.reject(header, ErrorCode.UNSUPPORTED_VERSION)
         try:
