@@ -17,7 +17,7 @@ from clientmetrics.telemetry.configs import ConfigError, apply_incremental, desc
 from clientmetrics.wire import (
     ErrorCode,
     RequestHeader,
-    decode_request,
+    decode_body,
     encode_response,
     response_type,
 )
@@ -52,7 +52,7 @@ class ConfigHandlers:
     async def describe_configs(
         self, conn: ConnectionState, header: RequestHeader, frame: bytes, offset: int
     ) -> bytes:
-        _, body = decode_request(frame)
+        body = decode_body(header, frame, offset)
         cls = response_type(header.api_key, header.api_version)
         results = self.describe_results(body)
         return encode_response(header, build(cls, {"throttle_time": 0, "results": results}))
@@ -112,13 +112,13 @@ class ConfigHandlers:
     async def alter_configs(
         self, conn: ConnectionState, header: RequestHeader, frame: bytes, offset: int
     ) -> bytes:
-        _, body = decode_request(frame)
+        body = decode_body(header, frame, offset)
         return self._alter_response(header, await self.alter_results(body, incremental=False))
 
     async def incremental_alter_configs(
         self, conn: ConnectionState, header: RequestHeader, frame: bytes, offset: int
     ) -> bytes:
-        _, body = decode_request(frame)
+        body = decode_body(header, frame, offset)
         return self._alter_response(header, await self.alter_results(body, incremental=True))
 
     async def alter_results(self, body: Any, *, incremental: bool) -> list[dict[str, Any]]:
@@ -174,7 +174,7 @@ class ConfigHandlers:
     async def list_config_resources(
         self, conn: ConnectionState, header: RequestHeader, frame: bytes, offset: int
     ) -> bytes:
-        _, body = decode_request(frame)
+        body = decode_body(header, frame, offset)
         types = {int(t) for t in getattr(body, "resource_types", ()) or ()}
         code = ErrorCode.NONE
         names: list[dict[str, Any]] = []

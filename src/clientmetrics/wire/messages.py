@@ -33,11 +33,7 @@ def decode_request(frame: bytes) -> tuple[RequestHeader, Any]:
     parsed header as ``.header``) for an api key or version that is not served.
     """
     header, offset = parse_request_header(frame)
-    try:
-        entity_type = request_type(header.api_key, header.api_version)
-    except UnsupportedApi as exc:
-        raise UnsupportedApi(header.api_key, header.api_version, header=header) from exc
-    return header, read_entity(entity_type, frame, offset)
+    return header, decode_body(header, frame, offset)
 
 
 def decode_body(header: RequestHeader, frame: bytes, offset: int) -> Any:
