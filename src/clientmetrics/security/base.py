@@ -1,0 +1,89 @@
+"""The contract between the connection core and the security mechanisms.
+
+Sans-IO: nothing here reads a clock or touches a socket; times are epoch
+milliseconds passed in. The connection core (``wire.server``) drives a
+``SaslServer`` through SaslHandshake / SaslAuthenticate without knowing any
+mechanism; the gateway asks an ``Authorizer`` before serving a config RPC.
+"""
+
+from __future__ import annotations
+
+import enum
+from dataclasses import dataclass
+from typing import Protocol
+
+from clientmetrics.errors import ClientMetricsError
+
+__all__ = [
+    "ANONYMOUS",
+    "Authenticated",
+    "AuthenticationFailed",
+    "Authorizer",
+    "Operation",
+    "SaslExchange",
+    "SaslServer",
+    "UnsupportedMechanism",
+]
+
+#: Kafka's principal for a connection that did not authenticate.
+ANONYMOUS = "User:ANONYMOUS"
+
+
+class AuthenticationFailed(ClientMetricsError):
+    """The client's credentials were refused; ``str(exc)`` is the message sent back.
+
+    The message never says whether the user exists (no user enumeration).
+    """
+
+
+class UnsupportedMechanism(ClientMetricsError):
+    """A SaslHandshake named a mechanism the listener does not enable."""
+
+
+@dataclass(frozen=True, slots=True)
+class Authenticated:
+    """The outcome of a successful SASL exchange (or of a verified client certificate)."""
+
+    principal: str
+    #: When the credential stops being valid (OAUTHBEARER token ``exp``), epoch ms.
+    expires_at_ms: int | None = None
+
+
+class SaslExchange(Protocol):
+    """One mechanism's server side of one authentication, fed the client's tokens."""
+
+    @property
+    def mechanism(self) -> str: ...
+
+    def respond(self, client_message: bytes, *, now_ms: int) -> bytes:
+        """The server's next token; raises ``AuthenticationFailed``."""
+        ...
+
+    @property
+    def outcome(self) -> Authenticated | None:
+        """Set once the exchange has completed successfully."""
+        ...
+
+
+class SaslServer(Protocol):
+    """The mechanisms one listener enables, and a fresh exchange per authentication."""
+
+    @property
+    def mechanisms(self) -> tuple[str, ...]: ...
+
+    def start(self, mechanism: str) -> SaslExchange:
+        """A new exchange; raises ``UnsupportedMechanism``."""
+        ...
+
+
+class Operation(enum.Enum):
+    """The operations on the CLUSTER resource that client-metrics configs need (KIP-714)."""
+
+    DESCRIBE_CONFIGS = "DESCRIBE_CONFIGS"
+    ALTER_CONFIGS = "ALTER_CONFIGS"
+
+
+class Authorizer(Protocol):
+    """Decides whether a principal, connecting from a host, may perform an operation."""
+
+    def authorize(self, principal: str, host: str, operation: Operation) -> bool: ...
