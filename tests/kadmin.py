@@ -9,9 +9,10 @@ from kafka.admin import ConfigResource, ConfigResourceType, KafkaAdminClient
 
 
 @contextmanager
-def admin(bootstrap: str) -> Iterator[KafkaAdminClient]:
+def admin(bootstrap: str, **security: object) -> Iterator[KafkaAdminClient]:
+    """``security``: kafka-python's own settings (security_protocol, ssl_cafile, ...)."""
     client = KafkaAdminClient(
-        bootstrap_servers=bootstrap, client_id="test-admin", request_timeout_ms=10000
+        bootstrap_servers=bootstrap, client_id="test-admin", request_timeout_ms=10000, **security
     )
     try:
         yield client
@@ -19,8 +20,10 @@ def admin(bootstrap: str) -> Iterator[KafkaAdminClient]:
         client.close()
 
 
-def set_subscription(bootstrap: str, name: str, configs: Mapping[str, str]) -> object:
-    with admin(bootstrap) as client:
+def set_subscription(
+    bootstrap: str, name: str, configs: Mapping[str, str], **security: object
+) -> object:
+    with admin(bootstrap, **security) as client:
         resource = ConfigResource(ConfigResourceType.CLIENT_METRICS, name, configs=dict(configs))
         return client.alter_configs([resource], incremental=True, raise_on_unknown=False)
 

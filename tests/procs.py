@@ -23,6 +23,8 @@ class GatewayProcess:
     config_text: str = ""
     extra_args: tuple[str, ...] = ()
     port: int = 0
+    #: The first listener's protocol (``SSL``...); empty: a bare HOST:PORT, PLAINTEXT.
+    listen_protocol: str = ""
     metrics_port: int | None = None
     proc: subprocess.Popen[bytes] | None = None
     log_lines: list[dict[str, object]] = field(default_factory=list)
@@ -34,7 +36,7 @@ class GatewayProcess:
             str(BIN / "clientmetrics"),
             "serve",
             "--listen",
-            f"127.0.0.1:{self.port}",
+            f"{self.listen_protocol}{'://' if self.listen_protocol else ''}127.0.0.1:{self.port}",
             "--data-dir",
             str(self.data_dir),
             "--admin-listen",
@@ -178,6 +180,9 @@ class TansuProcess:
     port: int = 0
     proc: subprocess.Popen[bytes] | None = None
     log_path: Path | None = None
+    #: The address Tansu names for itself in Metadata (default: where it listens),
+    #: e.g. a TLS terminator in front of it.
+    advertised: str | None = None
 
     def start(self, timeout: float = 20.0) -> TansuProcess:
         import socket
@@ -193,7 +198,7 @@ class TansuProcess:
                 "--listener-url",
                 url,
                 "--advertised-listener-url",
-                url,
+                f"tcp://{self.advertised}" if self.advertised else url,
                 "--storage-engine",
                 "memory://tansu/",
             ],
@@ -239,3 +244,63 @@ class TansuProcess:
     def restart(self) -> TansuProcess:
         self.stop()
         return self.start()
+
+
+@dataclass
+class StunnelProcess:
+    """Debian's stunnel4 terminating TLS on 127.0.0.1 in front of a plaintext port, by PID."""
+
+    connect_port: int
+    certificate: Path
+    private_key: Path
+    config_path: Path
+    port: int = 0
+    proc: subprocess.Popen[bytes] | None = None
+
+    def start(self, timeout: float = 10.0) -> StunnelProcess:
+        import shutil
+        import socket
+
+        binary = shutil.which("stunnel4") or shutil.which("stunnel")
+        if binary is None:
+            raise RuntimeError("stunnel4 is not installed (apt-get install stunnel4)")
+        if self.port == 0:
+            self.port = free_port()
+        self.config_path.write_text(
+            "foreground = yes\n"
+            "pid =\n"
+            f"output = {self.config_path.with_suffix('.log')}\n"
+            "[kafka]\n"
+            f"accept = 127.0.0.1:{self.port}\n"
+            f"connect = 127.0.0.1:{self.connect_port}\n"
+            f"cert = {self.certificate}\n"
+            f"key = {self.private_key}\n"
+            "sslVersionMin = TLSv1.2\n"
+        )
+        self.proc = subprocess.Popen(
+            [binary, str(self.config_path)], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL
+        )
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            try:
+                socket.create_connection(("127.0.0.1", self.port), timeout=0.5).close()
+                return self
+            except OSError:
+                if self.proc.poll() is not None:
+                    raise RuntimeError(f"stunnel exited with {self.proc.returncode}") from None
+                time.sleep(0.05)
+        self.stop()
+        raise RuntimeError("stunnel did not start listening")
+
+    def stop(self, timeout: float = 10.0) -> None:
+        """SIGTERM by PID, SIGKILL if it lingers."""
+        if self.proc is None:
+            return
+        if self.proc.poll() is None:
+            self.proc.send_signal(signal.SIGTERM)
+            try:
+                self.proc.wait(timeout)
+            except subprocess.TimeoutExpired:
+                os.kill(self.proc.pid, signal.SIGKILL)
+                self.proc.wait()
+        self.proc = None

@@ -7,7 +7,7 @@ import struct
 import uuid
 from pathlib import Path
 
-from clientmetrics.gateway.config import Address, GatewayConfig
+from clientmetrics.gateway.config import GatewayConfig, Listener
 from clientmetrics.gateway.server import Gateway
 from clientmetrics.store.memory import MemorySubscriptionStore
 from clientmetrics.telemetry.model import AcceptedPush
@@ -46,7 +46,7 @@ async def read_frame(reader: asyncio.StreamReader) -> bytes:
 
 async def test_push_in_flight_at_shutdown_is_answered(tmp_path: Path) -> None:
     exporter = GatedExporter()
-    config = GatewayConfig(data_dir=tmp_path, listen=Address("127.0.0.1", 0))
+    config = GatewayConfig(data_dir=tmp_path, listeners=(Listener.parse("127.0.0.1:0"),))
     gateway = Gateway(config, store=MemorySubscriptionStore(), exporters=[exporter])
     await gateway.start()
     reader, writer = await asyncio.open_connection("127.0.0.1", gateway.port)

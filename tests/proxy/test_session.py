@@ -18,7 +18,7 @@ import pytest
 
 from clientmetrics.exporters.memory import InMemoryExporter
 from clientmetrics.gateway.build import build
-from clientmetrics.gateway.config import Address, GatewayConfig
+from clientmetrics.gateway.config import Address, GatewayConfig, Listener
 from clientmetrics.gateway.proxy import merged_versions
 from clientmetrics.gateway.proxy.kip951 import FETCH_MAX, PRODUCE_MAX
 from clientmetrics.gateway.server import Gateway
@@ -127,7 +127,7 @@ async def gateway(upstream: FakeUpstream, tmp_path: Path) -> AsyncIterator[Gatew
     base = free_port_block(NODE + 1)
     config = GatewayConfig(
         data_dir=tmp_path,
-        listen=Address("127.0.0.1", 0),
+        listeners=(Listener.parse("127.0.0.1:0"),),
         upstream=(Address("127.0.0.1", upstream.port),),
         broker_port_base=base,
     )
@@ -301,7 +301,7 @@ async def test_advertised_host_is_separate_from_the_bind_address(
 ) -> None:
     config = GatewayConfig(
         data_dir=tmp_path,
-        listen=Address("127.0.0.1", 0),
+        listeners=(Listener.parse("127.0.0.1:0"),),
         advertised_host="kafka-gw.example",
         upstream=(Address("127.0.0.1", upstream.port),),
         broker_port_base=free_port_block(NODE + 1),

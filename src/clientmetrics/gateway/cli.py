@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import multiprocessing
+import os
 import sys
 from dataclasses import replace
 from pathlib import Path
@@ -24,7 +25,12 @@ def _run(config: GatewayConfig, log_level: str, log_format: str, reuse_port: boo
 
 
 @click.command()
-@click.option("--listen", help="HOST:PORT to accept clients on [127.0.0.1:9092]")
+@click.option(
+    "--listen",
+    multiple=True,
+    help="[PROTOCOL://]HOST:PORT to accept clients on, repeatable; PROTOCOL is PLAINTEXT "
+    "(the default) or SSL [127.0.0.1:9092]",
+)
 @click.option(
     "--data-dir", type=click.Path(path_type=Path), help="Where subscriptions and landed data live"
 )
@@ -60,7 +66,7 @@ def _run(config: GatewayConfig, log_level: str, log_format: str, reuse_port: boo
 )
 @click.option("--log-format", default="json", type=click.Choice(["json", "console"]))
 def serve(
-    listen: str | None,
+    listen: tuple[str, ...],
     data_dir: Path | None,
     config_file: Path | None,
     node_id: int | None,
@@ -80,7 +86,7 @@ def serve(
             config_file,
             data_dir=data_dir,
             overrides={
-                "listen": listen,
+                "listen": list(listen) or None,
                 "node_id": node_id,
                 "advertised_host": advertised_host,
                 "admin_listen": admin_listen,
@@ -142,8 +148,14 @@ def _run_workers(config: GatewayConfig, log_level: str, log_format: str) -> None
             if proc.pid is not None and proc.is_alive():
                 proc.terminate()
 
+    def reload(signum: int, _frame: object) -> None:
+        for proc in procs:
+            if proc.pid is not None and proc.is_alive():
+                os.kill(proc.pid, signal.SIGHUP)
+
     signal.signal(signal.SIGTERM, forward)
     signal.signal(signal.SIGINT, forward)
+    signal.signal(signal.SIGHUP, reload)
     for proc in procs:
         proc.join()
     sys.exit(max((p.exitcode or 0) for p in procs))

@@ -14,6 +14,9 @@ from pathlib import Path
 from typing import Any
 
 from clientmetrics.errors import ConfigurationError
+from clientmetrics.gateway.tls import TlsConfig, tls_from
+from clientmetrics.gateway.upstream_security import UpstreamSecurity, upstream_from
+from clientmetrics.security.protocol import SecurityProtocol
 from clientmetrics.telemetry.manager import TelemetryConfig
 
 COMPRESSION_IDS = {"none": 0, "gzip": 1, "snappy": 2, "lz4": 3, "zstd": 4}
@@ -38,6 +41,34 @@ class Address:
 
 
 @dataclass(frozen=True, slots=True)
+class Listener:
+    """One address the gateway accepts clients on, and the protocol it speaks there.
+
+    Written ``PROTOCOL://HOST:PORT`` as in Kafka's ``listeners``; a bare ``HOST:PORT``
+    is PLAINTEXT. The listener's name is its protocol, so a gateway has at most one
+    listener per protocol.
+    """
+
+    protocol: SecurityProtocol
+    address: Address
+
+    @classmethod
+    def parse(cls, text: str, what: str = "listen") -> Listener:
+        scheme, sep, rest = text.strip().partition("://")
+        if not sep:
+            return cls(SecurityProtocol.PLAINTEXT, Address.parse(text.strip(), what))
+        return cls(SecurityProtocol.parse(scheme, what), Address.parse(rest, what))
+
+    @property
+    def name(self) -> str:
+        """The listener name (label ``listener``): its security protocol."""
+        return self.protocol.value
+
+    def __str__(self) -> str:
+        return f"{self.protocol.value}://{self.address}"
+
+
+@dataclass(frozen=True, slots=True)
 class ExporterSpec:
     """One exporter plugin to load, with its options."""
 
@@ -50,7 +81,9 @@ class GatewayConfig:
     """Everything the gateway process needs, validated."""
 
     data_dir: Path
-    listen: Address = Address("127.0.0.1", 9092)
+    listeners: tuple[Listener, ...] = (
+        Listener(SecurityProtocol.PLAINTEXT, Address("127.0.0.1", 9092)),
+    )
     advertised_host: str | None = None
     node_id: int = 0
     cluster_id: str = "clientmetrics"
@@ -70,8 +103,13 @@ class GatewayConfig:
     store: str = "auto"
     subscriptions_topic: str = "__client_metrics_subscriptions"
     upstream_connect_timeout_s: float = 10.0
+    #: ``[tls]``: the certificate SSL and SASL_SSL listeners present.
+    tls: TlsConfig | None = None
+    #: ``[upstream]``: how proxy mode and the topic store reach the cluster.
+    upstream_security: UpstreamSecurity = field(default_factory=UpstreamSecurity)
 
     def __post_init__(self) -> None:
+        self._check_listeners()
         if not 0 <= self.node_id <= 2**31 - 1:
             raise ConfigurationError(f"node_id must be a non-negative int32, got {self.node_id}")
         if self.max_request_bytes < 1024:
@@ -88,6 +126,32 @@ class GatewayConfig:
             raise ConfigurationError("broker_port_base must be a port number")
         if self.upstream and self.workers != 1:
             raise ConfigurationError("proxy mode runs one worker per gateway process")
+        security = self.upstream_security
+        if self.store_kind == "topic" and security.protocol.sasl and not security.has_credentials:
+            raise ConfigurationError(
+                "the topic store on a SASL upstream needs [upstream] sasl_mechanism, "
+                "sasl_username and sasl_password"
+            )
+
+    def _check_listeners(self) -> None:
+        if not self.listeners:
+            raise ConfigurationError("at least one listener is required")
+        names = [listener.name for listener in self.listeners]
+        for name in set(names):
+            if names.count(name) > 1:
+                raise ConfigurationError(f"more than one {name} listener (one per protocol)")
+        for listener in self.listeners:
+            if listener.protocol.tls and self.tls is None:
+                raise ConfigurationError(f"listener {listener} needs a [tls] section")
+            if listener.protocol.sasl:
+                raise ConfigurationError(f"listener {listener}: SASL listeners are not served yet")
+        if self.upstream and len(self.listeners) > 1:
+            raise ConfigurationError("proxy mode serves exactly one listener")
+
+    @property
+    def listen(self) -> Address:
+        """The first listener's address (proxy mode's bootstrap address)."""
+        return self.listeners[0].address
 
     @property
     def proxy(self) -> bool:
@@ -172,7 +236,7 @@ def load_config(
             raise ConfigurationError(f"cannot read config file {path}: {exc.strerror}") from exc
         except tomllib.TOMLDecodeError as exc:
             raise ConfigurationError(f"config file {path} is not valid TOML: {exc}") from exc
-    unknown = set(doc) - {"gateway", "telemetry", "exporters"}
+    unknown = set(doc) - {"gateway", "telemetry", "exporters", "tls", "upstream"}
     if unknown:
         raise ConfigurationError(f"unknown config section(s): {', '.join(sorted(unknown))}")
     env = _env_overrides(os.environ if environ is None else environ)
@@ -186,8 +250,17 @@ def load_config(
     gateway.pop("data_dir", None)
     if root is None:
         raise ConfigurationError("a data directory is required (--data-dir)")
+    tls_section = {**doc.get("tls", {}), **env.get("tls", {})}
+    tls = tls_from(tls_section) if "tls" in doc or tls_section else None
+    upstream = upstream_from({**doc.get("upstream", {}), **env.get("upstream", {})})
     try:
-        config = GatewayConfig(data_dir=Path(root), telemetry=telemetry, exporters=exporters)
+        config = GatewayConfig(
+            data_dir=Path(root),
+            telemetry=telemetry,
+            exporters=exporters,
+            tls=tls,
+            upstream_security=upstream,
+        )
         return replace(config, **_gateway_values(gateway))
     except TypeError as exc:
         raise ConfigurationError(f"[gateway]: {exc}") from exc
@@ -209,7 +282,9 @@ def _gateway_values(section: Mapping[str, Any]) -> dict[str, Any]:
 
 def _gateway_value(key: str, value: Any) -> dict[str, Any]:
     name = key.replace("-", "_")
-    if name in ("listen", "admin_listen"):
+    if name == "listen":
+        return {"listeners": _listeners(value)}
+    if name == "admin_listen":
         return {name: value if isinstance(value, Address) else Address.parse(str(value), name)}
     if name in ("node_id", "max_request_bytes", "expiry_check_ms", "workers", "broker_port_base"):
         return {name: int(value)}
@@ -221,3 +296,17 @@ def _gateway_value(key: str, value: Any) -> dict[str, Any]:
         items = value.split(",") if isinstance(value, str) else list(value)
         return {name: tuple(Address.parse(str(item).strip(), name) for item in items if item)}
     raise ConfigurationError(f"unknown [gateway] setting {key!r}")
+
+
+def _listeners(value: Any) -> tuple[Listener, ...]:
+    """``listen``: one listener, a comma-separated string, or a list (TOML, repeated option)."""
+    if isinstance(value, Listener):
+        return (value,)
+    if isinstance(value, Address):
+        return (Listener(SecurityProtocol.PLAINTEXT, value),)
+    items = value.split(",") if isinstance(value, str) else list(value)
+    return tuple(
+        item if isinstance(item, Listener) else Listener.parse(str(item))
+        for item in items
+        if not isinstance(item, str) or item.strip()
+    )

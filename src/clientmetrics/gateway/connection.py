@@ -46,6 +46,9 @@ class ConnectionState:
     peer_port: int
     node_id: int
     principal: str = "User:ANONYMOUS"
+    #: The listener the client connected on (its name) and its security protocol.
+    listener: str = "PLAINTEXT"
+    security_protocol: str = "PLAINTEXT"
     client_id: str | None = None
     software_name: str = UNKNOWN
     software_version: str = UNKNOWN

@@ -15,9 +15,10 @@ import structlog
 from clientmetrics.exporters.base import Exporter
 from clientmetrics.exporters.registry import load_exporters
 from clientmetrics.gateway.cluster import API_VERSIONS, METADATA, ClusterHandlers
-from clientmetrics.gateway.config import GatewayConfig
+from clientmetrics.gateway.config import GatewayConfig, Listener
 from clientmetrics.gateway.config_rpcs import ConfigHandlers
 from clientmetrics.gateway.connection import ConnectionState, Dispatcher, Handler, serve_connection
+from clientmetrics.gateway.listeners import ConnectionIdentity, ListenerSet, identify
 from clientmetrics.gateway.metrics_http import MetricsServer
 from clientmetrics.gateway.subscriptions import Subscriptions
 from clientmetrics.gateway.telemetry_rpcs import (
@@ -26,6 +27,8 @@ from clientmetrics.gateway.telemetry_rpcs import (
     TelemetryHandlers,
     now_ms,
 )
+from clientmetrics.gateway.tls import ReloadingContext
+from clientmetrics.gateway.upstream_security import UpstreamTls
 from clientmetrics.store.base import SubscriptionStore
 from clientmetrics.store.sqlite import SqliteSubscriptionStore
 from clientmetrics.telemetry.manager import ClientMetricsManager
@@ -68,7 +71,9 @@ class Gateway:
         self._store = store
         self._exporters = list(exporters) if exporters is not None else None
         self._reuse_port = reuse_port
-        self._server: asyncio.Server | None = None
+        self._servers: list[asyncio.Server] = []
+        self._listeners = ListenerSet(config.listeners, config.tls)
+        self._upstream_tls: ReloadingContext | None = None
         self._metrics: MetricsServer | None = None
         self._subscriptions: Subscriptions | None = None
         self._tasks: set[asyncio.Task[Any]] = set()
@@ -77,6 +82,8 @@ class Gateway:
         self._proxy: ProxyServer | None = None
         self._stats = {"push": 0, "get_subscriptions": 0}
         self.port = 0
+        #: Listener name -> the port it is bound to.
+        self.ports: dict[str, int] = {}
         self.metrics_port: int | None = None
 
     @property
@@ -100,16 +107,16 @@ class Gateway:
         if cfg.proxy:
             await self._start_proxy()
         else:
-            self._server = await asyncio.start_server(
-                self._on_client,
-                cfg.listen.host,
-                cfg.listen.port,
-                reuse_port=self._reuse_port or None,
-                backlog=4096,
-            )
-            self.port = self._server.sockets[0].getsockname()[1]
+            for listener in cfg.listeners:
+                server = await self._listeners.open(
+                    listener, self._on_client, reuse_port=self._reuse_port
+                )
+                self._servers.append(server)
+                self.ports[listener.name] = server.sockets[0].getsockname()[1]
+            self.port = self.ports[cfg.listeners[0].name]
             self._dispatcher = self._build_dispatcher()
         self._spawn(self._expire_loop())
+        self._watch_tls()
         if cfg.admin_listen is not None:
             self._metrics = MetricsServer(self.metrics_snapshot)
             self.metrics_port = await self._metrics.start(
@@ -118,6 +125,10 @@ class Gateway:
         log.info(
             "gateway_started",
             listen=f"{cfg.listen.host}:{self.port}",
+            listeners={
+                listener.name: f"{listener.address.host}:{self.ports.get(listener.name)}"
+                for listener in cfg.listeners
+            },
             node_id=cfg.node_id,
             data_dir=str(cfg.data_dir),
             metrics_port=self.metrics_port,
@@ -132,7 +143,11 @@ class Gateway:
             from clientmetrics.store.topic import TopicSubscriptionStore
 
             bootstrap = ",".join(str(a) for a in cfg.upstream)
-            return TopicSubscriptionStore(bootstrap, cfg.subscriptions_topic)
+            return TopicSubscriptionStore(
+                bootstrap,
+                cfg.subscriptions_topic,
+                client_config=cfg.upstream_security.librdkafka(),
+            )
         return SqliteSubscriptionStore(cfg.data_dir / "subscriptions.db")
 
     async def _start_proxy(self) -> None:
@@ -142,8 +157,17 @@ class Gateway:
         assert self._subscriptions is not None
         assert self._exporters is not None
         telemetry = TelemetryHandlers(self.manager, self._exporters)
+        security = self.config.upstream_security
+        self._upstream_tls = security.context()
+        upstream_tls = (
+            UpstreamTls(self._upstream_tls.context, security.server_hostname)
+            if self._upstream_tls is not None
+            else None
+        )
         self._proxy = build_proxy(
             self.config,
+            listeners=self._listeners,
+            upstream_tls=upstream_tls,
             telemetry={
                 GET_TELEMETRY_SUBSCRIPTIONS: self._counted(
                     "get_subscriptions", telemetry.get_subscriptions
@@ -156,6 +180,7 @@ class Gateway:
         )
         await self._proxy.start()
         self.port = self._proxy.port
+        self.ports[self.config.listeners[0].name] = self.port
 
     def _build_dispatcher(self) -> Dispatcher:
         assert self._subscriptions is not None
@@ -168,6 +193,7 @@ class Gateway:
             port=self.port,
             cluster_id=cfg.cluster_id,
             advertised=advertised,
+            listener_ports=self.ports,
         )
         telemetry = TelemetryHandlers(self.manager, self._exporters)
         configs = ConfigHandlers(self._subscriptions)
@@ -199,12 +225,33 @@ class Gateway:
         self._tasks.add(task)
         task.add_done_callback(self._tasks.discard)
 
-    async def _on_client(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+    def _tls_contexts(self) -> list[ReloadingContext]:
+        return [c for c in (self._listeners.context, self._upstream_tls) if c is not None]
+
+    def _watch_tls(self) -> None:
+        tls = self.config.tls
+        every = tls.reload_check_s if tls is not None else 5.0
+        if every > 0:
+            for context in self._tls_contexts():
+                self._spawn(context.watch(every))
+
+    def reload_tls(self) -> None:
+        """Re-read the certificates, keys and CAs now (SIGHUP)."""
+        for context in self._tls_contexts():
+            context.reload()
+
+    async def _on_client(
+        self, listener: Listener, reader: asyncio.StreamReader, writer: asyncio.StreamWriter
+    ) -> None:
         assert self._dispatcher is not None
         task = asyncio.current_task()
         if task is not None:
             self._tasks.add(task)
             task.add_done_callback(self._tasks.discard)
+        identity = identify(listener, writer.transport, self.config.tls)
+        if identity is None:
+            writer.transport.abort()
+            return
         # Cancelled only by close(): end quietly. (Python 3.11's start_server callback
         # calls task.exception() on a cancelled connection task and logs the error.)
         with contextlib.suppress(asyncio.CancelledError):
@@ -214,11 +261,13 @@ class Gateway:
                 self._dispatcher,
                 node_id=self.config.node_id,
                 max_request_bytes=self.config.max_request_bytes,
-                on_open=self._opened,
+                on_open=lambda conn: self._opened(conn, identity),
                 on_close=self._closed,
             )
 
-    def _opened(self, conn: ConnectionState) -> None:
+    def _opened(self, conn: ConnectionState, identity: ConnectionIdentity | None = None) -> None:
+        if identity is not None:
+            identity.apply(conn)
         self._connections[conn.connection_id] = conn
 
     def _closed(self, conn: ConnectionState) -> None:
@@ -272,8 +321,8 @@ class Gateway:
     async def close(self) -> None:
         """Stop listening, finish or cancel in-flight work, flush the exporters."""
         timeout = self.config.shutdown_timeout_s
-        if self._server is not None:
-            self._server.close()
+        for server in self._servers:
+            server.close()
         if self._proxy is not None:
             await self._proxy.close(timeout)
         if self._metrics is not None:
@@ -309,11 +358,12 @@ class Gateway:
         loop = asyncio.get_running_loop()
         for sig in (signal.SIGTERM, signal.SIGINT):
             loop.add_signal_handler(sig, stop.set)
+        loop.add_signal_handler(signal.SIGHUP, self.reload_tls)
         await self.start()
         try:
             await stop.wait()
         finally:
             with contextlib.suppress(NotImplementedError):
-                for sig in (signal.SIGTERM, signal.SIGINT):
+                for sig in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP):
                     loop.remove_signal_handler(sig)
             await self.close()

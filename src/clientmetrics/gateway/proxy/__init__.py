@@ -12,6 +12,7 @@ from collections.abc import Callable
 from clientmetrics.gateway.config import GatewayConfig
 from clientmetrics.gateway.config_rpcs import ConfigHandlers
 from clientmetrics.gateway.connection import ConnectionState, Handler
+from clientmetrics.gateway.listeners import ListenerSet
 from clientmetrics.gateway.proxy.cluster_map import ClusterMap
 from clientmetrics.gateway.proxy.configs import Slot, SplitConfigs
 from clientmetrics.gateway.proxy.rewrite import merged_versions
@@ -19,6 +20,7 @@ from clientmetrics.gateway.proxy.server import ProxyServer
 from clientmetrics.gateway.proxy.session import ProxyHandler, ProxySession, expects_response
 from clientmetrics.gateway.proxy.upstream import UpstreamError, UpstreamLink
 from clientmetrics.gateway.subscriptions import Subscriptions
+from clientmetrics.gateway.upstream_security import UpstreamTls
 from clientmetrics.wire import RequestHeader
 
 __all__ = [
@@ -54,6 +56,8 @@ def _local(handler: Handler) -> ProxyHandler:
 def build_proxy(
     config: GatewayConfig,
     *,
+    listeners: ListenerSet,
+    upstream_tls: UpstreamTls | None = None,
     telemetry: dict[int, Handler],
     subscriptions: Subscriptions,
     on_open: Callable[[ConnectionState], None],
@@ -80,4 +84,12 @@ def build_proxy(
     handlers: dict[int, ProxyHandler] = {key: _local(h) for key, h in telemetry.items()}
     handlers.update(dict.fromkeys(CONFIG_APIS, config_request))
     handlers[LIST_CONFIG_RESOURCES] = list_resources
-    return ProxyServer(config, cluster, handlers, on_open=on_open, on_close=on_close)
+    return ProxyServer(
+        config,
+        cluster,
+        handlers,
+        listeners=listeners,
+        upstream_tls=upstream_tls,
+        on_open=on_open,
+        on_close=on_close,
+    )

@@ -1,7 +1,8 @@
 """The proxy's listeners: the bootstrap port, and one port per upstream broker.
 
 A client bootstrapping on the listen port is connected to the upstream bootstrap
-brokers; a client on port ``broker_port_base + N`` to upstream node N. Broker
+brokers; a client on port ``broker_port_base + N`` to upstream node N. Every port
+speaks the protocol of the (one) listener, TLS included. Broker
 ports open as nodes are learned (at start from a Metadata probe, later from any
 response naming a new node) and before any client is told about them.
 """
@@ -17,10 +18,12 @@ import structlog
 
 from clientmetrics.gateway.config import Address, GatewayConfig
 from clientmetrics.gateway.connection import ConnectionState
+from clientmetrics.gateway.listeners import ListenerSet, identify
 from clientmetrics.gateway.proxy.cluster_map import ClusterMap
 from clientmetrics.gateway.proxy.session import ProxyHandler, ProxySession
 from clientmetrics.gateway.proxy.stream import FrameProtocol
 from clientmetrics.gateway.proxy.upstream import UpstreamError, UpstreamLink
+from clientmetrics.gateway.upstream_security import UpstreamTls
 from clientmetrics.wire import RequestHeader, decode_response, encode_request, request_type
 
 log = structlog.get_logger("clientmetrics.gateway.proxy")
@@ -37,12 +40,17 @@ class ProxyServer:
         cluster: ClusterMap,
         handlers: Mapping[int, ProxyHandler],
         *,
+        listeners: ListenerSet,
+        upstream_tls: UpstreamTls | None = None,
         on_open: Callable[[ConnectionState], None],
         on_close: Callable[[ConnectionState], None],
     ) -> None:
         self._config = config
         self._cluster = cluster
         self._handlers = handlers
+        self._listener = config.listeners[0]
+        self._ssl = listeners.ssl_for(self._listener)
+        self._upstream_tls = upstream_tls
         self._on_open = on_open
         self._on_close = on_close
         self._servers: dict[int | None, asyncio.Server] = {}
@@ -65,7 +73,7 @@ class ProxyServer:
         cfg = self._config
         loop = asyncio.get_running_loop()
         server = await loop.create_server(
-            self._factory(None), cfg.listen.host, cfg.listen.port, backlog=4096
+            self._factory(None), cfg.listen.host, cfg.listen.port, ssl=self._ssl, backlog=4096
         )
         self._servers[None] = server
         self.port = server.sockets[0].getsockname()[1]
@@ -79,7 +87,9 @@ class ProxyServer:
         """Ask a bootstrap broker for the cluster's brokers (opens their ports)."""
         errors = []
         for address in self._cluster.bootstrap:
-            link = UpstreamLink(address, self._config.upstream_connect_timeout_s)
+            link = UpstreamLink(
+                address, self._config.upstream_connect_timeout_s, tls=self._upstream_tls
+            )
             try:
                 await link.connect()
                 header = RequestHeader(
@@ -113,7 +123,11 @@ class ProxyServer:
             port = self._config.broker_port(node_id)
             try:
                 server = await asyncio.get_running_loop().create_server(
-                    self._factory(node_id), self._config.listen.host, port, backlog=4096
+                    self._factory(node_id),
+                    self._config.listen.host,
+                    port,
+                    ssl=self._ssl,
+                    backlog=4096,
                 )
             except OSError as exc:
                 log.error("broker_port_unavailable", node_id=node_id, port=port, error=exc.strerror)
@@ -137,6 +151,17 @@ class ProxyServer:
         own_id = cfg.node_id if node_id is None else node_id
 
         def make() -> FrameProtocol:
+            def opened(conn: ConnectionState) -> None:
+                # Called from connection_made: the TLS handshake is complete.
+                transport = session.protocol.transport
+                assert transport is not None
+                identity = identify(self._listener, transport, cfg.tls)
+                if identity is None:
+                    transport.abort()
+                else:
+                    identity.apply(conn)
+                self._on_open(conn)
+
             session = ProxySession(
                 own_id,
                 lambda: self._upstream_for(node_id),
@@ -144,8 +169,9 @@ class ProxyServer:
                 self._cluster,
                 max_request_bytes=cfg.max_request_bytes,
                 connect_timeout_s=cfg.upstream_connect_timeout_s,
+                upstream_tls=self._upstream_tls,
                 spawn=self._spawn,
-                on_open=self._on_open,
+                on_open=opened,
                 on_close=self._on_close,
             )
             return session.protocol

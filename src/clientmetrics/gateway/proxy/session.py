@@ -38,6 +38,7 @@ from clientmetrics.gateway.proxy.configs import Slot
 from clientmetrics.gateway.proxy.rewrite import Rewriter, rewriter_for
 from clientmetrics.gateway.proxy.stream import FrameProtocol
 from clientmetrics.gateway.proxy.upstream import UpstreamError, UpstreamLink
+from clientmetrics.gateway.upstream_security import UpstreamTls
 from clientmetrics.wire import (
     ErrorCode,
     ProtocolError,
@@ -107,6 +108,7 @@ class ProxySession:
         *,
         max_request_bytes: int,
         connect_timeout_s: float,
+        upstream_tls: UpstreamTls | None = None,
         spawn: Callable[[Coroutine[Any, Any, None]], object],
         on_open: Callable[[ConnectionState], None],
         on_close: Callable[[ConnectionState], None],
@@ -116,6 +118,7 @@ class ProxySession:
         self._handlers = handlers
         self._cluster = cluster
         self._timeout = connect_timeout_s
+        self._upstream_tls = upstream_tls
         self._spawn = spawn
         self._on_open = on_open
         self._on_close = on_close
@@ -301,7 +304,7 @@ class ProxySession:
         # Several bootstrap brokers: one being down must not stop new clients.
         failure = UpstreamError("no upstream address")
         for address in candidates:
-            link = UpstreamLink(address, self._timeout)
+            link = UpstreamLink(address, self._timeout, tls=self._upstream_tls)
             try:
                 await link.connect()
             except UpstreamError as exc:

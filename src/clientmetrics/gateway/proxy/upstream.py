@@ -20,6 +20,7 @@ import structlog
 from clientmetrics.errors import ClientMetricsError
 from clientmetrics.gateway.config import Address
 from clientmetrics.gateway.proxy.stream import FrameProtocol
+from clientmetrics.gateway.upstream_security import UpstreamTls
 from clientmetrics.wire import ProtocolError
 
 log = structlog.get_logger("clientmetrics.gateway.proxy")
@@ -36,9 +37,12 @@ class UpstreamError(ClientMetricsError):
 class UpstreamLink:
     """A pipelined request/response channel to one upstream broker."""
 
-    def __init__(self, address: Address, connect_timeout_s: float) -> None:
+    def __init__(
+        self, address: Address, connect_timeout_s: float, *, tls: UpstreamTls | None = None
+    ) -> None:
         self.address = address
         self._timeout = connect_timeout_s
+        self._tls = tls
         self._protocol: FrameProtocol | None = None
         self._pending: deque[tuple[int, asyncio.Future[bytes]]] = deque()
         self._injected_ids = itertools.count(-2, -1)  # clients count up from 0
@@ -49,12 +53,19 @@ class UpstreamLink:
         """Open the connection; raises ``UpstreamError`` if the broker cannot be reached."""
         loop = asyncio.get_running_loop()
         protocol = FrameProtocol(_MAX_RESPONSE_BYTES, self._on_frame, self._on_lost)
+        tls = self._tls
         try:
             await asyncio.wait_for(
-                loop.create_connection(lambda: protocol, self.address.host, self.address.port),
+                loop.create_connection(
+                    lambda: protocol,
+                    self.address.host,
+                    self.address.port,
+                    ssl=tls.context if tls is not None else None,
+                    server_hostname=(tls.server_hostname or self.address.host) if tls else None,
+                ),
                 self._timeout,
             )
-        except (TimeoutError, OSError) as exc:
+        except (TimeoutError, OSError) as exc:  # ssl.SSLError is an OSError
             raise UpstreamError(f"cannot connect to upstream {self.address}: {exc}") from exc
         self._protocol = protocol
 

@@ -1,0 +1,104 @@
+"""The gateway's listeners: one server per ``PROTOCOL://HOST:PORT``, TLS where it says so.
+
+Each accepted connection learns which listener it came in on (its name and
+security protocol, labels for the exporters) and, on an SSL listener, its
+principal from the client certificate, before its first request is read.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import ssl
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import structlog
+
+from clientmetrics.errors import ClientMetricsError
+from clientmetrics.gateway.config import Listener
+from clientmetrics.gateway.connection import ConnectionState
+from clientmetrics.gateway.tls import ReloadingContext, TlsConfig, server_context, tls_principal
+from clientmetrics.security.principal import ANONYMOUS
+from clientmetrics.security.protocol import SecurityProtocol
+
+__all__ = ["ConnectionIdentity", "ListenerSet", "identify"]
+
+log = structlog.get_logger("clientmetrics.gateway")
+
+
+@dataclass(frozen=True, slots=True)
+class ConnectionIdentity:
+    """What the transport tells about a new connection."""
+
+    listener: str
+    security_protocol: str
+    principal: str = ANONYMOUS
+
+    def apply(self, conn: ConnectionState) -> None:
+        """Record it on the connection (before its first request)."""
+        conn.listener = self.listener
+        conn.security_protocol = self.security_protocol
+        conn.principal = self.principal
+
+
+def identify(
+    listener: Listener, transport: asyncio.BaseTransport, tls: TlsConfig | None
+) -> ConnectionIdentity | None:
+    """The identity of a connection accepted on ``listener``; None to refuse it.
+
+    On an SSL listener the principal comes from the client certificate (Kafka's
+    default builder and mapping rules). On SASL_SSL the SASL exchange sets it.
+    """
+    principal = ANONYMOUS
+    if listener.protocol is SecurityProtocol.SSL and tls is not None:
+        ssl_object = transport.get_extra_info("ssl_object")
+        try:
+            principal = tls_principal(ssl_object, tls.mapper)
+        except ClientMetricsError as exc:  # no mapping rule applies, or a broken certificate
+            peer = transport.get_extra_info("peername") or ("", 0)
+            log.warning(
+                "tls_principal_refused", listener=listener.name, peer=str(peer[0]), error=str(exc)
+            )
+            return None
+    return ConnectionIdentity(listener.name, listener.protocol.value, principal)
+
+
+class ListenerSet:
+    """The TLS context the listeners share, reloaded on SIGHUP and when files change."""
+
+    def __init__(self, listeners: Sequence[Listener], tls: TlsConfig | None) -> None:
+        self.listeners = tuple(listeners)
+        self.tls = tls
+        needs_tls = any(listener.protocol.tls for listener in listeners)
+        self.context: ReloadingContext | None = (
+            server_context(tls) if tls is not None and needs_tls else None
+        )
+
+    def ssl_for(self, listener: Listener) -> ssl.SSLContext | None:
+        """The context to accept ``listener``'s connections with (None: plaintext)."""
+        if not listener.protocol.tls:
+            return None
+        assert self.context is not None, "a TLS listener without [tls] passed validation"
+        return self.context.context
+
+    async def open(
+        self,
+        listener: Listener,
+        on_client: Callable[[Listener, asyncio.StreamReader, asyncio.StreamWriter], Any],
+        *,
+        reuse_port: bool,
+    ) -> asyncio.Server:
+        """Start a stream server for ``listener``."""
+
+        async def accepted(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+            await on_client(listener, reader, writer)
+
+        return await asyncio.start_server(
+            accepted,
+            listener.address.host,
+            listener.address.port,
+            ssl=self.ssl_for(listener),
+            reuse_port=reuse_port or None,
+            backlog=4096,
+        )
