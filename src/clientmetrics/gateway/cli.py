@@ -107,7 +107,9 @@ def serve(
             sys.exit(1)
         except OSError as exc:
             click.echo(
-                f"clientmetrics serve: cannot listen on {config.listen}: {exc.strerror}", err=True
+                f"clientmetrics serve: cannot listen on "
+                f"{', '.join(str(listener) for listener in config.listeners)}: {exc.strerror}",
+                err=True,
             )
             sys.exit(1)
         return
@@ -128,7 +130,7 @@ def _run_workers(config: GatewayConfig, log_level: str, log_format: str) -> None
 
     Each worker serves /metrics for its own counters on the admin port plus its index.
     """
-    if config.listen.port == 0:
+    if any(listener.address.port == 0 for listener in config.listeners):
         raise click.UsageError("--workers needs a fixed --listen port")
     ctx = multiprocessing.get_context("spawn")
     procs = [

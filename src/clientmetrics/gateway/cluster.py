@@ -29,13 +29,13 @@ class ClusterHandlers:
         port: int,
         cluster_id: str,
         advertised: Mapping[int, tuple[int, int]],
-        listener_ports: Mapping[str, int] | None = None,
+        listener_endpoints: Mapping[str, tuple[str, int]] | None = None,
     ) -> None:
         self._node_id = node_id
         self._host = host
         self._port = port
-        #: Metadata names the port of the listener the client connected on.
-        self._listener_ports = dict(listener_ports or {})
+        #: Metadata names the address of the listener the client connected on.
+        self._endpoints = dict(listener_endpoints or {})
         self._cluster_id = cluster_id
         self._advertised = dict(sorted(advertised.items()))
 
@@ -72,16 +72,10 @@ class ClusterHandlers:
                     "partitions": [],
                 }
             )
+        host, port = self._endpoints.get(conn.listener, (self._host, self._port))
         values = {
             "throttle_time": 0,
-            "brokers": [
-                {
-                    "node_id": self._node_id,
-                    "host": self._host,
-                    "port": self._listener_ports.get(conn.listener, self._port),
-                    "rack": None,
-                }
-            ],
+            "brokers": [{"node_id": self._node_id, "host": host, "port": port, "rack": None}],
             "cluster_id": self._cluster_id,
             "controller_id": self._node_id,
             "topics": topics,

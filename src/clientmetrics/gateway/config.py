@@ -179,11 +179,15 @@ class GatewayConfig:
 
     @property
     def advertised(self) -> Address:
-        """The address the gateway names for itself in Metadata."""
-        host = self.advertised_host or self.listen.host
+        """The address the gateway names for itself in Metadata (first listener)."""
+        return self.advertised_for(self.listeners[0])
+
+    def advertised_for(self, listener: Listener, port: int | None = None) -> Address:
+        """What Metadata names for a client connected on ``listener`` (bound to ``port``)."""
+        host = self.advertised_host or listener.address.host
         if host in ("0.0.0.0", "::", ""):
             host = "127.0.0.1"
-        return Address(host, self.listen.port)
+        return Address(host, listener.address.port if port is None else port)
 
 
 def _telemetry_from(section: Mapping[str, Any]) -> TelemetryConfig:

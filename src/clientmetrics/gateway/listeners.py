@@ -22,7 +22,11 @@ from clientmetrics.gateway.tls import ReloadingContext, TlsConfig, server_contex
 from clientmetrics.security.principal import ANONYMOUS
 from clientmetrics.security.protocol import SecurityProtocol
 
-__all__ = ["ConnectionIdentity", "ListenerSet", "identify"]
+__all__ = ["TLS_HANDSHAKE_TIMEOUT_S", "ConnectionIdentity", "ListenerSet", "identify"]
+
+#: A client that has not finished its TLS handshake by then is dropped (asyncio's
+#: default, 60 s, lets half-open handshakes hold sockets for a minute).
+TLS_HANDSHAKE_TIMEOUT_S = 10.0
 
 log = structlog.get_logger("clientmetrics.gateway")
 
@@ -99,6 +103,7 @@ class ListenerSet:
             listener.address.host,
             listener.address.port,
             ssl=self.ssl_for(listener),
+            ssl_handshake_timeout=TLS_HANDSHAKE_TIMEOUT_S if listener.protocol.tls else None,
             reuse_port=reuse_port or None,
             backlog=4096,
         )

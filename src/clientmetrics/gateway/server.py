@@ -193,7 +193,13 @@ class Gateway:
             port=self.port,
             cluster_id=cfg.cluster_id,
             advertised=advertised,
-            listener_ports=self.ports,
+            listener_endpoints={
+                listener.name: (
+                    cfg.advertised_for(listener).host,
+                    self.ports[listener.name],
+                )
+                for listener in cfg.listeners
+            },
         )
         telemetry = TelemetryHandlers(self.manager, self._exporters)
         configs = ConfigHandlers(self._subscriptions)

@@ -18,7 +18,7 @@ import structlog
 
 from clientmetrics.gateway.config import Address, GatewayConfig
 from clientmetrics.gateway.connection import ConnectionState
-from clientmetrics.gateway.listeners import ListenerSet, identify
+from clientmetrics.gateway.listeners import TLS_HANDSHAKE_TIMEOUT_S, ListenerSet, identify
 from clientmetrics.gateway.proxy.cluster_map import ClusterMap
 from clientmetrics.gateway.proxy.session import ProxyHandler, ProxySession
 from clientmetrics.gateway.proxy.stream import FrameProtocol
@@ -50,6 +50,7 @@ class ProxyServer:
         self._handlers = handlers
         self._listener = config.listeners[0]
         self._ssl = listeners.ssl_for(self._listener)
+        self._handshake_timeout = TLS_HANDSHAKE_TIMEOUT_S if self._ssl is not None else None
         self._upstream_tls = upstream_tls
         self._on_open = on_open
         self._on_close = on_close
@@ -73,7 +74,12 @@ class ProxyServer:
         cfg = self._config
         loop = asyncio.get_running_loop()
         server = await loop.create_server(
-            self._factory(None), cfg.listen.host, cfg.listen.port, ssl=self._ssl, backlog=4096
+            self._factory(None),
+            cfg.listen.host,
+            cfg.listen.port,
+            ssl=self._ssl,
+            ssl_handshake_timeout=self._handshake_timeout,
+            backlog=4096,
         )
         self._servers[None] = server
         self.port = server.sockets[0].getsockname()[1]
@@ -127,6 +133,7 @@ class ProxyServer:
                     self._config.listen.host,
                     port,
                     ssl=self._ssl,
+                    ssl_handshake_timeout=self._handshake_timeout,
                     backlog=4096,
                 )
             except OSError as exc:
