@@ -45,36 +45,49 @@ def test_client_certificate_principal_is_mapped_and_lands(tmp_path: Path) -> Non
     ca = TestCA(tmp_path / "pki")
     ca.issue("server")
     client = ca.issue("client", common_name="Client1")
-    rules = 'principal_mapping_rules = "RULE:^CN=([^,]+),OU=Test,O=Acme$/$1/L, DEFAULT"'
-    gw, port = start(tmp_path, tls_config(ca, extra=f'client_auth = "required"\n{rules}'))
+    stranger = ca.issue("stranger", common_name="Client1", org="Other")
+    rules = 'principal_mapping_rules = "RULE:^CN=([^,]+),OU=Test,O=Acme$/$1/L"'
+    gw, port = start(tmp_path, tls_config(ca, extra=f'client_auth = "requested"\n{rules}'))
     try:
         set_subscription(
             gw.bootstrap, "all", {"metrics": "org.apache.kafka.", "interval.ms": "1000"}
         )
-        producer = Producer(
+        tls = {
+            "bootstrap.servers": f"127.0.0.1:{port}",
+            "security.protocol": "ssl",
+            "ssl.ca.location": str(ca.ca),
+            "log_level": 3,
+        }
+        with_cert = Producer(
             {
-                "bootstrap.servers": f"127.0.0.1:{port}",
+                **tls,
                 "client.id": "mtls-prod",
-                "security.protocol": "ssl",
-                "ssl.ca.location": str(ca.ca),
                 "ssl.certificate.location": str(client.certificate),
                 "ssl.key.location": str(client.private_key),
-                "log_level": 3,
             }
         )
+        without_cert = Producer({**tls, "client.id": "anon-prod"})
 
         def landed() -> bool:
-            producer.poll(0.1)
-            return any(
-                r["client_id"] == "mtls-prod" and r["payload"] for r in landed_rows(gw.data_dir)
-            )
+            with_cert.poll(0.05)
+            without_cert.poll(0.05)
+            ids = {r["client_id"] for r in landed_rows(gw.data_dir) if r["payload"]}
+            return {"mtls-prod", "anon-prod"} <= ids
 
-        wait_for(landed, 60, interval=0.1, what="a push over mTLS")
-        producer.flush(1)
-        rows = [r for r in landed_rows(gw.data_dir) if r["client_id"] == "mtls-prod"]
-        assert {r["principal"] for r in rows} == {"User:client1"}
-        # without a client certificate the handshake is refused: nothing is answered
-        assert api_versions_over_tls(port, ca.client_context()) is None
+        wait_for(landed, 60, interval=0.1, what="pushes over TLS with and without a certificate")
+        with_cert.flush(1)
+        without_cert.flush(1)
+        principals: dict[object, set[object]] = {}
+        for row in landed_rows(gw.data_dir):
+            principals.setdefault(row["client_id"], set()).add(row["principal"])
+        assert principals["mtls-prod"] == {"User:client1"}
+        assert principals["anon-prod"] == {"User:ANONYMOUS"}
+        # a certificate no rule maps is refused, as Kafka refuses it
+        assert api_versions_over_tls(port, ca.client_context(stranger)) is None
+        assert api_versions_over_tls(port, ca.client_context(client)) is not None
+        refused = gw.events("tls_principal_refused")
+        assert len(refused) == 1
+        assert "CN=Client1,OU=Test,O=Other" in str(refused[0]["error"])
     finally:
         assert gw.stop() == 0
     assert gw.tracebacks() == []
