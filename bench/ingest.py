@@ -10,6 +10,10 @@ Pushes carry the golden librdkafka 2.16 consumer payload, zstd-compressed, and a
 landed durably by the landing exporter. Usage:
 
     python bench/ingest.py --instances 100000 --rate 16700 --workers 2
+
+With ``--security SSL`` it instead runs the same Get and push phases twice, on a
+fresh gateway each time, over PLAINTEXT and over TLS (an SSL listener), and
+prints both and their ratio.
 """
 
 from __future__ import annotations
@@ -75,6 +79,7 @@ def generator(
     phase: str,
     out: mp.Queue,  # type: ignore[type-arg]
     go: Any,
+    ca: str | None = None,
 ) -> None:
     """One generator process: handshake its share of instances, then (optionally) push.
 
@@ -84,7 +89,7 @@ def generator(
     import uvloop
 
     async def main() -> None:
-        cs = [await loadgen.connect("127.0.0.1", port) for _ in range(conns)]
+        cs = [await loadgen.connect("127.0.0.1", port, ca) for _ in range(conns)]
         hs = loadgen.Results()
         t0 = time.perf_counter()
         await loadgen.handshake(cs, instances // conns, window, hs)
@@ -124,6 +129,7 @@ def run_generators(
     payload: bytes,
     phase: str,
     between: Callable[[], None] = lambda: None,
+    ca: str | None = None,
 ) -> list[dict[str, object]]:
     """Run the generators; ``between`` runs once every instance is handshaken."""
     ctx = mp.get_context("spawn")
@@ -132,7 +138,7 @@ def run_generators(
     ps = [
         ctx.Process(
             target=generator,
-            args=(port, conns, instances // procs, window, rate / procs, payload, phase, q, go),
+            args=(port, conns, instances // procs, window, rate / procs, payload, phase, q, go, ca),
         )
         for _ in range(procs)
     ]
@@ -174,16 +180,25 @@ def summarize_gets(label: str, results: list[dict[str, Any]]) -> float:
     return rate
 
 
-def start_gateway(port: int, data: Path, workers: int) -> subprocess.Popen[bytes]:
+def start_gateway(
+    port: int, data: Path, workers: int, tls: tuple[Path, Path, int] | None = None
+) -> subprocess.Popen[bytes]:
+    """A gateway on ``port``; with ``tls`` (certificate, key, admin port) that port is an
+    SSL listener and a PLAINTEXT one on the admin port takes the subscription."""
     cfg = data / "gw.toml"
     data.mkdir(parents=True, exist_ok=True)
-    cfg.write_text("[telemetry]\nmax_instances = 2000000\n")
+    text = "[telemetry]\nmax_instances = 2000000\n"
+    listen = ["--listen", f"127.0.0.1:{port}"]
+    if tls is not None:
+        cert, key, admin = tls
+        text += f'[tls]\ncertificate = "{cert}"\nprivate_key = "{key}"\n'
+        listen = ["--listen", f"SSL://127.0.0.1:{port}", "--listen", f"127.0.0.1:{admin}"]
+    cfg.write_text(text)
     return subprocess.Popen(
         [
             str(Path(sys.executable).parent / "clientmetrics"),
             "serve",
-            "--listen",
-            f"127.0.0.1:{port}",
+            *listen,
             "--data-dir",
             str(data),
             "--config",
@@ -236,6 +251,61 @@ def tansu_gets(instances: int, procs: int, conns: int, window: int) -> float | N
         proc.wait(10)
 
 
+def compare_security(args: argparse.Namespace, payload: bytes, tmp: Path) -> None:
+    """The Get and push phases over PLAINTEXT, then over SSL, on fresh gateways."""
+    import trustme
+
+    authority = trustme.CA()
+    ca = tmp / "ca.pem"
+    authority.cert_pem.write_to_path(str(ca))
+    leaf = authority.issue_cert("localhost", "127.0.0.1")
+    cert, key = tmp / "server.crt", tmp / "server.key"
+    leaf.cert_chain_pems[0].write_to_path(str(cert))
+    leaf.private_key_pem.write_to_path(str(key))
+    print(
+        f"machine: {os.cpu_count()} cores; gateway workers {args.workers}; "
+        f"generators {args.generators} x {args.connections} connections x window "
+        f"{args.window}; {args.instances:,} instances; payload {len(payload)} B zstd"
+    )
+    figures: dict[str, tuple[float, float]] = {}
+    for protocol in ("PLAINTEXT", "SSL"):
+        port, admin = free_port(), free_port()
+        tls = (cert, key, admin) if protocol == "SSL" else None
+        gw = start_gateway(port, tmp / protocol, args.workers, tls)
+        try:
+            wait_port(port)
+            set_subscription(admin if tls else port)
+            time.sleep(1.5)  # let every worker see the subscription
+            results = run_generators(
+                port,
+                args.generators,
+                args.connections,
+                args.instances,
+                args.window,
+                args.rate,
+                payload,
+                "push",
+                ca=str(ca) if tls else None,
+            )
+        finally:
+            gw.terminate()
+            gw.wait(30)
+        summarize_gets(f"{protocol} gateway", results)
+        ok, elapsed, errors, lat = totals(results, "push")
+        rate, p99 = ok / elapsed if elapsed else 0.0, percentile(lat, 0.99)
+        figures[protocol] = (rate, p99)
+        print(
+            f"{protocol:<9} PushTelemetry: {ok} accepted in {elapsed:.2f}s = {rate:,.0f}/s "
+            f"(target {args.rate:,.0f}/s) p50 {percentile(lat, 0.5):.2f} ms "
+            f"p99 {p99:.2f} ms errors {errors}"
+        )
+    (plain_rate, plain_p99), (tls_rate, tls_p99) = figures["PLAINTEXT"], figures["SSL"]
+    print(
+        f"ratio SSL / PLAINTEXT: pushes/s {tls_rate / plain_rate:.2f}, "
+        f"p99 {tls_p99 / plain_p99:.2f}"
+    )
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
@@ -259,10 +329,22 @@ def main() -> None:
     ap.add_argument(
         "--tansu-gets", type=int, default=50_000, help="Gets for the Tansu comparison (0 to skip)"
     )
+    ap.add_argument(
+        "--security",
+        choices=["PLAINTEXT", "SSL"],
+        default="PLAINTEXT",
+        help="SSL: compare pushes over TLS with PLAINTEXT in the same run",
+    )
     args = ap.parse_args()
 
     payload = zstandard.ZstdCompressor().compress(FIXTURE.read_bytes())
     tmp = Path(tempfile.mkdtemp(prefix="cm-ingest-"))
+    if args.security != "PLAINTEXT":
+        try:
+            compare_security(args, payload, tmp)
+        finally:
+            shutil.rmtree(tmp, ignore_errors=True)
+        return
     port = free_port()
     gw = start_gateway(port, tmp / "data", args.workers)
     try:

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import asyncio
 import gc
+import ssl
 import struct
 import time
 import uuid
@@ -76,9 +77,16 @@ class Conn(asyncio.Protocol):
         return fut
 
 
-async def connect(host: str, port: int) -> Conn:
+async def connect(host: str, port: int, ca: str | None = None) -> Conn:
+    """A connection; over TLS (verified with the PEM bundle ``ca``) when ``ca`` is given."""
     loop = asyncio.get_running_loop()
-    _, proto = await loop.create_connection(Conn, host, port)
+    if ca is None:
+        _, proto = await loop.create_connection(Conn, host, port)
+        return proto
+    context = ssl.create_default_context(cafile=ca)
+    _, proto = await loop.create_connection(
+        Conn, host, port, ssl=context, server_hostname="localhost"
+    )
     return proto
 
 
