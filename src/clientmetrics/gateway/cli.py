@@ -16,6 +16,10 @@ from clientmetrics.gateway.logs import configure_logging
 
 
 def _run(config: GatewayConfig, log_level: str, log_format: str, reuse_port: bool) -> None:
+    import signal
+
+    # A SIGHUP (reload) that arrives while starting must not end the process.
+    signal.signal(signal.SIGHUP, signal.SIG_IGN)
     from clientmetrics.gateway.server import Gateway
 
     configure_logging(log_level, log_format)

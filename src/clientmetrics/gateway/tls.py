@@ -102,8 +102,14 @@ def path_setting(value: object, what: str) -> Path | None:
 
 def tls_from(section: Mapping[str, Any]) -> TlsConfig:
     """The ``[tls]`` section: certificate, private_key, ca, client_auth, mapping rules."""
-    known = {"certificate", "private_key", "ca", "client_auth", "principal_mapping_rules"}
-    known.add("reload_check_s")
+    known = {
+        "certificate",
+        "private_key",
+        "ca",
+        "client_auth",
+        "principal_mapping_rules",
+        "reload_check_s",
+    }
     unknown = set(section) - known
     if unknown:
         raise ConfigurationError(f"unknown [tls] setting(s): {', '.join(sorted(unknown))}")
