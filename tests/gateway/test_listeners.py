@@ -8,6 +8,7 @@ from pathlib import Path
 
 import pytest
 from confluent_kafka.admin import AdminClient  # type: ignore[attr-defined]
+from cryptography.hazmat.primitives import serialization
 
 from clientmetrics.errors import ConfigurationError
 from clientmetrics.gateway.config import Address, Listener, load_config
@@ -100,6 +101,7 @@ def test_upstream_settings_in_librdkafka_names(tmp_path: Path) -> None:
         '[gateway]\nupstream = "broker:9093"\n'
         '[upstream]\nsecurity_protocol = "sasl_ssl"\nca = "/pki/ca.pem"\n'
         'certificate = "/pki/gw.crt"\nprivate_key = "/pki/gw.key"\ncheck_hostname = false\n'
+        'private_key_password = "kp"\n'
         'sasl_mechanism = "SCRAM-SHA-512"\nsasl_username = "gw"\nsasl_password = "s3cret"\n'
     )
     cfg = load_config(write(tmp_path, text), data_dir=tmp_path, environ={})
@@ -108,12 +110,14 @@ def test_upstream_settings_in_librdkafka_names(tmp_path: Path) -> None:
         "ssl.ca.location": "/pki/ca.pem",
         "ssl.certificate.location": "/pki/gw.crt",
         "ssl.key.location": "/pki/gw.key",
+        "ssl.key.password": "kp",
         "ssl.endpoint.identification.algorithm": "none",
         "sasl.mechanism": "SCRAM-SHA-512",
         "sasl.username": "gw",
         "sasl.password": "s3cret",
     }
     assert "s3cret" not in repr(cfg)
+    assert "'kp'" not in repr(cfg)
 
 
 def test_unreadable_certificate_is_a_configuration_error(tmp_path: Path) -> None:
@@ -124,6 +128,35 @@ def test_unreadable_certificate_is_a_configuration_error(tmp_path: Path) -> None
     cfg = load_config(write(tmp_path, text), data_dir=tmp_path, environ={})
     with pytest.raises(ConfigurationError, match="cannot load TLS files"):
         Gateway(cfg, store=MemorySubscriptionStore(), exporters=[])
+
+
+async def test_encrypted_private_key_with_its_password(tmp_path: Path) -> None:
+    ca = TestCA(tmp_path / "pki")
+    server = ca.issue("server")
+    key = serialization.load_pem_private_key(server.private_key.read_bytes(), password=None)
+    server.private_key.write_bytes(
+        key.private_bytes(
+            serialization.Encoding.PEM,
+            serialization.PrivateFormat.PKCS8,
+            serialization.BestAvailableEncryption(b"k3y-pass"),
+        )
+    )
+    listen = '[gateway]\nlisten = "SSL://127.0.0.1:0"\n'
+    wrong = load_config(
+        write(tmp_path, listen + tls_toml(ca, extra='private_key_password = "nope"\n')),
+        data_dir=tmp_path,
+        environ={},
+    )
+    with pytest.raises(ConfigurationError, match="cannot load TLS files"):
+        Gateway(wrong, store=MemorySubscriptionStore(), exporters=[])
+    gateway = await start(
+        tmp_path, listen + tls_toml(ca, extra='private_key_password = "k3y-pass"\n')
+    )
+    try:
+        served = await asyncio.to_thread(served_serial, gateway.port, ca.client_context())
+        assert served == server.serial
+    finally:
+        await gateway.close()
 
 
 async def start(tmp_path: Path, text: str) -> Gateway:

@@ -34,6 +34,7 @@ __all__ = [
     "ReloadingContext",
     "TlsConfig",
     "TlsFiles",
+    "password_setting",
     "path_setting",
     "reload_all",
     "server_context",
@@ -60,10 +61,14 @@ class TlsFiles:
     private_key: Path | None = None
     #: PEM bundle of the CAs trusted to sign the peer's certificate.
     ca: Path | None = None
+    #: The private key's password, when it is encrypted (Kafka's ``ssl.key.password``).
+    key_password: str | None = field(default=None, repr=False)
 
     def __post_init__(self) -> None:
         if (self.certificate is None) != (self.private_key is None):
             raise ConfigurationError("certificate and private_key go together")
+        if self.key_password is not None and self.private_key is None:
+            raise ConfigurationError("private_key_password needs private_key")
 
     @property
     def paths(self) -> tuple[Path, ...]:
@@ -100,11 +105,17 @@ def path_setting(value: object, what: str) -> Path | None:
     return Path(value).expanduser()
 
 
+def password_setting(value: object) -> str | None:
+    """``private_key_password`` (None when absent)."""
+    return None if value is None else str(value)
+
+
 def tls_from(section: Mapping[str, Any]) -> TlsConfig:
     """The ``[tls]`` section: certificate, private_key, ca, client_auth, mapping rules."""
     known = {
         "certificate",
         "private_key",
+        "private_key_password",
         "ca",
         "client_auth",
         "principal_mapping_rules",
@@ -125,6 +136,7 @@ def tls_from(section: Mapping[str, Any]) -> TlsConfig:
         path_setting(section.get("certificate"), "[tls] certificate"),
         path_setting(section.get("private_key"), "[tls] private_key"),
         path_setting(section.get("ca"), "[tls] ca"),
+        password_setting(section.get("private_key_password")),
     )
     try:
         every = float(section.get("reload_check_s", 5.0))
@@ -164,8 +176,9 @@ def _load(context: ssl.SSLContext, files: TlsFiles) -> None:
         chain = Path(tmp, "chain.pem")
         chain.write_bytes(cert + b"\n" + key)  # the directory is private (0700)
         scratch = ssl.SSLContext(context.protocol)
-        scratch.load_cert_chain(str(chain))  # refuses a key that does not match
-        context.load_cert_chain(str(chain))
+        password = files.key_password
+        scratch.load_cert_chain(str(chain), password=password)  # refuses a key that does not match
+        context.load_cert_chain(str(chain), password=password)
 
 
 class ReloadingContext:

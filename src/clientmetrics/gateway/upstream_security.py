@@ -16,7 +16,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from clientmetrics.errors import ConfigurationError
-from clientmetrics.gateway.tls import ReloadingContext, TlsFiles, path_setting
+from clientmetrics.gateway.tls import ReloadingContext, TlsFiles, password_setting, path_setting
 from clientmetrics.security.protocol import SecurityProtocol
 
 __all__ = ["SASL_MECHANISMS", "UpstreamSecurity", "UpstreamTls", "upstream_from"]
@@ -97,6 +97,8 @@ class UpstreamSecurity:
         if files.certificate is not None and files.private_key is not None:
             out["ssl.certificate.location"] = str(files.certificate)
             out["ssl.key.location"] = str(files.private_key)
+        if files.key_password is not None:
+            out["ssl.key.password"] = files.key_password
         if self.protocol.tls:
             out["ssl.endpoint.identification.algorithm"] = (
                 "https" if self.check_hostname else "none"
@@ -115,6 +117,7 @@ def upstream_from(section: Mapping[str, Any]) -> UpstreamSecurity:
         "ca",
         "certificate",
         "private_key",
+        "private_key_password",
         "server_hostname",
         "check_hostname",
         "sasl_mechanism",
@@ -134,6 +137,7 @@ def upstream_from(section: Mapping[str, Any]) -> UpstreamSecurity:
         path_setting(section.get("certificate"), "[upstream] certificate"),
         path_setting(section.get("private_key"), "[upstream] private_key"),
         path_setting(section.get("ca"), "[upstream] ca"),
+        password_setting(section.get("private_key_password")),
     )
 
     def text(key: str) -> str | None:
