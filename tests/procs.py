@@ -255,6 +255,8 @@ class StunnelProcess:
     private_key: Path
     config_path: Path
     port: int = 0
+    #: When set, clients must present a certificate signed by one of these CAs.
+    client_ca: Path | None = None
     proc: subprocess.Popen[bytes] | None = None
 
     def start(self, timeout: float = 10.0) -> StunnelProcess:
@@ -276,6 +278,7 @@ class StunnelProcess:
             f"cert = {self.certificate}\n"
             f"key = {self.private_key}\n"
             "sslVersionMin = TLSv1.2\n"
+            + (f"CAfile = {self.client_ca}\nverifyChain = yes\n" if self.client_ca else "")
         )
         self.proc = subprocess.Popen(
             [binary, str(self.config_path)], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL

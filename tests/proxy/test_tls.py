@@ -1,9 +1,10 @@
 """Proxy mode over TLS on both sides: librdkafka over SSL, the gateway, stunnel4, Tansu.
 
 Tansu 0.6's own TLS does not serve here, so Debian's stunnel4 terminates TLS in
-front of it (with a certificate from a CA other than the clients' one), and
-Tansu advertises stunnel's address. Clients reach the gateway's SSL listener;
-the gateway's links and its topic store reach the cluster through stunnel.
+front of it (with a certificate from a CA other than the clients' one, and
+requiring a client certificate from that CA), and Tansu advertises stunnel's
+address. Clients reach the gateway's SSL listener; the gateway's links and its
+topic store reach the cluster through stunnel with the gateway's certificate.
 """
 
 from __future__ import annotations
@@ -15,6 +16,7 @@ from pathlib import Path
 import pytest
 from confluent_kafka import Consumer, Producer
 
+from tests.gateway.test_tls import api_versions_over_tls
 from tests.kadmin import set_subscription
 from tests.landed import landed_rows, metric_names
 from tests.procs import StunnelProcess, TansuProcess, free_port, free_port_block, wait_for
@@ -28,7 +30,7 @@ MESSAGES = 200
 
 @pytest.fixture
 def tls_cluster(tmp_path: Path) -> Iterator[tuple[TestCA, int]]:
-    """Tansu behind stunnel; the cluster's CA and its TLS port."""
+    """Tansu behind stunnel (mTLS); the cluster's CA and its TLS port."""
     cluster_ca = TestCA(tmp_path / "cluster-pki")
     broker_cert = cluster_ca.issue("broker")
     tls_port = free_port()
@@ -40,6 +42,7 @@ def tls_cluster(tmp_path: Path) -> Iterator[tuple[TestCA, int]]:
         broker_cert.private_key,
         tmp_path / "stunnel.conf",
         port=tls_port,
+        client_ca=cluster_ca.ca,
     )
     try:
         stunnel.start()
@@ -53,6 +56,10 @@ def test_tls_clients_through_the_gateway_to_a_tls_cluster(
     tmp_path: Path, tls_cluster: tuple[TestCA, int]
 ) -> None:
     cluster_ca, cluster_port = tls_cluster
+    # the cluster refuses a client without a certificate from its CA
+    gateway_identity = cluster_ca.issue("gateway-client", common_name="gateway")
+    assert api_versions_over_tls(cluster_port, cluster_ca.client_context()) is None
+    assert api_versions_over_tls(cluster_port, cluster_ca.client_context(gateway_identity))
     client_ca = TestCA(tmp_path / "client-pki")
     server = client_ca.issue("gateway")
     config = f"""
@@ -66,6 +73,8 @@ private_key = "{server.private_key}"
 [upstream]
 security_protocol = "SSL"
 ca = "{cluster_ca.ca}"
+certificate = "{gateway_identity.certificate}"
+private_key = "{gateway_identity.private_key}"
 """
     base = free_port_block(TANSU_NODE + 1)
     gw = ProxyGateway(
