@@ -14,7 +14,6 @@ from typing import Any
 
 import pytest
 
-from clientmetrics.gateway.connection import ConnectionState
 from clientmetrics.reporter.kafka_python import _Request
 from clientmetrics.reporter.protocol import get_request, push_request
 from clientmetrics.telemetry.otlp import build_metrics_data, gauge
@@ -24,8 +23,10 @@ from clientmetrics.wire import (
     decode_request,
     decode_response,
     encode_request,
+    encode_request_header,
     request_type,
 )
+from clientmetrics.wire.server import Respond, Serve, ServerConnection
 from tests.kadmin import set_subscription
 from tests.landed import landed_rows
 from tests.procs import GatewayProcess, wait_for
@@ -157,13 +158,20 @@ def test_later_requests_must_repeat_the_first_id(conn: Conn) -> None:
 
 def test_sasl_handshake_is_exempt(gateway: GatewayProcess, conn: Conn) -> None:
     # The admission rule itself: SaslHandshake cannot carry an id, so it passes.
-    state = ConnectionState(1, "127.0.0.1", 1, 0)
+    core = ServerConnection(served={71: (0, 1), 3: (0, 12)})
     instance = uuid.uuid4()
-    assert state.admit(RequestHeader(71, 1, 1, "raw", instance, 3)) is ErrorCode.NONE
-    assert state.admit(RequestHeader(17, 1, 2, "raw", None, 1)) is ErrorCode.NONE
-    assert state.admit(RequestHeader(3, 12, 3, "raw", None, 2)) is ErrorCode.INVALID_REQUEST
-    # Over the wire: the standalone gateway serves no SASL and drops the connection,
-    # but it does not count the request as a KIP-1313 rejection.
+
+    def result(header: RequestHeader) -> object:
+        return core.receive_frame(encode_request_header(header) + b"\x00" * 8, 0)
+
+    assert isinstance(result(RequestHeader(71, 1, 1, "raw", instance, 3)), Serve)
+    core.complete(0, None)
+    # Not refused by KIP-1313: a listener without SASL answers ILLEGAL_SASL_STATE.
+    assert result(RequestHeader(17, 1, 2, "raw", None, 1)) == Respond(1)
+    assert struct.unpack_from(">h", b"".join(core.data_to_send()), 8)[0] == 34
+    assert result(RequestHeader(3, 12, 3, "raw", None, 2)) == Respond(2, ErrorCode.INVALID_REQUEST)
+    # Over the wire: the standalone gateway serves no SASL, but it does not count the
+    # request as a KIP-1313 rejection.
     assert int(conn.get(1, instance).error_code) == 0
     body = struct.pack(">hhih", 17, 1, conn.next_id(), 3) + b"raw" + struct.pack(">h", 5)
     conn.sock.sendall(struct.pack(">i", len(body) + 5) + body + b"PLAIN")

@@ -14,9 +14,6 @@ from clientmetrics.wire import (
     response_type,
 )
 
-API_VERSIONS = 18
-METADATA = 3
-
 
 class ClusterHandlers:
     """Answers ApiVersions and Metadata, naming the gateway as the only broker."""

@@ -18,7 +18,10 @@ from clientmetrics.gateway.tls import TlsConfig, tls_from
 from clientmetrics.gateway.upstream_security import UpstreamSecurity, upstream_from
 from clientmetrics.security.protocol import SecurityProtocol
 from clientmetrics.telemetry.manager import TelemetryConfig
+from clientmetrics.wire import DEFAULT_MAX_FRAME_BYTES
 
+#: Standalone mode's default maximum request size (pushes are 1 MiB by default).
+STANDALONE_MAX_REQUEST_BYTES = 2 * 1024 * 1024
 COMPRESSION_IDS = {"none": 0, "gzip": 1, "snappy": 2, "lz4": 3, "zstd": 4}
 
 
@@ -87,7 +90,18 @@ class GatewayConfig:
     advertised_host: str | None = None
     node_id: int = 0
     cluster_id: str = "clientmetrics"
-    max_request_bytes: int = 100 * 1024 * 1024
+    #: Larger requests close the connection; ``None``: by mode (see ``request_size_limit``).
+    max_request_bytes: int | None = None
+    #: Bytes buffered for large requests still arriving, across all connections
+    #: (Kafka's ``queued.max.request.bytes``): when spent, connections stop being read.
+    queued_max_request_bytes: int = 256 * 1024 * 1024
+    #: Kafka's ``connections.max.idle.ms``: a connection without a request for this
+    #: long is closed (also ends slowloris connections).
+    connections_max_idle_ms: int = 600_000
+    #: Kafka's ``max.connections.per.ip``: the next connection from that address is refused.
+    max_connections_per_ip: int = 1000
+    #: KIP-368 ``connections.max.reauth.ms`` for SASL listeners; 0: no re-authentication.
+    connections_max_reauth_ms: int = 0
     admin_listen: Address | None = None
     telemetry: TelemetryConfig = field(default_factory=TelemetryConfig)
     exporters: tuple[ExporterSpec, ...] = (ExporterSpec("landing"),)
@@ -112,8 +126,19 @@ class GatewayConfig:
         self._check_listeners()
         if not 0 <= self.node_id <= 2**31 - 1:
             raise ConfigurationError(f"node_id must be a non-negative int32, got {self.node_id}")
-        if self.max_request_bytes < 1024:
+        if self.request_size_limit < 1024:
             raise ConfigurationError("max_request_bytes must be at least 1024")
+        if self.queued_max_request_bytes < self.request_size_limit:
+            raise ConfigurationError(
+                "queued_max_request_bytes must be at least max_request_bytes "
+                f"({self.request_size_limit})"
+            )
+        if self.connections_max_idle_ms < 1:
+            raise ConfigurationError("connections_max_idle_ms must be positive")
+        if self.max_connections_per_ip < 1:
+            raise ConfigurationError("max_connections_per_ip must be at least 1")
+        if self.connections_max_reauth_ms < 0:
+            raise ConfigurationError("connections_max_reauth_ms must not be negative")
         if self.workers < 1:
             raise ConfigurationError("workers must be at least 1")
         if not self.exporters:
@@ -157,6 +182,19 @@ class GatewayConfig:
     def proxy(self) -> bool:
         """Whether the gateway fronts an upstream cluster (proxy mode)."""
         return bool(self.upstream)
+
+    @property
+    def request_size_limit(self) -> int:
+        """The maximum request size in force: ``max_request_bytes``, else by mode.
+
+        Proxy mode keeps Kafka's ``socket.request.max.bytes`` (100 MiB): the cluster
+        decides. Standalone serves telemetry only: a push and some headroom.
+        """
+        if self.max_request_bytes is not None:
+            return self.max_request_bytes
+        if self.proxy:
+            return DEFAULT_MAX_FRAME_BYTES
+        return max(STANDALONE_MAX_REQUEST_BYTES, self.telemetry.max_bytes + 64 * 1024)
 
     @property
     def store_kind(self) -> str:
@@ -284,13 +322,26 @@ def _gateway_values(section: Mapping[str, Any]) -> dict[str, Any]:
     return out
 
 
+_INT_KEYS = (
+    "node_id",
+    "max_request_bytes",
+    "expiry_check_ms",
+    "workers",
+    "broker_port_base",
+    "queued_max_request_bytes",
+    "connections_max_idle_ms",
+    "max_connections_per_ip",
+    "connections_max_reauth_ms",
+)
+
+
 def _gateway_value(key: str, value: Any) -> dict[str, Any]:
-    name = key.replace("-", "_")
+    name = key.replace("-", "_").replace(".", "_")
     if name == "listen":
         return {"listeners": _listeners(value)}
     if name == "admin_listen":
         return {name: value if isinstance(value, Address) else Address.parse(str(value), name)}
-    if name in ("node_id", "max_request_bytes", "expiry_check_ms", "workers", "broker_port_base"):
+    if name in _INT_KEYS:
         return {name: int(value)}
     if name in ("advertised_host", "cluster_id", "store", "subscriptions_topic"):
         return {name: str(value)}

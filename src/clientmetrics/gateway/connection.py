@@ -1,81 +1,115 @@
-"""One client connection: framing, the KIP-1313 header rules, ordered dispatch.
+"""One standalone client connection: the asyncio shell around ``wire.server``.
 
-Requests start in arrival order and responses leave in request order, as from a
-Kafka broker. Telemetry requests may overlap: a push waiting for its durable
-group commit does not hold up the pushes behind it on a pipelining connection.
-Any other request (the config RPCs) waits until everything before it is answered,
-and nothing after it starts until it is answered.
+The core (``ServerConnection``) frames, admits, authenticates and orders; this
+shell reads, runs handlers and writes. Requests start in arrival order and
+responses leave in request order, as from a Kafka broker. Telemetry requests
+may overlap: a push waiting for its durable group commit does not hold up the
+pushes behind it on a pipelining connection. Any other request (the config
+RPCs) waits until everything before it is answered, and nothing after it
+starts until it is answered.
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
+import functools
 import itertools
 import uuid
-from collections import deque
 from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass, field
+from types import MappingProxyType
 
 import structlog
 
-from clientmetrics.telemetry.model import UNKNOWN, ZERO_UUID, ClientContext
+from clientmetrics.gateway.limits import ConnectionLimits, now_ms
+from clientmetrics.security.base import ANONYMOUS
+from clientmetrics.telemetry.model import UNKNOWN, ClientContext
 from clientmetrics.wire import (
+    SERVED,
+    ApiKey,
     ErrorCode,
-    FrameDecoder,
     ProtocolError,
     RequestHeader,
     UnsupportedApi,
-    error_response,
-    parse_request_header,
-    peek_request,
+)
+from clientmetrics.wire.server import (
+    Close,
+    CloseReason,
+    Forward,
+    Request,
+    Respond,
+    Serve,
+    ServerConnection,
 )
 
 log = structlog.get_logger("clientmetrics.gateway")
 
-SASL_HANDSHAKE = 17
 _connection_ids = itertools.count(1)
+
+
+def _no_close() -> None:
+    return None
 
 
 @dataclass(slots=True)
 class ConnectionState:
-    """What the gateway remembers about one client connection."""
+    """What the gateway remembers about one client connection.
+
+    Identity (principal, client id, KIP-1313 instance id) is the core's: the
+    principal is whatever the core's authentication proved (anonymous by default).
+    """
 
     connection_id: int
     peer_host: str
     peer_port: int
     node_id: int
-    principal: str = "User:ANONYMOUS"
+    core: ServerConnection = field(default_factory=ServerConnection)
     #: The listener the client connected on (its name) and its security protocol.
     listener: str = "PLAINTEXT"
     security_protocol: str = "PLAINTEXT"
-    client_id: str | None = None
     software_name: str = UNKNOWN
     software_version: str = UNKNOWN
-    #: KIP-1313: the instance id the connection's first (header v3) request carried.
-    header_instance_id: uuid.UUID | None = None
-    requests: int = 0
+    #: Closes the transport (the idle / session sweep calls it).
+    close: Callable[[], None] = field(default=_no_close, repr=False)
     _context: ClientContext | None = field(default=None, repr=False)
-    _pending: deque[asyncio.Future[bytes | None]] | None = field(default=None, repr=False)
+
+    @property
+    def principal(self) -> str:
+        return self.core.principal
+
+    @principal.setter
+    def principal(self, principal: str) -> None:
+        """The transport's identity (a TLS client certificate), before any request."""
+        self.core.set_transport_principal(principal)
+
+    @property
+    def client_id(self) -> str | None:
+        return self.core.client_id
+
+    @property
+    def header_instance_id(self) -> uuid.UUID | None:
+        return self.core.header_instance_id
 
     def in_flight(self) -> int:
         """Requests received on this connection and not yet answered."""
-        return len(self._pending) if self._pending is not None else 0
+        return self.core.in_flight
 
     def context(self) -> ClientContext:
         """The telemetry view of this connection (cached; shared by its instances)."""
-        if self._context is None:
-            self._context = ClientContext(
+        context = self._context
+        if context is None or context.principal != self.core.principal:
+            context = self._context = ClientContext(
                 connection_id=self.connection_id,
-                client_id=self.client_id or "",
+                client_id=self.core.client_id or "",
                 client_software_name=self.software_name,
                 client_software_version=self.software_version,
                 client_source_address=self.peer_host,
                 client_source_port=self.peer_port,
-                principal=self.principal,
+                principal=self.core.principal,
                 node_id=self.node_id,
             )
-        return self._context
+        return context
 
     def set_software(self, name: str, version: str) -> None:
         """Record ApiVersions v3+ client software name and version."""
@@ -83,143 +117,169 @@ class ConnectionState:
         self.software_version = version or UNKNOWN
         self._context = None
 
-    def admit(self, header: RequestHeader) -> ErrorCode:
-        """Apply KIP-1313's per-connection rules to a request header.
-
-        The first request fixes the client id for the whole connection. If it used
-        header v3 it fixes the instance id too: every later request (SaslHandshake
-        excepted) must carry the same, non-zero id.
-        """
-        first = self.requests == 0
-        self.requests += 1
-        if first:
-            self.client_id = header.client_id
-            self._context = None
-            if header.header_version >= 3:
-                if header.client_instance_id in (None, ZERO_UUID):
-                    return ErrorCode.INVALID_REQUEST
-                self.header_instance_id = header.client_instance_id
-            return ErrorCode.NONE
-        if self.header_instance_id is None or header.api_key == SASL_HANDSHAKE:
-            return ErrorCode.NONE
-        if header.header_version < 3 or header.client_instance_id != self.header_instance_id:
-            return ErrorCode.INVALID_REQUEST
-        return ErrorCode.NONE
-
 
 #: A request handler: gets the connection, the parsed header and the whole frame
 #: (the body starts at the offset), returns a framed response or None (no response).
 Handler = Callable[[ConnectionState, RequestHeader, bytes, int], Awaitable[bytes | None]]
 
-
-class Dispatcher:
-    """Routes each request to the handler that claims its api key.
-
-    ``api_keys`` is what an ApiVersions error response advertises. A request for an
-    api key or version nobody serves closes the connection, as Kafka does.
-    """
-
-    def __init__(
-        self,
-        handlers: dict[int, Handler],
-        *,
-        api_keys: Mapping[int, tuple[int, int]] | None = None,
-    ) -> None:
-        self._handlers = handlers
-        self._api_keys = api_keys
-
-    def reject(self, header: RequestHeader, code: ErrorCode) -> bytes:
-        """An error response for ``header``, or ProtocolError where none can be built."""
-        try:
-            return error_response(header, code, api_keys=self._api_keys)
-        except UnsupportedApi as exc:
-            raise ProtocolError(
-                f"unsupported api key {header.api_key} version {header.api_version}"
-            ) from exc
-
-    async def dispatch(self, conn: ConnectionState, frame: bytes) -> bytes | None:
-        try:
-            header, offset = parse_request_header(frame)
-        except UnsupportedApi as exc:
-            known: RequestHeader | None = getattr(exc, "header", None)
-            if known is None:
-                raise ProtocolError(str(exc)) from exc
-            return self.reject(known, ErrorCode.UNSUPPORTED_VERSION)
-        admitted = conn.admit(header)
-        if admitted is not ErrorCode.NONE:
-            log.info(
-                "request_rejected",
-                reason="kip1313_instance_id",
-                api_key=header.api_key,
-                connection=conn.connection_id,
-            )
-            return self.reject(header, admitted)
-        handler = self._handlers.get(header.api_key)
-        if handler is None:
-            return self.reject(header, ErrorCode.UNSUPPORTED_VERSION)
-        try:
-            return await handler(conn, header, frame, offset)
-        except UnsupportedApi:
-            return self.reject(header, ErrorCode.UNSUPPORTED_VERSION)
-        except ProtocolError:
-            raise
-        except Exception:  # a bug in one handler must not take the gateway down
-            log.exception("handler_failed", api_key=header.api_key, version=header.api_version)
-            return self.reject(header, ErrorCode.UNKNOWN_SERVER_ERROR)
-
-
 #: Requests whose handlers finish their state work before their first ``await``:
 #: they may overlap on one connection (a push waiting for its group commit does not
 #: hold up the next one) without changing what any of them sees, because tasks start
 #: in arrival order. Every other request waits until those before it are answered.
-OVERLAPPING = frozenset({18, 3, 71, 72})
-#: Requests in flight on one connection before it stops reading (back-pressure).
-MAX_IN_FLIGHT = 256
+OVERLAPPING = frozenset(
+    {
+        ApiKey.API_VERSIONS,
+        ApiKey.METADATA,
+        ApiKey.GET_TELEMETRY_SUBSCRIPTIONS,
+        ApiKey.PUSH_TELEMETRY,
+    }
+)
 
 
-def _overlaps(frame: bytes) -> bool:
-    return len(frame) >= 2 and int.from_bytes(frame[:2], "big", signed=True) in OVERLAPPING
+class Dispatcher:
+    """The handlers of a standalone listener, and the cores its connections run.
+
+    ``api_keys`` is what an ApiVersions error response advertises. A request for an
+    api key nobody serves closes the connection, as Kafka does.
+    """
+
+    def __init__(
+        self,
+        handlers: Mapping[int, Handler],
+        *,
+        api_keys: Mapping[int, tuple[int, int]] | None = None,
+        limits: ConnectionLimits | None = None,
+    ) -> None:
+        self._handlers = dict(handlers)
+        self._api_keys = api_keys
+        self._served = MappingProxyType({key: SERVED.get(key, (0, 0)) for key in handlers})
+        self.limits = limits
+
+    def new_core(self, *, max_request_bytes: int, principal: str = ANONYMOUS) -> ServerConnection:
+        """A connection core for this listener (``principal``: from a TLS certificate)."""
+        limits = self.limits
+        if limits is None:
+            return ServerConnection(
+                served=self._served,
+                advertised=self._api_keys,
+                principal=principal,
+                max_request_bytes=max_request_bytes,
+                now_ms=now_ms(),
+            )
+        return ServerConnection(
+            served=self._served,
+            advertised=self._api_keys,
+            policy=limits.policy,
+            principal=principal,
+            max_request_bytes=max_request_bytes,
+            budget=limits.budget,
+            idle_ms=limits.idle_ms,
+            now_ms=now_ms(),
+        )
+
+    async def run(self, conn: ConnectionState, request: Request) -> bytes | None:
+        handler = self._handlers[request.header.api_key]
+        frame = request.frame if isinstance(request.frame, bytes) else bytes(request.frame)
+        return await handler(conn, request.header, frame, request.offset)
 
 
-class _Responses:
-    """Responses of one connection, written in request order as they complete."""
+class _Shell:
+    """Drives one core over a stream: reads, runs handlers, writes in order."""
 
-    def __init__(self, writer: asyncio.StreamWriter) -> None:
+    def __init__(
+        self, conn: ConnectionState, writer: asyncio.StreamWriter, dispatcher: Dispatcher
+    ) -> None:
+        self.conn = conn
+        self.core = conn.core
         self._writer = writer
-        self.pending: deque[asyncio.Future[bytes | None]] = deque()
-        self.failure: BaseException | None = None
+        self._dispatcher = dispatcher
+        self._tasks: set[asyncio.Task[bytes | None]] = set()
+        self._wake = asyncio.Event()
+        self.closing: Close | None = None
+        self.core.on_readable = self._wake.set
 
-    def add(self, future: asyncio.Future[bytes | None]) -> None:
-        self.pending.append(future)
-        future.add_done_callback(self.pump)
-
-    def pump(self, _done: object = None) -> None:
-        """Write every answered request at the head of the queue, in one write."""
-        chunks = []
-        while self.pending and self.pending[0].done():
-            future = self.pending.popleft()
-            if future.cancelled():
-                continue
-            error = future.exception()
-            if error is not None:
-                self.failure = error
-                self._writer.transport.abort()
-                return
-            response = future.result()
-            if response is not None:
-                chunks.append(response)
+    def flush(self) -> None:
+        chunks = self.core.data_to_send()
         if chunks and not self._writer.is_closing():
-            self._writer.write(b"".join(chunks))
+            self._writer.writelines(chunks)
 
-    async def settle(self, limit: int = 0) -> None:
-        """Wait until at most ``limit`` requests are unanswered."""
-        while len(self.pending) > limit:
-            await asyncio.wait([self.pending[0]])
-            self.pump()
+    async def wait_readable(self) -> None:
+        """Back-pressure: wait while too much is in flight or the budget is spent."""
+        if not self.core.should_pause():
+            return
+        while not self.core.may_resume() and not self.core.closed:
+            self._wake.clear()
+            await self._wake.wait()
+
+    async def handle(self, result: Serve | Forward | Respond | Close) -> None:
+        match result:
+            case Serve(request):
+                if request.header.api_key in OVERLAPPING:
+                    task = asyncio.ensure_future(self._dispatcher.run(self.conn, request))
+                    self._tasks.add(task)
+                    task.add_done_callback(functools.partial(self._finished, request))
+                else:
+                    await self.settle()
+                    try:
+                        data = await self._dispatcher.run(self.conn, request)
+                    except Exception as exc:
+                        self._failed(request, exc)
+                    else:
+                        self.core.complete(request.id, data)
+            case Respond(error=ErrorCode.INVALID_REQUEST):
+                self._rejected(result)
+            case Respond():
+                pass
+            case Close():
+                self.closing = result
+            case Forward(request):  # no upstream in standalone mode: the core never forwards
+                raise AssertionError(f"forward of api key {request.header.api_key}")
+
+    def _rejected(self, respond: Respond) -> None:
+        conn, limits = self.conn, self._dispatcher.limits
+        fields = {"reason": "kip1313_instance_id", "connection": conn.connection_id}
+        if limits is not None:
+            limits.warn(conn.peer_host, "request_rejected", **fields)
+        else:
+            log.info("request_rejected", **fields)
+
+    def _finished(self, request: Request, task: asyncio.Task[bytes | None]) -> None:
+        self._tasks.discard(task)
+        if task.cancelled():
+            return
+        error = task.exception()
+        if error is not None:
+            self._failed(request, error)
+        else:
+            self.core.complete(request.id, task.result())
+        self.flush()
+        self._wake.set()
+        if self.closing is not None:
+            self._writer.close()  # the reading loop may be waiting for bytes
+
+    def _failed(self, request: Request, error: BaseException) -> None:
+        """The one error policy: the core decides, the shell logs the unexpected."""
+        if not isinstance(error, ProtocolError | UnsupportedApi):
+            header = request.header
+            log.error(
+                "handler_failed",
+                api_key=header.api_key,
+                version=header.api_version,
+                exc_info=error,
+            )
+        outcome = self.core.fail(request, error)
+        if isinstance(outcome, Close) and self.closing is None:
+            self.closing = outcome
+
+    async def settle(self) -> None:
+        """Wait until every overlapping request started so far is answered."""
+        while self._tasks:
+            await asyncio.wait(list(self._tasks))
+        self.flush()
 
     def cancel(self) -> None:
-        for future in self.pending:
-            future.cancel()
+        for task in self._tasks:
+            task.cancel()
 
 
 async def serve_connection(
@@ -231,45 +291,60 @@ async def serve_connection(
     max_request_bytes: int,
     on_open: Callable[[ConnectionState], None],
     on_close: Callable[[ConnectionState], None],
+    principal: str = ANONYMOUS,
 ) -> None:
-    """Read frames until EOF or a protocol error; answer each, in request order."""
+    """Read until EOF or the core closes; answer each request, in request order.
+
+    ``principal``: the identity the transport proved (a TLS client certificate).
+    """
     peer = writer.get_extra_info("peername") or ("", 0)
-    conn = ConnectionState(next(_connection_ids), str(peer[0]), int(peer[1]), node_id)
-    decoder = FrameDecoder(max_request_bytes)
-    responses = _Responses(writer)
-    conn._pending = responses.pending
+    core = dispatcher.new_core(max_request_bytes=max_request_bytes, principal=principal)
+    conn = ConnectionState(next(_connection_ids), str(peer[0]), int(peer[1]), node_id, core)
+    conn.close = writer.close
+    shell = _Shell(conn, writer, dispatcher)
     on_open(conn)
     try:
-        while data := await reader.read(65536):
-            for frame in decoder.feed(data):
-                if not _overlaps(frame):
-                    await responses.settle()
-                responses.add(asyncio.ensure_future(dispatcher.dispatch(conn, frame)))
-                if not _overlaps(frame):
-                    await responses.settle()
-                await responses.settle(MAX_IN_FLIGHT - 1)
-                if responses.failure is not None:
-                    raise responses.failure
+        while shell.closing is None:
+            await shell.wait_readable()
+            data = await reader.read(65536)
+            if not data:
+                break
+            for result in core.receive_data(data, now_ms()):
+                await shell.handle(result)
+                if shell.closing is not None:
+                    break
+            shell.flush()
             await writer.drain()
-            if responses.failure is not None:
-                raise responses.failure
-        await responses.settle()
+        if shell.closing is None or shell.closing.reason is not CloseReason.PROTOCOL_ERROR:
+            await shell.settle()
+        shell.flush()
         await writer.drain()
-    except ProtocolError as exc:
-        log.warning(
-            "connection_closed_on_protocol_error",
-            connection=conn.connection_id,
-            peer=f"{conn.peer_host}:{conn.peer_port}",
-            error=str(exc),
-        )
+        if shell.closing is not None:
+            _log_close(conn, shell.closing, dispatcher.limits)
     except (ConnectionError, asyncio.IncompleteReadError):
         pass
     finally:
-        responses.cancel()
+        shell.cancel()
+        core.connection_lost()
         on_close(conn)
         writer.close()
         with contextlib.suppress(ConnectionError, OSError):
             await writer.wait_closed()
 
 
-__all__ = ["ConnectionState", "Dispatcher", "Handler", "peek_request", "serve_connection"]
+def _log_close(conn: ConnectionState, close: Close, limits: ConnectionLimits | None) -> None:
+    """A protocol violation is a warning (rate-limited per source), the rest info."""
+    fields = {"connection": conn.connection_id, "reason": close.reason.value, "error": close.detail}
+    if close.reason in (CloseReason.AUTHENTICATION_FAILED, CloseReason.IDLE):
+        log.info("connection_closed", peer=f"{conn.peer_host}:{conn.peer_port}", **fields)
+    elif limits is not None:
+        limits.warn(conn.peer_host, "connection_closed_on_protocol_error", **fields)
+    else:
+        log.warning(
+            "connection_closed_on_protocol_error",
+            peer=f"{conn.peer_host}:{conn.peer_port}",
+            **fields,
+        )
+
+
+__all__ = ["OVERLAPPING", "ConnectionState", "Dispatcher", "Handler", "serve_connection"]

@@ -14,25 +14,22 @@ import structlog
 
 from clientmetrics.exporters.base import Exporter
 from clientmetrics.exporters.registry import load_exporters
-from clientmetrics.gateway.cluster import API_VERSIONS, METADATA, ClusterHandlers
+from clientmetrics.gateway.cluster import ClusterHandlers
 from clientmetrics.gateway.config import GatewayConfig, Listener
 from clientmetrics.gateway.config_rpcs import ConfigHandlers
 from clientmetrics.gateway.connection import ConnectionState, Dispatcher, Handler, serve_connection
+from clientmetrics.gateway.limits import ConnectionLimits, raise_fd_limit
 from clientmetrics.gateway.listeners import ConnectionIdentity, ListenerSet, identify
 from clientmetrics.gateway.metrics_http import MetricsServer
 from clientmetrics.gateway.subscriptions import Subscriptions
-from clientmetrics.gateway.telemetry_rpcs import (
-    GET_TELEMETRY_SUBSCRIPTIONS,
-    PUSH_TELEMETRY,
-    TelemetryHandlers,
-    now_ms,
-)
+from clientmetrics.gateway.telemetry_rpcs import TelemetryHandlers, now_ms
 from clientmetrics.gateway.tls import ReloadingContext
 from clientmetrics.gateway.upstream_security import UpstreamTls
 from clientmetrics.store.base import SubscriptionStore
 from clientmetrics.store.sqlite import SqliteSubscriptionStore
 from clientmetrics.telemetry.manager import ClientMetricsManager
-from clientmetrics.wire import SERVED, RequestHeader
+from clientmetrics.wire import SERVED, ApiKey, RequestHeader
+from clientmetrics.wire.server import ListenerPolicy
 
 if TYPE_CHECKING:
     from clientmetrics.gateway.proxy import ProxyServer
@@ -41,18 +38,19 @@ log = structlog.get_logger("clientmetrics.gateway")
 #: How often long-lived objects are moved out of the cyclic GC's reach.
 FREEZE_EVERY_S = 10.0
 
-DESCRIBE_CONFIGS, ALTER_CONFIGS, INCREMENTAL_ALTER_CONFIGS, LIST_CONFIG_RESOURCES = 32, 33, 44, 74
 #: What the standalone gateway answers, and so advertises in ApiVersions.
 STANDALONE_APIS = (
-    API_VERSIONS,
-    METADATA,
-    DESCRIBE_CONFIGS,
-    ALTER_CONFIGS,
-    INCREMENTAL_ALTER_CONFIGS,
-    GET_TELEMETRY_SUBSCRIPTIONS,
-    PUSH_TELEMETRY,
-    LIST_CONFIG_RESOURCES,
+    ApiKey.API_VERSIONS,
+    ApiKey.METADATA,
+    ApiKey.DESCRIBE_CONFIGS,
+    ApiKey.ALTER_CONFIGS,
+    ApiKey.INCREMENTAL_ALTER_CONFIGS,
+    ApiKey.GET_TELEMETRY_SUBSCRIPTIONS,
+    ApiKey.PUSH_TELEMETRY,
+    ApiKey.LIST_CONFIG_RESOURCES,
 )
+#: Advertised too on a listener that authenticates with SASL (terminate mode).
+SASL_APIS = (ApiKey.SASL_HANDSHAKE, ApiKey.SASL_AUTHENTICATE)
 
 
 class Gateway:
@@ -65,8 +63,19 @@ class Gateway:
         store: SubscriptionStore | None = None,
         exporters: Sequence[Exporter] | None = None,
         reuse_port: bool = False,
+        policy: ListenerPolicy | None = None,
     ) -> None:
+        """``policy``: how clients authenticate (default: no SASL, KIP-368 off)."""
         self.config = config
+        reauth = config.connections_max_reauth_ms or None
+        self.policy = policy or ListenerPolicy(reauth_ms=reauth)
+        self.limits = ConnectionLimits(
+            max_request_bytes=config.request_size_limit,
+            queued_max_request_bytes=config.queued_max_request_bytes,
+            idle_ms=config.connections_max_idle_ms,
+            max_connections_per_ip=config.max_connections_per_ip,
+            policy=self.policy,
+        )
         self.manager = ClientMetricsManager(config.telemetry, rng=random.SystemRandom())
         self._store = store
         self._exporters = list(exporters) if exporters is not None else None
@@ -94,6 +103,8 @@ class Gateway:
         """Open the store and exporters, then listen. Raises on a bad configuration."""
         cfg = self.config
         cfg.data_dir.mkdir(parents=True, exist_ok=True)
+        self.limits.fd_limit = raise_fd_limit()
+        asyncio.get_running_loop().set_exception_handler(self._loop_exception)
         if self._store is None:
             self._store = self._default_store()
         if self._exporters is None:
@@ -169,12 +180,13 @@ class Gateway:
             listeners=self._listeners,
             upstream_tls=upstream_tls,
             telemetry={
-                GET_TELEMETRY_SUBSCRIPTIONS: self._counted(
+                ApiKey.GET_TELEMETRY_SUBSCRIPTIONS: self._counted(
                     "get_subscriptions", telemetry.get_subscriptions
                 ),
-                PUSH_TELEMETRY: self._counted("push", telemetry.push),
+                ApiKey.PUSH_TELEMETRY: self._counted("push", telemetry.push),
             },
             subscriptions=self._subscriptions,
+            limits=self.limits,
             on_open=self._opened,
             on_close=self._closed,
         )
@@ -186,7 +198,10 @@ class Gateway:
         assert self._subscriptions is not None
         assert self._exporters is not None
         cfg = self.config
-        advertised = {key: SERVED[key] for key in STANDALONE_APIS}
+        keys = STANDALONE_APIS + (SASL_APIS if self.policy.sasl is not None else ())
+        advertised: dict[int, tuple[int, int]] = {key: SERVED[key] for key in keys}
+        if self.policy.sasl is not None:  # SaslHandshake v0 (raw tokens) is not served
+            advertised[ApiKey.SASL_HANDSHAKE] = (1, SERVED[ApiKey.SASL_HANDSHAKE][1])
         cluster = ClusterHandlers(
             node_id=cfg.node_id,
             host=cfg.advertised.host,
@@ -204,18 +219,18 @@ class Gateway:
         telemetry = TelemetryHandlers(self.manager, self._exporters)
         configs = ConfigHandlers(self._subscriptions)
         handlers: dict[int, Handler] = {
-            API_VERSIONS: cluster.api_versions,
-            METADATA: cluster.metadata,
-            GET_TELEMETRY_SUBSCRIPTIONS: self._counted(
+            ApiKey.API_VERSIONS: cluster.api_versions,
+            ApiKey.METADATA: cluster.metadata,
+            ApiKey.GET_TELEMETRY_SUBSCRIPTIONS: self._counted(
                 "get_subscriptions", telemetry.get_subscriptions
             ),
-            PUSH_TELEMETRY: self._counted("push", telemetry.push),
-            DESCRIBE_CONFIGS: configs.describe_configs,
-            ALTER_CONFIGS: configs.alter_configs,
-            INCREMENTAL_ALTER_CONFIGS: configs.incremental_alter_configs,
-            LIST_CONFIG_RESOURCES: configs.list_config_resources,
+            ApiKey.PUSH_TELEMETRY: self._counted("push", telemetry.push),
+            ApiKey.DESCRIBE_CONFIGS: configs.describe_configs,
+            ApiKey.ALTER_CONFIGS: configs.alter_configs,
+            ApiKey.INCREMENTAL_ALTER_CONFIGS: configs.incremental_alter_configs,
+            ApiKey.LIST_CONFIG_RESOURCES: configs.list_config_resources,
         }
-        return Dispatcher(handlers, api_keys=advertised)
+        return Dispatcher(handlers, api_keys=advertised, limits=self.limits)
 
     def _counted(self, name: str, handler: Handler) -> Handler:
         async def counted(
@@ -255,21 +270,26 @@ class Gateway:
             self._tasks.add(task)
             task.add_done_callback(self._tasks.discard)
         identity = identify(listener, writer.transport, self.config.tls)
-        if identity is None:
+        peer = writer.get_extra_info("peername") or ("", 0)
+        host = str(peer[0])
+        if identity is None or not self.limits.accept(host):
             writer.transport.abort()
             return
         # Cancelled only by close(): end quietly. (Python 3.11's start_server callback
         # calls task.exception() on a cancelled connection task and logs the error.)
-        with contextlib.suppress(asyncio.CancelledError):
-            await serve_connection(
-                reader,
-                writer,
-                self._dispatcher,
-                node_id=self.config.node_id,
-                max_request_bytes=self.config.max_request_bytes,
-                on_open=lambda conn: self._opened(conn, identity),
-                on_close=self._closed,
-            )
+        try:
+            with contextlib.suppress(asyncio.CancelledError):
+                await serve_connection(
+                    reader,
+                    writer,
+                    self._dispatcher,
+                    node_id=self.config.node_id,
+                    max_request_bytes=self.limits.max_request_bytes,
+                    on_open=lambda conn: self._opened(conn, identity),
+                    on_close=self._closed,
+                )
+        finally:
+            self.limits.release(host)
 
     def _opened(self, conn: ConnectionState, identity: ConnectionIdentity | None = None) -> None:
         if identity is not None:
@@ -285,12 +305,38 @@ class Gateway:
         next_freeze = loop.time() + FREEZE_EVERY_S
         while True:
             await asyncio.sleep(self.config.expiry_check_ms / 1000)
-            removed = self.manager.expire(now_ms())
+            now = now_ms()
+            removed = self.manager.expire(now)
             if removed:
                 log.debug("instances_expired", count=removed)
+            self._close_expired(now)
             if loop.time() >= next_freeze:
                 next_freeze = loop.time() + FREEZE_EVERY_S
                 self._freeze_long_lived()
+
+    def _close_expired(self, now: int) -> None:
+        """Close idle connections and SASL sessions past their KIP-368 deadline."""
+        for conn in list(self._connections.values()):
+            close = conn.core.expired(now)
+            if close is not None:
+                log.info(
+                    "connection_closed",
+                    connection=conn.connection_id,
+                    peer=f"{conn.peer_host}:{conn.peer_port}",
+                    reason=close.reason.value,
+                    error=close.detail,
+                )
+                conn.close()
+
+    def _loop_exception(self, loop: asyncio.AbstractEventLoop, context: dict[str, Any]) -> None:
+        """Accept failures (the open-files limit) as one rate-limited line, not a flood."""
+        error = context.get("exception")
+        if isinstance(error, OSError) and "accept" in str(context.get("message", "")):
+            self.limits.warn(
+                "*", "accept_failed", error=error.strerror, fd_limit=self.limits.fd_limit
+            )
+            return
+        loop.default_exception_handler(context)
 
     @staticmethod
     def _freeze_long_lived() -> None:

@@ -27,9 +27,6 @@ from clientmetrics.wire import (
 
 log = structlog.get_logger("clientmetrics.gateway")
 
-GET_TELEMETRY_SUBSCRIPTIONS = 71
-PUSH_TELEMETRY = 72
-
 
 def now_ms() -> int:
     """Wall-clock epoch milliseconds: the only clock the telemetry core sees."""

@@ -31,6 +31,14 @@ class FrameDecoder:
         """Bytes received but not yet returned as a frame."""
         return len(self._buffer)
 
+    @property
+    def pending_size(self) -> int | None:
+        """The declared size of the frame being received, ``None`` between frames."""
+        if len(self._buffer) < 4:
+            return None
+        size: int = _SIZE.unpack_from(self._buffer, 0)[0]
+        return size
+
     def feed(self, data: bytes | bytearray | memoryview) -> list[bytes]:
         """Complete frames (payload without the 4-byte size prefix).
 

@@ -23,6 +23,7 @@ from types import MappingProxyType
 
 from kio.index import load_request_schema, load_response_schema
 
+from clientmetrics.wire.api import ApiKey
 from clientmetrics.wire.errors import ProtocolError
 from clientmetrics.wire.schemas import SERVED, kio_known_versions, request_type, response_type
 
@@ -44,10 +45,9 @@ _INT16 = struct.Struct(">h")
 _INT32 = struct.Struct(">i")
 _ZERO_UUID_BYTES = bytes(16)
 
-API_VERSIONS = 18
-CONTROLLED_SHUTDOWN = 7
-
-HEADER_V3_FROM: Mapping[int, int] = MappingProxyType({71: 1, 72: 1})
+HEADER_V3_FROM: Mapping[int, int] = MappingProxyType(
+    {ApiKey.GET_TELEMETRY_SUBSCRIPTIONS: 1, ApiKey.PUSH_TELEMETRY: 1}
+)
 """api_key -> first version whose requests use header v3 (KIP-1313 ``headerVersions``).
 
 KIP-1313 gives every RPC except SaslHandshake a new v3-header version; add each
@@ -94,7 +94,7 @@ def _served_flexible(api_key: int, api_version: int, request: bool) -> bool | No
 @functools.cache
 def request_header_version(api_key: int, api_version: int) -> int:
     """Request header version: flexible -> 2, else 1; v0 and v3 by table."""
-    if api_key == CONTROLLED_SHUTDOWN and api_version == 0:
+    if api_key == ApiKey.CONTROLLED_SHUTDOWN and api_version == 0:
         return 0
     first_v3 = HEADER_V3_FROM.get(api_key)
     if first_v3 is not None and api_version >= first_v3:
@@ -108,7 +108,7 @@ def request_header_version(api_key: int, api_version: int) -> int:
 @functools.cache
 def response_header_version(api_key: int, api_version: int) -> int:
     """Response header version: ApiVersions always 0; flexible -> 1, else 0."""
-    if api_key == API_VERSIONS:
+    if api_key == ApiKey.API_VERSIONS:
         return 0
     flexible = _served_flexible(api_key, api_version, False)
     if flexible is None:

@@ -19,10 +19,11 @@ from kio.serial._implicit_defaults import get_implicit_default
 from kio.serial._introspect import EntityField, classify_field, get_schema_field_type, is_optional
 from kio.static.primitive import i16
 
+from clientmetrics.wire.api import ApiKey
 from clientmetrics.wire.errors import ErrorCode, UnsupportedApi
 from clientmetrics.wire.headers import RequestHeader
 from clientmetrics.wire.messages import encode_response
-from clientmetrics.wire.schemas import API_VERSIONS, SERVED, response_type
+from clientmetrics.wire.schemas import SERVED, response_type
 
 __all__ = ["blank_entity", "error_response"]
 
@@ -130,20 +131,20 @@ def _coordinator_items(response: type, request: Any, code: KioErrorCode) -> dict
 
 # Per api key: the items of the response that mirror the request's items.
 _ITEMS: Mapping[int, Callable[[type, Any, KioErrorCode], dict[str, Any]]] = {
-    3: _metadata_items,
-    10: _coordinator_items,
-    32: _resource_items("results"),
-    33: _resource_items("responses"),
-    44: _resource_items("responses"),
+    ApiKey.METADATA: _metadata_items,
+    ApiKey.FIND_COORDINATOR: _coordinator_items,
+    ApiKey.DESCRIBE_CONFIGS: _resource_items("results"),
+    ApiKey.ALTER_CONFIGS: _resource_items("responses"),
+    ApiKey.INCREMENTAL_ALTER_CONFIGS: _resource_items("responses"),
 }
 
 
 def _api_versions_error(
     header: RequestHeader, code: ErrorCode, api_keys: Mapping[int, tuple[int, int]]
 ) -> bytes:
-    low, high = SERVED[API_VERSIONS]
+    low, high = SERVED[ApiKey.API_VERSIONS]
     version = header.api_version if low <= header.api_version <= high else 0
-    response = response_type(API_VERSIONS, version)
+    response = response_type(ApiKey.API_VERSIONS, version)
     listed: tuple[Any, ...] = ()
     if code is ErrorCode.UNSUPPORTED_VERSION:
         item = _item_type(response, "api_keys")
@@ -172,7 +173,7 @@ def error_response(
     ``SERVED``). Raises ``UnsupportedApi`` for other unserved keys or versions:
     Kafka closes the connection for those.
     """
-    if header.api_key == API_VERSIONS:
+    if header.api_key == ApiKey.API_VERSIONS:
         return _api_versions_error(header, code, SERVED if api_keys is None else api_keys)
     try:
         response = response_type(header.api_key, header.api_version)

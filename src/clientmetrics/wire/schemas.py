@@ -16,6 +16,7 @@ from kio.index import load_request_schema, load_response_schema
 from kio.schema.index import api_key_map, schema_name_map
 from kio.static.constants import EntityType
 
+from clientmetrics.wire.api import ApiKey
 from clientmetrics.wire.errors import UnsupportedApi
 from clientmetrics.wire.kip1313 import (
     GetTelemetrySubscriptionsRequestV1,
@@ -25,31 +26,27 @@ from clientmetrics.wire.kip1313 import (
 )
 
 __all__ = [
-    "API_VERSIONS",
-    "GET_TELEMETRY_SUBSCRIPTIONS",
-    "PUSH_TELEMETRY",
     "SERVED",
     "kio_known_versions",
     "request_type",
     "response_type",
 ]
 
-API_VERSIONS = 18
-GET_TELEMETRY_SUBSCRIPTIONS = 71
-PUSH_TELEMETRY = 72
-
 SERVED: Mapping[int, tuple[int, int]] = MappingProxyType(
     {
-        18: (0, 4),  # ApiVersions
-        3: (0, 12),  # Metadata: librdkafka 2.16 sends v12, kafka-python 3.0.12 less
-        10: (0, 6),  # FindCoordinator (proxy address rewriting)
-        32: (1, 4),  # DescribeConfigs: v0 was removed in Kafka 4.0
-        33: (0, 2),  # AlterConfigs
-        44: (0, 1),  # IncrementalAlterConfigs
-        60: (0, 2),  # DescribeCluster (proxy address rewriting)
-        71: (0, 1),  # GetTelemetrySubscriptions; v1 is KIP-1313
-        72: (0, 1),  # PushTelemetry; v1 is KIP-1313
-        74: (0, 1),  # ListConfigResources (KIP-1000 / KIP-1142)
+        ApiKey.API_VERSIONS: (0, 4),
+        # librdkafka 2.16 sends Metadata v12, kafka-python 3.0.12 less
+        ApiKey.METADATA: (0, 12),
+        ApiKey.FIND_COORDINATOR: (0, 6),  # proxy address rewriting
+        ApiKey.SASL_HANDSHAKE: (0, 1),
+        ApiKey.SASL_AUTHENTICATE: (0, 2),
+        ApiKey.DESCRIBE_CONFIGS: (1, 4),  # v0 was removed in Kafka 4.0
+        ApiKey.ALTER_CONFIGS: (0, 2),
+        ApiKey.INCREMENTAL_ALTER_CONFIGS: (0, 1),
+        ApiKey.DESCRIBE_CLUSTER: (0, 2),  # proxy address rewriting
+        ApiKey.GET_TELEMETRY_SUBSCRIPTIONS: (0, 1),  # v1 is KIP-1313
+        ApiKey.PUSH_TELEMETRY: (0, 1),  # v1 is KIP-1313
+        ApiKey.LIST_CONFIG_RESOURCES: (0, 1),  # KIP-1000 / KIP-1142
     }
 )
 """api_key -> (min, max) versions that decode/encode works for."""
@@ -57,8 +54,11 @@ SERVED: Mapping[int, tuple[int, int]] = MappingProxyType(
 # Versions kio does not generate: (api_key, version) -> (request, response).
 _OWN_ENTITIES: Mapping[tuple[int, int], tuple[type, type]] = MappingProxyType(
     {
-        (71, 1): (GetTelemetrySubscriptionsRequestV1, GetTelemetrySubscriptionsResponseV1),
-        (72, 1): (PushTelemetryRequestV1, PushTelemetryResponseV1),
+        (ApiKey.GET_TELEMETRY_SUBSCRIPTIONS, 1): (
+            GetTelemetrySubscriptionsRequestV1,
+            GetTelemetrySubscriptionsResponseV1,
+        ),
+        (ApiKey.PUSH_TELEMETRY, 1): (PushTelemetryRequestV1, PushTelemetryResponseV1),
     }
 )
 

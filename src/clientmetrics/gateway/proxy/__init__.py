@@ -12,16 +12,18 @@ from collections.abc import Callable
 from clientmetrics.gateway.config import GatewayConfig
 from clientmetrics.gateway.config_rpcs import ConfigHandlers
 from clientmetrics.gateway.connection import ConnectionState, Handler
+from clientmetrics.gateway.limits import ConnectionLimits
 from clientmetrics.gateway.listeners import ListenerSet
 from clientmetrics.gateway.proxy.cluster_map import ClusterMap
 from clientmetrics.gateway.proxy.configs import Slot, SplitConfigs
 from clientmetrics.gateway.proxy.rewrite import merged_versions
 from clientmetrics.gateway.proxy.server import ProxyServer
-from clientmetrics.gateway.proxy.session import ProxyHandler, ProxySession, expects_response
+from clientmetrics.gateway.proxy.session import ProxyHandler, ProxySession
 from clientmetrics.gateway.proxy.upstream import UpstreamError, UpstreamLink
 from clientmetrics.gateway.subscriptions import Subscriptions
 from clientmetrics.gateway.upstream_security import UpstreamTls
-from clientmetrics.wire import RequestHeader
+from clientmetrics.wire import ApiKey, RequestHeader
+from clientmetrics.wire.sasl import expects_response
 
 __all__ = [
     "ClusterMap",
@@ -37,9 +39,7 @@ __all__ = [
     "merged_versions",
 ]
 
-GET_TELEMETRY_SUBSCRIPTIONS, PUSH_TELEMETRY = 71, 72
-CONFIG_APIS = (32, 33, 44)
-LIST_CONFIG_RESOURCES = 74
+CONFIG_APIS = (ApiKey.DESCRIBE_CONFIGS, ApiKey.ALTER_CONFIGS, ApiKey.INCREMENTAL_ALTER_CONFIGS)
 
 
 def _local(handler: Handler) -> ProxyHandler:
@@ -60,6 +60,7 @@ def build_proxy(
     upstream_tls: UpstreamTls | None = None,
     telemetry: dict[int, Handler],
     subscriptions: Subscriptions,
+    limits: ConnectionLimits,
     on_open: Callable[[ConnectionState], None],
     on_close: Callable[[ConnectionState], None],
 ) -> ProxyServer:
@@ -83,13 +84,14 @@ def build_proxy(
 
     handlers: dict[int, ProxyHandler] = {key: _local(h) for key, h in telemetry.items()}
     handlers.update(dict.fromkeys(CONFIG_APIS, config_request))
-    handlers[LIST_CONFIG_RESOURCES] = list_resources
+    handlers[ApiKey.LIST_CONFIG_RESOURCES] = list_resources
     return ProxyServer(
         config,
         cluster,
         handlers,
         listeners=listeners,
         upstream_tls=upstream_tls,
+        limits=limits,
         on_open=on_open,
         on_close=on_close,
     )

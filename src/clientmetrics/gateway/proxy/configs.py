@@ -21,6 +21,7 @@ from clientmetrics.gateway.connection import ConnectionState
 from clientmetrics.gateway.proxy.cluster_map import ClusterMap
 from clientmetrics.gateway.proxy.upstream import UpstreamLink
 from clientmetrics.wire import (
+    ApiKey,
     ErrorCode,
     RequestHeader,
     decode_request,
@@ -37,11 +38,10 @@ __all__ = ["Slot", "SplitConfigs"]
 #: come (no size prefix) with an optional rewriter.
 Slot = bytes | asyncio.Task[bytes] | tuple[asyncio.Future[bytes], Any]
 
-DESCRIBE_CONFIGS, ALTER_CONFIGS, INCREMENTAL_ALTER_CONFIGS, LIST_CONFIG_RESOURCES = 32, 33, 44, 74
-_ITEMS = {
-    DESCRIBE_CONFIGS: "results",
-    ALTER_CONFIGS: "responses",
-    INCREMENTAL_ALTER_CONFIGS: "responses",
+_ITEMS: dict[int, str] = {
+    ApiKey.DESCRIBE_CONFIGS: "results",
+    ApiKey.ALTER_CONFIGS: "responses",
+    ApiKey.INCREMENTAL_ALTER_CONFIGS: "responses",
 }
 
 
@@ -80,9 +80,9 @@ class SplitConfigs:
         return asyncio.ensure_future(self._merge(header, resources, mine, ours, upstream))
 
     async def _local(self, header: RequestHeader, body: Any) -> list[Any]:
-        if header.api_key == DESCRIBE_CONFIGS:
+        if header.api_key == ApiKey.DESCRIBE_CONFIGS:
             return list(self._configs.describe_results(body))
-        incremental = header.api_key == INCREMENTAL_ALTER_CONFIGS
+        incremental = header.api_key == ApiKey.INCREMENTAL_ALTER_CONFIGS
         return list(await self._configs.alter_results(body, incremental=incremental))
 
     async def _merge(

@@ -14,12 +14,12 @@ from __future__ import annotations
 import struct
 from collections.abc import Callable
 
-from clientmetrics.wire import ProtocolError
+from clientmetrics.wire import ApiKey, ProtocolError
 from clientmetrics.wire.headers import read_uvarint, skip_tagged_fields, write_uvarint
 
 __all__ = ["FETCH_MAX", "PRODUCE_MAX", "Endpoint", "rewrite_node_endpoints"]
 
-PRODUCE, FETCH = 0, 1
+PRODUCE, FETCH = ApiKey.PRODUCE, ApiKey.FETCH
 #: Highest versions whose layout this module knows; the proxy caps ApiVersions here.
 PRODUCE_MAX = 12  # v13 names topics by id (KIP-516); not walked yet
 FETCH_MAX = 17

@@ -17,6 +17,7 @@ from clientmetrics.gateway.proxy import kip951
 from clientmetrics.gateway.proxy.cluster_map import ClusterMap
 from clientmetrics.wire import (
     SERVED,
+    ApiKey,
     ErrorCode,
     RequestHeader,
     decode_response,
@@ -27,9 +28,18 @@ from clientmetrics.wire import (
 
 __all__ = ["GATEWAY_APIS", "Rewriter", "rewriter_for"]
 
-PRODUCE, FETCH, METADATA, FIND_COORDINATOR, API_VERSIONS, DESCRIBE_CLUSTER = 0, 1, 3, 10, 18, 60
+PRODUCE, FETCH, METADATA = ApiKey.PRODUCE, ApiKey.FETCH, ApiKey.METADATA
+FIND_COORDINATOR, API_VERSIONS = ApiKey.FIND_COORDINATOR, ApiKey.API_VERSIONS
+DESCRIBE_CLUSTER = ApiKey.DESCRIBE_CLUSTER
 #: APIs the gateway answers itself (wholly or for CLIENT_METRICS resources).
-GATEWAY_APIS = (32, 33, 44, 71, 72, 74)
+GATEWAY_APIS = (
+    ApiKey.DESCRIBE_CONFIGS,
+    ApiKey.ALTER_CONFIGS,
+    ApiKey.INCREMENTAL_ALTER_CONFIGS,
+    ApiKey.GET_TELEMETRY_SUBSCRIPTIONS,
+    ApiKey.PUSH_TELEMETRY,
+    ApiKey.LIST_CONFIG_RESOURCES,
+)
 #: Forwarded APIs whose responses the proxy decodes or walks: capped at what it knows.
 _CAPPED: Mapping[int, int] = {
     PRODUCE: kip951.PRODUCE_MAX,

@@ -18,13 +18,14 @@ import structlog
 
 from clientmetrics.gateway.config import Address, GatewayConfig
 from clientmetrics.gateway.connection import ConnectionState
+from clientmetrics.gateway.limits import ConnectionLimits
 from clientmetrics.gateway.listeners import TLS_HANDSHAKE_TIMEOUT_S, ListenerSet, identify
 from clientmetrics.gateway.proxy.cluster_map import ClusterMap
 from clientmetrics.gateway.proxy.session import ProxyHandler, ProxySession
 from clientmetrics.gateway.proxy.stream import FrameProtocol
 from clientmetrics.gateway.proxy.upstream import UpstreamError, UpstreamLink
 from clientmetrics.gateway.upstream_security import UpstreamTls
-from clientmetrics.wire import RequestHeader, decode_response, encode_request, request_type
+from clientmetrics.wire import ApiKey, RequestHeader, decode_response, encode_request, request_type
 
 log = structlog.get_logger("clientmetrics.gateway.proxy")
 
@@ -42,6 +43,7 @@ class ProxyServer:
         *,
         listeners: ListenerSet,
         upstream_tls: UpstreamTls | None = None,
+        limits: ConnectionLimits,
         on_open: Callable[[ConnectionState], None],
         on_close: Callable[[ConnectionState], None],
     ) -> None:
@@ -52,6 +54,7 @@ class ProxyServer:
         self._ssl = listeners.ssl_for(self._listener)
         self._handshake_timeout = TLS_HANDSHAKE_TIMEOUT_S if self._ssl is not None else None
         self._upstream_tls = upstream_tls
+        self._limits = limits
         self._on_open = on_open
         self._on_close = on_close
         self._servers: dict[int | None, asyncio.Server] = {}
@@ -99,16 +102,16 @@ class ProxyServer:
             try:
                 await link.connect()
                 header = RequestHeader(
-                    3, _PROBE_METADATA_VERSION, 0, "clientmetrics-proxy", None, 1
+                    ApiKey.METADATA, _PROBE_METADATA_VERSION, 0, "clientmetrics-proxy", None, 1
                 )
-                body = request_type(3, _PROBE_METADATA_VERSION)(
+                body = request_type(ApiKey.METADATA, _PROBE_METADATA_VERSION)(
                     topics=(), allow_auto_topic_creation=False
                 )
                 frame = await asyncio.wait_for(
                     link.inject(encode_request(header, body)[4:]),
                     self._config.upstream_connect_timeout_s,
                 )
-                _, response = decode_response(3, _PROBE_METADATA_VERSION, frame)
+                _, response = decode_response(ApiKey.METADATA, _PROBE_METADATA_VERSION, frame)
                 for broker in response.brokers:
                     await self._cluster.learn(
                         int(broker.node_id), str(broker.host), int(broker.port)
@@ -174,7 +177,7 @@ class ProxyServer:
                 lambda: self._upstream_for(node_id),
                 self._handlers,
                 self._cluster,
-                max_request_bytes=cfg.max_request_bytes,
+                limits=self._limits,
                 connect_timeout_s=cfg.upstream_connect_timeout_s,
                 upstream_tls=self._upstream_tls,
                 spawn=self._spawn,

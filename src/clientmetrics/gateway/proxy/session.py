@@ -1,30 +1,27 @@
-"""One client connection in proxy mode: pipelined forwarding, ordered responses.
+"""One client connection in proxy mode: the connection core with an upstream.
 
-Unlike the standalone connection (one request at a time), a proxy connection
-must keep a client's pipeline full: librdkafka keeps many Produce requests in
-flight, and waiting for each upstream answer before reading the next request
-would cap throughput at one request per round trip. So each frame is forwarded
-as soon as it is complete and a *pending* entry is queued for its response;
-entries are written to the client in request order as their responses arrive.
+The core (``wire.server.ServerConnection``) frames, admits (KIP-1313),
+authenticates and orders responses exactly as in standalone mode; here its
+``Forward`` results go to the upstream broker. A proxy connection must keep a
+client's pipeline full (librdkafka keeps many Produce requests in flight), so
+each frame is forwarded as soon as it is complete and the core writes the
+responses back in request order as they arrive.
 
-Frames nobody claims are forwarded from the protocol callback itself, without
-a task switch, and answered from the upstream's callback the same way: the
-common case costs no scheduling at all. Requests the gateway answers (or
-splits) go through one task per connection that handles them in order; frames
-behind such a request wait for it, so order is never broken. At most
-``MAX_IN_FLIGHT`` requests are pending: beyond that the client is not read
-(back-pressure), and a client that does not read its responses stops the
-responses, nothing piles up without bound.
-
-The KIP-1313 header rules apply to every request, forwarded or not.
+Frames nobody claims are forwarded from the protocol callback itself, without a
+task switch, and answered from the upstream's callback the same way: the common
+case costs no scheduling at all. Requests the gateway answers (or splits) go
+through one task per connection that handles them in order; frames behind such a
+request wait for it. When the core says so (too many requests in flight, or the
+request budget spent) the client is not read (back-pressure), and a client that
+does not read its responses stops the responses: nothing piles up without bound.
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
+import functools
 import itertools
-import struct
 from collections import deque
 from collections.abc import Awaitable, Callable, Coroutine, Mapping, Sequence
 from typing import Any
@@ -33,20 +30,34 @@ import structlog
 
 from clientmetrics.gateway.config import Address
 from clientmetrics.gateway.connection import ConnectionState
+from clientmetrics.gateway.limits import ConnectionLimits, now_ms
 from clientmetrics.gateway.proxy.cluster_map import ClusterMap
 from clientmetrics.gateway.proxy.configs import Slot
 from clientmetrics.gateway.proxy.rewrite import Rewriter, rewriter_for
 from clientmetrics.gateway.proxy.stream import FrameProtocol
 from clientmetrics.gateway.proxy.upstream import UpstreamError, UpstreamLink
 from clientmetrics.gateway.upstream_security import UpstreamTls
+from clientmetrics.security.base import ANONYMOUS
 from clientmetrics.wire import (
+    SERVED,
+    ApiKey,
     ErrorCode,
     ProtocolError,
     RequestHeader,
     UnsupportedApi,
     decode_request,
-    error_response,
-    parse_request_header,
+)
+from clientmetrics.wire.sasl import authenticate_error_code, expects_response
+from clientmetrics.wire.server import (
+    NO_RESPONSE,
+    Close,
+    CloseReason,
+    Forward,
+    Request,
+    Respond,
+    Result,
+    Serve,
+    ServerConnection,
 )
 
 log = structlog.get_logger("clientmetrics.gateway.proxy")
@@ -54,46 +65,10 @@ log = structlog.get_logger("clientmetrics.gateway.proxy")
 #: A proxy handler: answers a request itself and/or through the upstream link.
 ProxyHandler = Callable[[ConnectionState, RequestHeader, bytes, int, UpstreamLink], Awaitable[Slot]]
 
-PRODUCE, API_VERSIONS = 0, 18
-MAX_IN_FLIGHT = 1024
-_INT16 = struct.Struct(">h")
 # Own range: the standalone connection counter is private to gateway.connection.
 _connection_ids = itertools.count(1_000_000_000)
 
-
-def expects_response(header: RequestHeader, frame: bytes | bytearray, offset: int) -> bool:
-    """False only for Produce with acks=0, which Kafka never answers."""
-    if header.api_key != PRODUCE:
-        return True
-    if header.api_version >= 3:  # transactional_id comes first
-        if header.api_version >= 9:  # compact nullable string: uvarint length + 1
-            length = shift = 0
-            while True:
-                byte = frame[offset]
-                offset += 1
-                length |= (byte & 0x7F) << shift
-                if not byte & 0x80:
-                    break
-                shift += 7
-            offset += max(length - 1, 0)
-        else:
-            (length,) = _INT16.unpack_from(frame, offset)
-            offset += 2 + max(length, 0)
-    (acks,) = _INT16.unpack_from(frame, offset)
-    return bool(acks != 0)
-
-
-class _Pending:
-    """A response owed to the client, in request order."""
-
-    __slots__ = ("framed", "future", "rewrite")
-
-    def __init__(
-        self, future: asyncio.Future[Any], framed: bool, rewrite: Rewriter | None = None
-    ) -> None:
-        self.future = future
-        self.framed = framed  # local answers carry their size prefix already
-        self.rewrite = rewrite
+__all__ = ["ProxyHandler", "ProxySession", "expects_response"]
 
 
 class ProxySession:
@@ -106,149 +81,179 @@ class ProxySession:
         handlers: Mapping[int, ProxyHandler],
         cluster: ClusterMap,
         *,
-        max_request_bytes: int,
+        limits: ConnectionLimits,
         connect_timeout_s: float,
         upstream_tls: UpstreamTls | None = None,
         spawn: Callable[[Coroutine[Any, Any, None]], object],
         on_open: Callable[[ConnectionState], None],
         on_close: Callable[[ConnectionState], None],
+        principal: str = ANONYMOUS,
     ) -> None:
         self._node_id = node_id
         self._upstream = upstream
         self._handlers = handlers
         self._cluster = cluster
+        self._limits = limits
         self._timeout = connect_timeout_s
+        self._upstream_tls = upstream_tls
         self._upstream_tls = upstream_tls
         self._spawn = spawn
         self._on_open = on_open
         self._on_close = on_close
-        self._inbox: deque[bytes | bytearray] = deque()
+        self._inbox: deque[bytes | bytearray | Serve] = deque()
         self._wake = asyncio.Event()
         self._busy = True  # until the upstream link is up, frames wait in the inbox
         self._lost = False
-        self._pending: deque[_Pending] = deque()
         self._paused = False
+        self._accepted = False
         self._link: UpstreamLink | None = None
-        self.conn = ConnectionState(0, "", 0, node_id)
+        self.core = ServerConnection(
+            served={key: SERVED.get(key, (0, 0)) for key in handlers},
+            forwarding=True,
+            policy=limits.policy,
+            principal=principal,
+            max_request_bytes=limits.max_request_bytes,
+            budget=limits.budget,
+            idle_ms=limits.idle_ms,
+            now_ms=now_ms(),
+        )
+        self.conn = ConnectionState(0, "", 0, node_id, self.core)
         self.protocol = FrameProtocol(
-            max_request_bytes,
+            limits.max_request_bytes,
             self._frame_in,
             self._connection_lost,
             on_made=self._made,
-            on_writable=self._pump,
+            on_writable=self._flush,
+            reserve=self.core.reserve_frame,
         )
+        self.core.on_readable = self.protocol.retry_reserve
 
     # -- protocol callbacks -------------------------------------------------
     def _made(self, transport: asyncio.Transport) -> None:
         peer = transport.get_extra_info("peername") or ("", 0)
-        cid = next(_connection_ids)
-        self.conn = ConnectionState(cid, str(peer[0]), int(peer[1]), self._node_id)
+        host = str(peer[0])
+        if not self._limits.accept(host):
+            self.protocol.abort()
+            return
+        self._accepted = True
+        self.conn = ConnectionState(
+            next(_connection_ids), host, int(peer[1]), self._node_id, self.core
+        )
+        self.conn.close = self.protocol.close
         self._on_open(self.conn)
         self._spawn(self.run())
 
     def _frame_in(self, frame: bytes | bytearray) -> None:
+        item: bytes | bytearray | Serve = frame
         if not self._busy and not self._inbox:
-            try:
-                if self._forward_now(frame):
-                    return
-            except ProtocolError as exc:
-                self._protocol_error(exc)
+            result = self.core.receive_frame(frame, now_ms())
+            if type(result) is Forward:  # the hot path, before any other dispatch
+                self._forward(result.request, result.sasl_verdict)
                 return
-            except UpstreamError:
-                self.protocol.abort()  # the link failed; run() is winding down
+            if not isinstance(result, Serve):
+                self._apply(result)
                 return
-        self._inbox.append(frame)
+            item = result  # the task runs the handler; frames behind it wait
+        self._inbox.append(item)
         self._wake.set()
         self._throttle()
 
     def _connection_lost(self, exc: Exception | None) -> None:
         self._lost = True
+        self.core.connection_lost()
         self._wake.set()
 
-    # -- forwarding -----------------------------------------------------------
-    def _forward_now(self, frame: bytes | bytearray) -> bool:
-        """Forward an unclaimed frame synchronously; False if the task must handle it."""
-        header, offset = self._parse(frame)
-        if header.api_key in self._handlers:
-            return False
-        admitted = self.conn.admit(header)
-        if admitted is not ErrorCode.NONE:
-            self._push_ready(self._rejected(header, admitted))
-        else:
-            self._forward(header, frame, offset)
-        return True
+    # -- results of the core ---------------------------------------------------
+    def _apply(self, result: Result) -> None:
+        """Every result but ``Serve`` (which the connection's task awaits)."""
+        match result:
+            case Forward(request, verdict):
+                self._forward(request, verdict)
+            case Respond(error=code):
+                if code is ErrorCode.INVALID_REQUEST:
+                    self._limits.warn(
+                        self.conn.peer_host,
+                        "request_rejected",
+                        reason="kip1313_instance_id",
+                        connection=self.conn.connection_id,
+                    )
+                self._flush()
+            case Close():
+                self._close(result)
+            case Serve(request):
+                raise AssertionError(f"api key {request.header.api_key} must be served")
 
-    @staticmethod
-    def _parse(frame: bytes | bytearray) -> tuple[RequestHeader, int]:
+    def _forward(self, request: Request, verdict: bool) -> None:
+        link = self._link
+        assert link is not None
+        header = request.header
+        if header.api_key == ApiKey.API_VERSIONS:
+            self._record_software(request.frame)
         try:
-            return parse_request_header(frame)  # type: ignore[arg-type]  # reads bytearray too
-        except UnsupportedApi as exc:
-            raise ProtocolError(str(exc)) from exc
-
-    def _forward(self, header: RequestHeader, frame: bytes | bytearray, offset: int) -> None:
-        assert self._link is not None
-        if header.api_key == API_VERSIONS:
-            self._record_software(frame)
-        try:
-            wanted = expects_response(header, frame, offset)
-        except (IndexError, struct.error) as exc:
-            raise ProtocolError(f"truncated Produce request: {exc}") from exc
-        future = self._link.send(frame, expect_response=wanted)
-        if future is not None:
-            self._push(_Pending(future, False, rewriter_for(header, self._cluster)))
-
-    @staticmethod
-    def _rejected(header: RequestHeader, code: ErrorCode) -> bytes:
-        log.info("request_rejected", reason="kip1313_instance_id", api_key=header.api_key)
-        try:
-            return error_response(header, code)
-        except UnsupportedApi as exc:  # a forwarded api we cannot shape: close, as Kafka does
-            raise ProtocolError(f"KIP-1313 violation on api key {header.api_key}") from exc
-
-    def _push(self, pending: _Pending) -> None:
-        self._pending.append(pending)
-        pending.future.add_done_callback(self._pump)
+            future = link.send(request.frame, expect_response=request.id != NO_RESPONSE)
+        except UpstreamError:
+            self.protocol.abort()  # the link failed; run() is winding down
+            return
+        if future is None:
+            return
+        rewrite = rewriter_for(header, self._cluster)
+        future.add_done_callback(
+            functools.partial(self._upstream_answered, request, rewrite, verdict)
+        )
         self._throttle()
 
-    def _push_ready(self, data: bytes) -> None:
-        future: asyncio.Future[bytes] = asyncio.get_running_loop().create_future()
-        future.set_result(data)
-        self._push(_Pending(future, True))
+    def _upstream_answered(
+        self,
+        request: Request,
+        rewrite: Rewriter | None,
+        verdict: bool,
+        future: asyncio.Future[bytes],
+    ) -> None:
+        if future.cancelled() or future.exception() is not None:
+            self._undeliverable(future)
+            return
+        data = future.result()
+        close = None
+        try:
+            if verdict:
+                code = authenticate_error_code(request.header.api_version, data)
+                close = self.core.upstream_authenticated(code)
+            if rewrite is not None:
+                rewritten = rewrite(data)
+                if not isinstance(rewritten, bytes | bytearray):  # must first learn a node
+                    task = asyncio.ensure_future(rewritten)
+                    task.add_done_callback(functools.partial(self._rewritten, request))
+                    return
+                data = rewritten
+        except ProtocolError as exc:
+            self._undeliverable(exc)
+            return
+        self.core.complete(request.id, data, framed=False)
+        self._flush()
+        if close is not None:
+            self._close(close)
+
+    def _rewritten(self, request: Request, task: asyncio.Future[bytes]) -> None:
+        if task.cancelled() or task.exception() is not None:
+            self._undeliverable(task)
+            return
+        self.core.complete(request.id, task.result(), framed=False)
+        self._flush()
 
     def _throttle(self) -> None:
-        if not self._paused and len(self._pending) + len(self._inbox) >= MAX_IN_FLIGHT:
+        if not self._paused and (self.core.should_pause() or len(self._inbox) >= 1024):
             self._paused = True  # back-pressure: stop reading the client
             self.protocol.pause_reading()
 
     # -- responses, in request order ------------------------------------------
-    def _pump(self, _done: object = None) -> None:
-        pending = self._pending
+    def _flush(self) -> None:
         protocol = self.protocol
-        while pending and pending[0].future.done() and protocol.writable:
-            head = pending[0]
-            future = head.future
-            if future.cancelled() or future.exception() is not None:
-                self._undeliverable(future)
-                return
-            data = future.result()
-            if head.rewrite is not None:
-                try:
-                    data = head.rewrite(data)
-                except ProtocolError as exc:
-                    self._undeliverable(exc)
-                    return
-                head.rewrite = None
-                if not isinstance(data, (bytes, bytearray)):  # must first learn a node
-                    head.future = asyncio.ensure_future(data)
-                    head.future.add_done_callback(self._pump)
-                    return
-            pending.popleft()
-            if head.framed:
-                if data and protocol.transport is not None:
-                    protocol.transport.write(data)
-            else:
-                protocol.write_frame(data)
-        if self._paused and len(pending) + len(self._inbox) < MAX_IN_FLIGHT // 2:
+        if not protocol.writable or protocol.transport is None:
+            return  # resume_writing calls back: the client reads its responses slowly
+        chunks = self.core.data_to_send()
+        if chunks:
+            protocol.transport.writelines(chunks)
+        if self._paused and self.core.may_resume() and len(self._inbox) < 512:
             self._paused = False
             protocol.resume_reading()
 
@@ -264,13 +269,18 @@ class ProxySession:
             )
         self.protocol.abort()
 
-    def _protocol_error(self, exc: ProtocolError) -> None:
-        log.warning(
-            "connection_closed_on_protocol_error",
-            connection=self.conn.connection_id,
-            error=str(exc),
-        )
-        self.protocol.abort()
+    def _close(self, close: Close) -> None:
+        self._flush()
+        conn = self.conn
+        fields = {"connection": conn.connection_id, "reason": close.reason.value}
+        if close.reason in (CloseReason.AUTHENTICATION_FAILED, CloseReason.IDLE):
+            log.info("connection_closed", peer=conn.peer_host, error=close.detail, **fields)
+            self.protocol.close()
+        else:
+            self._limits.warn(
+                conn.peer_host, "connection_closed_on_protocol_error", error=close.detail, **fields
+            )
+            self.protocol.abort()
 
     # -- the connection's task ------------------------------------------------
     async def run(self) -> None:
@@ -283,21 +293,17 @@ class ProxySession:
             await self._handle_inbox()
         except UpstreamError as exc:
             log.info("client_closed_upstream_unavailable", connection=cid, error=str(exc))
-        except ProtocolError as exc:
-            self._protocol_error(exc)
         finally:
             if watch is not None:
                 watch.cancel()
                 with contextlib.suppress(asyncio.CancelledError):
                     await watch
-            for pending in self._pending:
-                pending.future.remove_done_callback(self._pump)
-                if isinstance(pending.future, asyncio.Task):
-                    pending.future.cancel()
-            self._pending.clear()
             if self._link is not None:
                 await self._link.close()
+            self.core.connection_lost()
             self.protocol.close()
+            if self._accepted:
+                self._limits.release(self.conn.peer_host)
             self._on_close(self.conn)
 
     async def _connect(self, candidates: Sequence[Address]) -> UpstreamLink:
@@ -321,47 +327,61 @@ class ProxySession:
     async def _handle_inbox(self) -> None:
         inbox = self._inbox
         while not self._lost:
-            while inbox:
-                await self._handle(inbox.popleft())
+            while inbox and not self.core.closed:
+                item = inbox.popleft()
+                result = (
+                    item if isinstance(item, Serve) else self.core.receive_frame(item, now_ms())
+                )
+                if isinstance(result, Serve):
+                    await self._serve(result.request)
+                else:
+                    self._apply(result)
                 if self._link is not None:
                     await self._link.drain()
+            inbox.clear()
             self._busy = False  # the protocol callback may forward directly again
             self._wake.clear()
             await self._wake.wait()
             self._busy = True
 
-    async def _handle(self, frame: bytes | bytearray) -> None:
-        header, offset = self._parse(frame)
-        admitted = self.conn.admit(header)
-        if admitted is not ErrorCode.NONE:
-            self._push_ready(self._rejected(header, admitted))
+    async def _serve(self, request: Request) -> None:
+        """Run the gateway's own handler for ``request``; its answer joins the order."""
+        assert self._link is not None
+        header = request.header
+        handler = self._handlers[header.api_key]
+        # Large frames arrive as bytearray (zero-copy receive); decoders want bytes.
+        frame = request.frame if isinstance(request.frame, bytes) else bytes(request.frame)
+        try:
+            slot = await handler(self.conn, header, frame, request.offset, self._link)
+        except UpstreamError:
+            raise
+        except Exception as exc:  # the core's policy decides; a bug must not end the gateway
+            if not isinstance(exc, ProtocolError | UnsupportedApi):
+                log.exception("handler_failed", api_key=header.api_key, version=header.api_version)
+            self._apply(self.core.fail(request, exc))
             return
-        handler = self._handlers.get(header.api_key)
-        if handler is None:
-            self._forward(header, frame, offset)
-            return
-        slot = await self._answer(handler, header, frame, offset)
         if isinstance(slot, bytes):
-            self._push_ready(slot)
+            self.core.complete(request.id, slot)
+            self._flush()
         elif isinstance(slot, asyncio.Task):
-            self._push(_Pending(slot, True))
+            slot.add_done_callback(functools.partial(self._local_answered, request))
         else:
             future, rewrite = slot
-            self._push(_Pending(future, False, rewrite))
+            future.add_done_callback(
+                functools.partial(self._upstream_answered, request, rewrite, False)
+            )
 
-    async def _answer(
-        self, handler: ProxyHandler, header: RequestHeader, frame: bytes | bytearray, offset: int
-    ) -> Slot:
-        assert self._link is not None
-        # Large frames arrive as bytearray (zero-copy receive); decoders want bytes.
-        data = frame if isinstance(frame, bytes) else bytes(frame)
-        try:
-            return await handler(self.conn, header, data, offset, self._link)
-        except (ProtocolError, UpstreamError):
-            raise
-        except Exception:  # a bug in one handler must not take the connection down
-            log.exception("handler_failed", api_key=header.api_key, version=header.api_version)
-            return error_response(header, ErrorCode.UNKNOWN_SERVER_ERROR)
+    def _local_answered(self, request: Request, task: asyncio.Task[bytes]) -> None:
+        if task.cancelled():
+            return
+        error = task.exception()
+        if error is None:
+            self.core.complete(request.id, task.result())
+            self._flush()
+        elif isinstance(error, UpstreamError):
+            self.protocol.abort()
+        else:
+            self._apply(self.core.fail(request, error))
 
     def _record_software(self, frame: bytes | bytearray) -> None:
         with contextlib.suppress(ProtocolError, UnsupportedApi):

@@ -43,8 +43,13 @@ class FrameProtocol(asyncio.BufferedProtocol):
         on_lost: Callable[[Exception | None], None],
         on_made: Callable[[asyncio.Transport], None] | None = None,
         on_writable: Callable[[], None] | None = None,
+        reserve: Callable[[int], bool] | None = None,
     ) -> None:
+        """``reserve(size)``: asked before a large frame's buffer is allocated; on
+        False the protocol stops reading until ``retry_reserve`` is called."""
         self._max = max_frame_bytes
+        self._reserve = reserve
+        self._awaiting_budget = False
         self._on_frame = on_frame
         self._on_lost = on_lost
         self._on_made = on_made
@@ -107,7 +112,12 @@ class FrameProtocol(asyncio.BufferedProtocol):
                 if self.closed:
                     return
             elif 4 + size > len(self._scratch):
-                # A large frame: the rest goes straight into a buffer of its own.
+                # A large frame: the rest goes straight into a buffer of its own,
+                # once the request budget has room for it (else: stop reading).
+                if self._reserve is not None and not self._reserve(size):
+                    self._awaiting_budget = True
+                    self.pause_reading()
+                    return
                 have = self._end - body
                 self._big = bytearray(size)
                 self._big[:have] = view[body : self._end]
@@ -118,6 +128,19 @@ class FrameProtocol(asyncio.BufferedProtocol):
                 break
         if self._start == self._end:
             self._start = self._end = 0
+
+    def retry_reserve(self) -> None:
+        """The budget has room again: allocate the waiting frame's buffer, read on."""
+        if not self._awaiting_budget or self.closed:
+            return
+        self._awaiting_budget = False
+        try:
+            self._split()
+        except ProtocolError as exc:
+            self._fail(exc)
+            return
+        if not self._awaiting_budget:
+            self.resume_reading()
 
     def eof_received(self) -> bool:
         return False  # close the transport
@@ -170,6 +193,8 @@ class FrameProtocol(asyncio.BufferedProtocol):
             self.transport.pause_reading()
 
     def resume_reading(self) -> None:
+        if self._awaiting_budget:
+            return  # the scratch buffer holds a frame waiting for the request budget
         if self.transport is not None and not self.closed:
             self.transport.resume_reading()
 

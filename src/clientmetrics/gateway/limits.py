@@ -1,0 +1,97 @@
+"""The connection limits of one gateway process, shared by all its listeners.
+
+The policies are sans-IO (``wire.limits``, ``wire.server``); this module holds
+the shared instances, the clock, and the rate-limited log lines a hit limit
+gives (one line per bad frame once filled 47 MB of logs in a fuzzing run).
+"""
+
+from __future__ import annotations
+
+import resource
+import time
+from dataclasses import dataclass, field
+from typing import Any
+
+import structlog
+
+from clientmetrics.wire.limits import RequestBudget, SourceLimit, WarningLimiter
+from clientmetrics.wire.server import ListenerPolicy
+
+__all__ = ["ConnectionLimits", "now_ms", "raise_fd_limit"]
+
+log = structlog.get_logger("clientmetrics.gateway")
+#: Connections kept below the fd limit, for the store, landing files and upstream links.
+FD_RESERVE = 64
+
+
+def now_ms() -> int:
+    """Wall-clock epoch milliseconds (SASL sessions and tokens expire in epoch time)."""
+    return time.time_ns() // 1_000_000
+
+
+def raise_fd_limit() -> int:
+    """Raise the soft open-files limit to the hard one; return the soft limit in force."""
+    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    if hard != resource.RLIM_INFINITY and soft < hard:
+        try:
+            resource.setrlimit(resource.RLIMIT_NOFILE, (hard, hard))
+            soft = hard
+        except (ValueError, OSError):
+            pass
+    return soft
+
+
+@dataclass
+class ConnectionLimits:
+    """Shared by every connection of one gateway process."""
+
+    max_request_bytes: int
+    queued_max_request_bytes: int
+    idle_ms: int
+    max_connections_per_ip: int
+    policy: ListenerPolicy = field(default_factory=ListenerPolicy)
+    fd_limit: int = 0
+    budget: RequestBudget = field(init=False)
+    sources: SourceLimit = field(init=False)
+    warnings: WarningLimiter = field(init=False)
+    open_connections: int = 0
+
+    def __post_init__(self) -> None:
+        self.budget = RequestBudget(self.queued_max_request_bytes)
+        self.sources = SourceLimit(self.max_connections_per_ip)
+        self.warnings = WarningLimiter()
+
+    def warn(self, source: str, event: str, **fields: Any) -> None:
+        """Log ``event`` at warning level, at most a few times a minute per source."""
+        decision = self.warnings.check(source, event, now_ms())
+        if not decision.emit:
+            return
+        if decision.suppressed:
+            fields["suppressed"] = decision.suppressed
+        log.warning(event, peer=source, **fields)
+
+    def accept(self, host: str) -> bool:
+        """Count a new connection from ``host``, or refuse it (with a log line)."""
+        if not self.sources.open(host):
+            self.warn(
+                host,
+                "connection_refused",
+                reason="max_connections_per_ip",
+                limit=self.sources.maximum,
+            )
+            return False
+        self.open_connections += 1
+        if self.fd_limit and self.open_connections >= self.fd_limit - FD_RESERVE:
+            self.warn(
+                "*",
+                "connection_limit_near",
+                reason="open_files_limit",
+                connections=self.open_connections,
+                fd_limit=self.fd_limit,
+            )
+        return True
+
+    def release(self, host: str) -> None:
+        """Forget a connection ``accept`` counted."""
+        self.sources.close(host)
+        self.open_connections -= 1

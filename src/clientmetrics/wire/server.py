@@ -1,0 +1,440 @@
+"""The server side of one Kafka connection, without I/O (in the manner of h11).
+
+Bytes in, results out, bytes back. ``ServerConnection`` owns what both gateway
+modes share: framing, request headers, KIP-1313 admission, the authentication
+state (``wire.sasl``), the response order and the rejection policy. The
+asyncio shells only move bytes and run handlers:
+
+* ``receive_data(data, now_ms)`` (or ``receive_frame`` for a shell that frames
+  itself) returns one result per request: ``Serve`` (a local handler answers),
+  ``Forward`` (proxy: send it upstream), ``Respond`` (the core answered) or
+  ``Close`` (write what is ready, then close);
+* ``complete(request_id, data)`` hands in an answer, in any order; ``fail``
+  turns a handler's exception into the answer the policy gives it;
+* ``data_to_send()`` returns the bytes to write, always in request order.
+
+Requests are numbered in arrival order; a request that gets no response
+(Produce with acks=0) takes no number.
+"""
+
+from __future__ import annotations
+
+import enum
+import uuid
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from types import MappingProxyType
+
+from clientmetrics.wire.api import ApiKey
+from clientmetrics.wire.auth import AuthState, IllegalTransition
+from clientmetrics.wire.codec import ZERO_UUID
+from clientmetrics.wire.errors import ErrorCode, FrameTooLarge, ProtocolError, UnsupportedApi
+from clientmetrics.wire.framing import DEFAULT_MAX_FRAME_BYTES, FrameDecoder, encode_frame
+from clientmetrics.wire.headers import RequestHeader, parse_request_header
+from clientmetrics.wire.limits import SMALL_REQUEST_BYTES, RequestBudget
+from clientmetrics.wire.replies import error_response
+from clientmetrics.wire.sasl import ANONYMOUS, ListenerPolicy, SaslSession, expects_response
+
+__all__ = [
+    "ANONYMOUS",
+    "MAX_IN_FLIGHT",
+    "Close",
+    "CloseReason",
+    "Forward",
+    "ListenerPolicy",
+    "Request",
+    "Respond",
+    "Result",
+    "Serve",
+    "ServerConnection",
+]
+
+#: Requests received and not yet answered before a connection stops being read.
+MAX_IN_FLIGHT = 1024
+#: ``connections.max.idle.ms``'s default in Kafka.
+DEFAULT_IDLE_MS = 600_000
+NO_RESPONSE = -1
+
+
+@dataclass(frozen=True, slots=True)
+class Request:
+    """One request: ``id`` numbers its response slot (``NO_RESPONSE`` if none is owed)."""
+
+    id: int
+    header: RequestHeader
+    frame: bytes | bytearray
+    #: Where the body starts in ``frame``.
+    offset: int
+
+
+class CloseReason(enum.Enum):
+    """Why the core closes a connection."""
+
+    PROTOCOL_ERROR = "protocol_error"
+    FRAME_TOO_LARGE = "frame_too_large"
+    UNSUPPORTED_API = "unsupported_api"
+    UNAUTHENTICATED = "unauthenticated"
+    AUTHENTICATION_FAILED = "authentication_failed"
+    SESSION_EXPIRED = "session_expired"
+    IDLE = "idle"
+
+
+@dataclass(frozen=True, slots=True)
+class Serve:
+    """A local handler must answer ``request`` and hand the bytes to ``complete``."""
+
+    request: Request
+
+
+@dataclass(frozen=True, slots=True)
+class Forward:
+    """Proxy mode: send ``request.frame`` upstream; its response goes to ``complete``.
+
+    ``sasl_verdict``: the response is the upstream's SaslAuthenticate answer, to
+    be reported with ``upstream_authenticated`` before it is completed.
+    """
+
+    request: Request
+    sasl_verdict: bool = False
+
+
+@dataclass(frozen=True, slots=True)
+class Respond:
+    """The core answered request ``request_id`` itself (errors, SASL).
+
+    ``error``: the code a refused request got (the shell may log it).
+    """
+
+    request_id: int
+    error: ErrorCode = ErrorCode.NONE
+
+
+@dataclass(frozen=True, slots=True)
+class Close:
+    """Write what ``data_to_send`` returns, then close the connection."""
+
+    reason: CloseReason
+    detail: str
+
+
+Result = Serve | Forward | Respond | Close
+
+_ALWAYS_ALLOWED = frozenset({ApiKey.API_VERSIONS, ApiKey.SASL_HANDSHAKE, ApiKey.SASL_AUTHENTICATE})
+_SASL_KEYS = frozenset({ApiKey.SASL_HANDSHAKE, ApiKey.SASL_AUTHENTICATE})
+
+
+class ServerConnection:
+    """One client connection's protocol state. Not thread-safe; one per connection.
+
+    ``served``: api key -> (min, max) versions local handlers answer (``Serve``).
+    ``forwarding``: proxy mode; requests for other keys become ``Forward``,
+    otherwise they are refused as Kafka refuses them. ``advertised``: the api
+    list an ApiVersions error carries. ``principal``: the identity the
+    transport already proved (a TLS client certificate), else anonymous.
+    """
+
+    def __init__(
+        self,
+        *,
+        served: Mapping[int, tuple[int, int]] = MappingProxyType({}),
+        forwarding: bool = False,
+        advertised: Mapping[int, tuple[int, int]] | None = None,
+        policy: ListenerPolicy | None = None,
+        principal: str = ANONYMOUS,
+        max_request_bytes: int = DEFAULT_MAX_FRAME_BYTES,
+        budget: RequestBudget | None = None,
+        max_in_flight: int = MAX_IN_FLIGHT,
+        idle_ms: int = DEFAULT_IDLE_MS,
+        now_ms: int = 0,
+    ) -> None:
+        self._served = served
+        self._forwarding = forwarding
+        self._advertised = advertised
+        self._decoder = FrameDecoder(max_request_bytes)
+        self._max_request_bytes = max_request_bytes
+        self._budget = budget
+        self._reserved = 0
+        self._pending_charged = False
+        self._starved = False
+        self._max_in_flight = max_in_flight
+        self._idle_ms = idle_ms
+        self._last_request_ms = now_ms
+        self._next_id = 0
+        self._head = 0
+        self._done: dict[int, list[bytes | bytearray]] = {}
+        self._headers: dict[int, RequestHeader] = {}
+        self._closed = False
+        self.sasl = SaslSession(policy or ListenerPolicy(), principal)
+        self.requests = 0
+        self.client_id: str | None = None
+        #: KIP-1313: the instance id the connection's first (header v3) request carried.
+        self.header_instance_id: uuid.UUID | None = None
+        #: Called when reading may resume after the request budget was spent.
+        self.on_readable: Callable[[], None] | None = None
+
+    # -- state seen by the shell ----------------------------------------------
+    @property
+    def principal(self) -> str:
+        """The authenticated principal (``User:ANONYMOUS`` until proven otherwise)."""
+        return self.sasl.principal
+
+    def set_transport_principal(self, principal: str) -> None:
+        """The identity the transport proved (TLS client certificate), before any request.
+
+        SASL, where the listener requires it, replaces it once authenticated.
+        """
+        if self.requests:
+            raise IllegalTransition("the transport principal is set before the first request")
+        self.sasl.principal = principal
+
+    @property
+    def state(self) -> AuthState:
+        return self.sasl.state
+
+    @property
+    def closed(self) -> bool:
+        return self._closed
+
+    @property
+    def in_flight(self) -> int:
+        """Requests received that owe a response not yet written."""
+        return self._next_id - self._head
+
+    @property
+    def max_request_bytes(self) -> int:
+        return self._max_request_bytes
+
+    def should_pause(self) -> bool:
+        """Stop reading: too many requests in flight, or no budget for the next one."""
+        return self._starved or self._closed or self.in_flight >= self._max_in_flight
+
+    def may_resume(self) -> bool:
+        """Read again (with hysteresis, so a full pipeline does not flap)."""
+        return not self._starved and not self._closed and self.in_flight <= self._max_in_flight // 2
+
+    def expired(self, now_ms: int) -> Close | None:
+        """A ``Close`` if the connection idled too long or outlived its SASL session.
+
+        Idle means no complete request for ``idle_ms`` and none in flight: bytes
+        trickling in (slowloris) do not count as activity.
+        """
+        if self._closed:
+            return None
+        if self.sasl.session_expired(now_ms):
+            return self._close(CloseReason.SESSION_EXPIRED, "not re-authenticated in time")
+        if self.in_flight == 0 and now_ms - self._last_request_ms >= self._idle_ms:
+            return self._close(CloseReason.IDLE, f"idle for {now_ms - self._last_request_ms} ms")
+        return None
+
+    # -- bytes in -------------------------------------------------------------
+    def receive_data(self, data: bytes | bytearray | memoryview, now_ms: int) -> list[Result]:
+        """Results for every request completed by ``data``, in arrival order."""
+        if self._closed:
+            return []
+        try:
+            frames = self._decoder.feed(data)
+        except FrameTooLarge as exc:
+            return [self._close(CloseReason.FRAME_TOO_LARGE, str(exc))]
+        except ProtocolError as exc:
+            return [self._close(CloseReason.PROTOCOL_ERROR, str(exc))]
+        results = []
+        for frame in frames:
+            results.append(self.receive_frame(frame, now_ms))
+            if self._closed:
+                break
+        if not self._closed:
+            pending = self._decoder.pending_size
+            if pending is not None and not self._pending_charged:
+                self._pending_charged = self._charge(pending)
+        return results
+
+    def reserve_frame(self, size: int) -> bool:
+        """Before buffering a frame of ``size`` bytes: False (and pause) if over budget.
+
+        ``receive_data`` does this itself; a shell that frames on its own calls it
+        before allocating the frame's buffer, and again after ``on_readable``.
+        """
+        if size > self._max_request_bytes:
+            return True  # the framer rejects it without buffering
+        return self._charge(size)
+
+    def _charge(self, size: int) -> bool:
+        budget = self._budget
+        if budget is None or size <= SMALL_REQUEST_BYTES:
+            return True
+        if budget.try_reserve(size):
+            self._reserved += size
+            return True
+        if not self._starved:
+            self._starved = True
+            budget.wait(self._budget_freed)
+        return False
+
+    def _budget_freed(self) -> None:
+        if self._closed or not self._starved:
+            return
+        self._starved = False
+        pending = self._decoder.pending_size
+        if pending is not None and not self._pending_charged:
+            self._pending_charged = self._charge(pending)
+        if not self._starved and self.on_readable is not None:
+            self.on_readable()
+
+    def _release(self, size: int) -> None:
+        if size > SMALL_REQUEST_BYTES and self._reserved >= size and self._budget is not None:
+            self._reserved -= size
+            self._budget.release(size)
+
+    def receive_frame(self, frame: bytes | bytearray, now_ms: int) -> Result:
+        """The result for one complete request frame (without its size prefix)."""
+        if self._closed:
+            return Close(CloseReason.PROTOCOL_ERROR, "connection closed")
+        self._release(len(frame))
+        self._pending_charged = False
+        self._last_request_ms = now_ms
+        try:
+            header, offset = parse_request_header(frame)  # type: ignore[arg-type]
+        except (ProtocolError, UnsupportedApi) as exc:
+            return self._close(CloseReason.PROTOCOL_ERROR, str(exc))
+        key = header.api_key
+        if self.sasl.session_expired(now_ms) and key not in _SASL_KEYS:
+            return self._close(CloseReason.SESSION_EXPIRED, "not re-authenticated in time")
+        if not self.sasl.proven and key not in _ALWAYS_ALLOWED:
+            return self._close(CloseReason.UNAUTHENTICATED, f"api key {key} before authentication")
+        try:
+            wanted = expects_response(header, frame, offset)
+        except ProtocolError as exc:
+            return self._close(CloseReason.PROTOCOL_ERROR, str(exc))
+        request = Request(self._number() if wanted else NO_RESPONSE, header, frame, offset)
+        admitted = self._admit(header)
+        if admitted is not ErrorCode.NONE:
+            return self.reject(request, admitted)
+        if key in _SASL_KEYS:
+            return self._sasl(request, now_ms)
+        versions = self._served.get(key)
+        if versions is not None:
+            if versions[0] <= header.api_version <= versions[1]:
+                return Serve(request)
+            return self.reject(request, ErrorCode.UNSUPPORTED_VERSION)
+        if self._forwarding:
+            return Forward(request)
+        return self.reject(request, ErrorCode.UNSUPPORTED_VERSION)
+
+    def _number(self) -> int:
+        number = self._next_id
+        self._next_id += 1
+        return number
+
+    def _admit(self, header: RequestHeader) -> ErrorCode:
+        """KIP-1313's per-connection rules for a request header.
+
+        The first request fixes the client id for the whole connection. If it used
+        header v3 it fixes the instance id too: every later request (SaslHandshake
+        excepted) must carry the same, non-zero id.
+        """
+        first = self.requests == 0
+        self.requests += 1
+        if first:
+            self.client_id = header.client_id
+            if header.header_version >= 3:
+                if header.client_instance_id in (None, ZERO_UUID):
+                    return ErrorCode.INVALID_REQUEST
+                self.header_instance_id = header.client_instance_id
+            return ErrorCode.NONE
+        if self.header_instance_id is None or header.api_key == ApiKey.SASL_HANDSHAKE:
+            return ErrorCode.NONE
+        if header.header_version < 3 or header.client_instance_id != self.header_instance_id:
+            return ErrorCode.INVALID_REQUEST
+        return ErrorCode.NONE
+
+    def _sasl(self, request: Request, now_ms: int) -> Result:
+        step = self.sasl.receive(request.header, request.frame, request.offset, now_ms)
+        if step.forward:
+            return Forward(request, sasl_verdict=step.verdict)
+        if step.response is not None:
+            self._answer(request.id, step.response)
+        if step.close is not None:
+            return self._close(CloseReason.AUTHENTICATION_FAILED, step.close)
+        return Respond(request.id)
+
+    # -- answers in -----------------------------------------------------------
+    def reject(self, request: Request, code: ErrorCode) -> Respond | Close:
+        """Answer ``request`` with ``code``; close where Kafka cannot answer (unknown api)."""
+        try:
+            data = error_response(request.header, code, api_keys=self._advertised)
+        except UnsupportedApi:
+            header = request.header
+            return self._close(
+                CloseReason.UNSUPPORTED_API,
+                f"unsupported api key {header.api_key} version {header.api_version}",
+            )
+        self._answer(request.id, data)
+        return Respond(request.id, code)
+
+    def fail(self, request: Request, error: BaseException) -> Respond | Close:
+        """The answer the policy gives a handler's exception (the one error policy).
+
+        A malformed body closes the connection, an unsupported version gets
+        UNSUPPORTED_VERSION, anything else UNKNOWN_SERVER_ERROR.
+        """
+        if isinstance(error, UnsupportedApi):
+            return self.reject(request, ErrorCode.UNSUPPORTED_VERSION)
+        if isinstance(error, ProtocolError):
+            return self._close(CloseReason.PROTOCOL_ERROR, str(error))
+        return self.reject(request, ErrorCode.UNKNOWN_SERVER_ERROR)
+
+    def complete(
+        self, request_id: int, data: bytes | bytearray | None, *, framed: bool = True
+    ) -> None:
+        """Hand in the answer to ``request_id``: a response frame, ``None`` for none.
+
+        ``framed``: ``data`` carries its 4-byte size prefix (local handlers);
+        upstream responses come without it.
+        """
+        if request_id == NO_RESPONSE:
+            return
+        if not data:
+            self._done[request_id] = []
+        elif framed:
+            self._done[request_id] = [data]
+        elif len(data) < 65536:
+            self._done[request_id] = [encode_frame(bytes(data))]
+        else:  # large upstream responses are written without a copy
+            self._done[request_id] = [len(data).to_bytes(4, "big"), data]
+
+    def _answer(self, request_id: int, data: bytes) -> None:
+        self.complete(request_id, data)
+
+    def upstream_authenticated(self, error_code: int) -> Close | None:
+        """Passthrough: the upstream answered a forwarded SaslAuthenticate with ``error_code``."""
+        detail = self.sasl.upstream_verdict(error_code)
+        if detail is not None:
+            return self._close(CloseReason.AUTHENTICATION_FAILED, detail)
+        return None
+
+    # -- bytes out ------------------------------------------------------------
+    def data_to_send(self) -> list[bytes | bytearray]:
+        """The response bytes now writable, in request order (possibly none)."""
+        out: list[bytes | bytearray] = []
+        done = self._done
+        while self._head in done:
+            out += done.pop(self._head)
+            self._head += 1
+        return out
+
+    def _settle_reservation(self) -> None:
+        if self._reserved and self._budget is not None:
+            reserved, self._reserved = self._reserved, 0
+            self._budget.release(reserved)
+
+    def _close(self, reason: CloseReason, detail: str) -> Close:
+        if not self._closed:
+            self._closed = True
+            self.sasl.fail()
+            self._settle_reservation()
+        return Close(reason, detail)
+
+    def connection_lost(self) -> None:
+        """The transport closed: return any reserved budget."""
+        self._closed = True
+        self._settle_reservation()
