@@ -74,3 +74,46 @@ def test_bad_size_prefix_reports_loss(prefix: bytes, error: type[Exception]) -> 
     deliver(protocol, prefix + b"\x00" * 10, [])
     assert len(lost) == 1
     assert isinstance(lost[0], error)
+
+
+class _Transport:
+    def __init__(self) -> None:
+        self.reading = True
+
+    def pause_reading(self) -> None:
+        self.reading = False
+
+    def resume_reading(self) -> None:
+        self.reading = True
+
+    def set_write_buffer_limits(self, high: int) -> None:
+        pass
+
+
+def test_a_large_frame_waits_for_the_request_budget_before_its_buffer_exists() -> None:
+    frames: list[bytes] = []
+    allowed = [False]
+    asked: list[int] = []
+
+    def reserve(size: int) -> bool:
+        asked.append(size)
+        return allowed[0]
+
+    protocol = FrameProtocol(
+        2**31 - 1, lambda f: frames.append(bytes(f)), lambda e: None, reserve=reserve
+    )
+    transport = _Transport()
+    protocol.connection_made(transport)  # type: ignore[arg-type]
+    payload = bytes(range(256)) * (BIG // 256)
+    stream = b"".join(frame_bytes(payload))
+    deliver(protocol, stream[:1000], [])
+    assert asked == [len(payload)]
+    assert not transport.reading
+    assert protocol._big is None  # nothing allocated while the budget is spent
+    protocol.resume_reading()  # in-flight back-pressure lifting must not override it
+    assert not transport.reading
+    allowed[0] = True
+    protocol.retry_reserve()
+    assert transport.reading
+    deliver(protocol, stream[1000:], [])
+    assert frames == [payload]
