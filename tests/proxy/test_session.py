@@ -46,6 +46,8 @@ class FakeUpstream:
     """Records requests; holds answers until ``hold`` requests are in (pipelining check)."""
 
     hold: int = 0
+    #: The error code its SaslAuthenticate answers carry (SASL passthrough tests).
+    sasl_error: int = 0
     frames: list[bytes] = field(default_factory=list)
     server: asyncio.Server | None = None
     writers: list[asyncio.StreamWriter] = field(default_factory=list)
@@ -68,6 +70,10 @@ class FakeUpstream:
                 header, _ = parse_request_header(frame)
                 if header.api_key in (3, 10, 60, 74):
                     writer.write(self._cluster_answer(header))
+                    continue
+                if header.api_key in (17, 36):
+                    self.frames.append(frame)
+                    writer.write(self._sasl_answer(header))
                     continue
                 self.frames.append(frame)
                 held.append(frame)
@@ -106,6 +112,17 @@ class FakeUpstream:
                  "error_code": ErrorCode.COORDINATOR_NOT_AVAILABLE},
             ],
         }  # fmt: skip
+        cls = response_type(header.api_key, header.api_version)
+        return encode_response(header, build(cls, values))
+
+    def _sasl_answer(self, header: RequestHeader) -> bytes:
+        values = {
+            "error_code": ErrorCode(0 if header.api_key == 17 else self.sasl_error),
+            "mechanisms": ["PLAIN"],
+            "error_message": None if self.sasl_error == 0 else "Authentication failed",
+            "auth_bytes": b"",
+            "session_lifetime": 0,
+        }
         cls = response_type(header.api_key, header.api_version)
         return encode_response(header, build(cls, values))
 

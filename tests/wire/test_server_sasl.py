@@ -353,3 +353,21 @@ def test_a_sasl_listener_needs_mechanisms_or_passthrough() -> None:
         ListenerPolicy(requires_sasl=True)
     with pytest.raises(ValueError, match="either"):
         ListenerPolicy(sasl=FakeSasl(), passthrough=True)
+
+
+@pytest.mark.parametrize("version", [0, 1, 2])
+def test_the_upstream_verdict_is_read_from_its_saslauthenticate_answer(version: int) -> None:
+    from kio.schema.errors import ErrorCode as KioErrorCode
+
+    from clientmetrics.wire import encode_response, response_type
+    from clientmetrics.wire.replies import blank_entity
+    from clientmetrics.wire.sasl import authenticate_error_code
+
+    header = RequestHeader(36, version, 3, "c", None, 2 if version >= 2 else 1)
+    body = blank_entity(
+        response_type(36, version),
+        error_code=KioErrorCode.sasl_authentication_failed,
+        error_message="bad",
+    )
+    frame = encode_response(header, body)[4:]
+    assert authenticate_error_code(version, frame) == ErrorCode.SASL_AUTHENTICATION_FAILED

@@ -65,10 +65,12 @@ class Gateway:
         reuse_port: bool = False,
         policy: ListenerPolicy | None = None,
     ) -> None:
-        """``policy``: how clients authenticate (default: no SASL, KIP-368 off)."""
+        """``policy``: how clients authenticate. Default: no SASL of its own; in proxy
+        mode SASL requests pass through to the cluster (the gateway trusts no claimed
+        identity until an ``identity_of`` reader is wired in)."""
         self.config = config
         reauth = config.connections_max_reauth_ms or None
-        self.policy = policy or ListenerPolicy(reauth_ms=reauth)
+        self.policy = policy or ListenerPolicy(passthrough=config.proxy, reauth_ms=reauth)
         self.limits = ConnectionLimits(
             max_request_bytes=config.request_size_limit,
             queued_max_request_bytes=config.queued_max_request_bytes,
