@@ -209,3 +209,26 @@ def test_limit_settings_load_from_toml_with_defaults_by_mode(tmp_path: Path) -> 
     assert (loaded.connections_max_idle_ms, loaded.max_connections_per_ip) == (1000, 7)
     with pytest.raises(ConfigurationError, match="queued_max_request_bytes"):
         GatewayConfig(tmp_path, max_request_bytes=10 * MiB, queued_max_request_bytes=MiB)
+
+
+def test_approaching_the_open_files_limit_is_logged(tmp_path: Path) -> None:
+    import os
+    import resource
+
+    config = "[gateway]\nexpiry_check_ms = 100\n"
+    with gateway(tmp_path, config) as gw:
+        assert gw.proc is not None
+        pid = gw.proc.pid
+        in_use = len(os.listdir(f"/proc/{pid}/fd"))
+        # Lower the running gateway's limit: 70 files above what it has open now.
+        resource.prlimit(pid, resource.RLIMIT_NOFILE, (in_use + 70, in_use + 70))
+        time.sleep(0.5)  # the gateway re-reads its limit on its housekeeping tick
+        socks = [socket.create_connection(("127.0.0.1", gw.port), timeout=5) for _ in range(20)]
+        wait_for(lambda: gw.events("connection_limit_near"), 5, what="fd limit log line")
+        lines = gw.events("connection_limit_near")
+        assert lines[0]["reason"] == "open_files_limit"
+        assert lines[0]["fd_limit"] == in_use + 70
+        assert len(lines) <= 5  # rate limited, though every new connection is over
+        assert served(gw.port)
+        for sock in socks:
+            sock.close()

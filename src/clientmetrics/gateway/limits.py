@@ -7,6 +7,7 @@ gives (one line per bad frame once filled 47 MB of logs in a fuzzing run).
 
 from __future__ import annotations
 
+import os
 import resource
 import time
 from dataclasses import dataclass, field
@@ -27,6 +28,18 @@ FD_RESERVE = 64
 def now_ms() -> int:
     """Wall-clock epoch milliseconds (SASL sessions and tokens expire in epoch time)."""
     return time.time_ns() // 1_000_000
+
+
+def open_fds() -> int:
+    """Files this process has open now (0 where /proc is missing)."""
+    try:
+        return len(os.listdir("/proc/self/fd"))
+    except OSError:
+        return 0
+
+
+def fd_soft_limit() -> int:
+    return resource.getrlimit(resource.RLIMIT_NOFILE)[0]
 
 
 def raise_fd_limit() -> int:
@@ -50,7 +63,9 @@ class ConnectionLimits:
     idle_ms: int
     max_connections_per_ip: int
     policy: ListenerPolicy = field(default_factory=ListenerPolicy)
+    #: The open-files limit, and the files open before any client (store, logs...).
     fd_limit: int = 0
+    base_fds: int = 0
     budget: RequestBudget = field(init=False)
     sources: SourceLimit = field(init=False)
     warnings: WarningLimiter = field(init=False)
@@ -81,7 +96,9 @@ class ConnectionLimits:
             )
             return False
         self.open_connections += 1
-        if self.fd_limit and self.open_connections >= self.fd_limit - FD_RESERVE:
+        # At the limit itself the event loop drops new connections without a word;
+        # say so before it gets there.
+        if self.fd_limit and self.base_fds + self.open_connections >= self.fd_limit - FD_RESERVE:
             self.warn(
                 "*",
                 "connection_limit_near",

@@ -18,7 +18,12 @@ from clientmetrics.gateway.cluster import ClusterHandlers
 from clientmetrics.gateway.config import GatewayConfig, Listener
 from clientmetrics.gateway.config_rpcs import ConfigHandlers
 from clientmetrics.gateway.connection import ConnectionState, Dispatcher, Handler, serve_connection
-from clientmetrics.gateway.limits import ConnectionLimits, raise_fd_limit
+from clientmetrics.gateway.limits import (
+    ConnectionLimits,
+    fd_soft_limit,
+    open_fds,
+    raise_fd_limit,
+)
 from clientmetrics.gateway.listeners import ConnectionIdentity, ListenerSet, identify
 from clientmetrics.gateway.metrics_http import MetricsServer
 from clientmetrics.gateway.subscriptions import Subscriptions
@@ -106,6 +111,7 @@ class Gateway:
         cfg = self.config
         cfg.data_dir.mkdir(parents=True, exist_ok=True)
         self.limits.fd_limit = raise_fd_limit()
+        self.limits.base_fds = open_fds()
         asyncio.get_running_loop().set_exception_handler(self._loop_exception)
         if self._store is None:
             self._store = self._default_store()
@@ -312,6 +318,7 @@ class Gateway:
             if removed:
                 log.debug("instances_expired", count=removed)
             self._close_expired(now)
+            self.limits.fd_limit = fd_soft_limit()  # operators may change it at run time
             if loop.time() >= next_freeze:
                 next_freeze = loop.time() + FREEZE_EVERY_S
                 self._freeze_long_lived()
