@@ -144,6 +144,8 @@ class ProxySession:
         self._spawn(self.run())
 
     def _frame_in(self, frame: bytes | bytearray) -> None:
+        if self.core.closed:
+            return  # frames read before the close took effect
         item: bytes | bytearray | Serve = frame
         if not self._busy and not self._inbox:
             result = self.core.receive_frame(frame, now_ms())
