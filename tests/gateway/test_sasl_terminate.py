@@ -17,7 +17,7 @@ import pytest
 from confluent_kafka import Producer
 
 from clientmetrics.exporters.memory import InMemoryExporter
-from clientmetrics.gateway.config import Address, GatewayConfig
+from clientmetrics.gateway.config import GatewayConfig, Listener
 from clientmetrics.gateway.server import Gateway
 from clientmetrics.security.base import Authenticated, AuthenticationFailed
 from clientmetrics.store.memory import MemorySubscriptionStore
@@ -56,7 +56,9 @@ async def gateway(tmp_path: Path) -> AsyncIterator[tuple[Gateway, InMemoryExport
         {"all": {"metrics": "org.apache.kafka.", "interval.ms": "1000"}}
     )
     config = GatewayConfig(
-        data_dir=tmp_path, listen=Address("127.0.0.1", 0), connections_max_reauth_ms=2000
+        data_dir=tmp_path,
+        listeners=(Listener.parse("127.0.0.1:0"),),
+        connections_max_reauth_ms=2000,
     )
     policy = ListenerPolicy(requires_sasl=True, sasl=PlainServerForTests(), reauth_ms=2000)
     gw = Gateway(config, store=store, exporters=[exporter], policy=policy)

@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 
 from clientmetrics.exporters.memory import InMemoryExporter
-from clientmetrics.gateway.config import Address, GatewayConfig
+from clientmetrics.gateway.config import Address, GatewayConfig, Listener
 from clientmetrics.gateway.server import Gateway
 from clientmetrics.store.memory import MemorySubscriptionStore
 from clientmetrics.wire import (
@@ -46,7 +46,7 @@ async def upstream() -> AsyncIterator[FakeUpstream]:
 async def start(upstream: FakeUpstream, tmp_path: Path) -> Gateway:
     config = GatewayConfig(
         data_dir=tmp_path,
-        listen=Address("127.0.0.1", 0),
+        listeners=(Listener.parse("127.0.0.1:0"),),
         upstream=(Address("127.0.0.1", upstream.port),),
         broker_port_base=free_port_block(NODE + 1),
     )
