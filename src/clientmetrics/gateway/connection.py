@@ -19,6 +19,7 @@ import uuid
 from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass, field
 from types import MappingProxyType
+from typing import Any
 
 import structlog
 
@@ -237,7 +238,7 @@ class _Shell:
 
     def _rejected(self, respond: Respond) -> None:
         conn, limits = self.conn, self._dispatcher.limits
-        fields = {"reason": "kip1313_instance_id", "connection": conn.connection_id}
+        fields: dict[str, Any] = {"reason": "kip1313_instance_id", "connection": conn.connection_id}
         if limits is not None:
             limits.warn(conn.peer_host, "request_rejected", **fields)
         else:
@@ -261,12 +262,16 @@ class _Shell:
         """The one error policy: the core decides, the shell logs the unexpected."""
         if not isinstance(error, ProtocolError | UnsupportedApi):
             header = request.header
-            log.error(
-                "handler_failed",
-                api_key=header.api_key,
-                version=header.api_version,
-                exc_info=error,
-            )
+            fields: dict[str, Any] = {
+                "api_key": header.api_key,
+                "version": header.api_version,
+                "exc_info": error,
+            }
+            limits = self._dispatcher.limits
+            if limits is not None:  # a bug hit by every request must not flood the log
+                limits.warn(self.conn.peer_host, "handler_failed", level="error", **fields)
+            else:
+                log.error("handler_failed", **fields)
         outcome = self.core.fail(request, error)
         if isinstance(outcome, Close) and self.closing is None:
             self.closing = outcome
@@ -334,7 +339,11 @@ async def serve_connection(
 
 def _log_close(conn: ConnectionState, close: Close, limits: ConnectionLimits | None) -> None:
     """A protocol violation is a warning (rate-limited per source), the rest info."""
-    fields = {"connection": conn.connection_id, "reason": close.reason.value, "error": close.detail}
+    fields: dict[str, Any] = {
+        "connection": conn.connection_id,
+        "reason": close.reason.value,
+        "error": close.detail,
+    }
     if close.reason in (CloseReason.AUTHENTICATION_FAILED, CloseReason.IDLE):
         log.info("connection_closed", peer=f"{conn.peer_host}:{conn.peer_port}", **fields)
     elif limits is not None:

@@ -76,14 +76,17 @@ class ConnectionLimits:
         self.sources = SourceLimit(self.max_connections_per_ip)
         self.warnings = WarningLimiter()
 
-    def warn(self, source: str, event: str, **fields: Any) -> None:
-        """Log ``event`` at warning level, at most a few times a minute per source."""
+    def warn(self, source: str, event: str, *, level: str = "warning", **fields: Any) -> None:
+        """Log ``event`` (at ``level``), at most a few times a minute per source and event."""
         decision = self.warnings.check(source, event, now_ms())
         if not decision.emit:
             return
         if decision.suppressed:
             fields["suppressed"] = decision.suppressed
-        log.warning(event, peer=source, **fields)
+        if level == "error":
+            log.error(event, peer=source, **fields)
+        else:
+            log.warning(event, peer=source, **fields)
 
     def accept(self, host: str) -> bool:
         """Count a new connection from ``host``, or refuse it (with a log line)."""

@@ -266,15 +266,18 @@ class ProxySession:
             else cause
         )
         if not isinstance(error, UpstreamError):
-            log.warning(
-                "response_not_delivered", connection=self.conn.connection_id, error=repr(error)
+            self._limits.warn(
+                self.conn.peer_host,
+                "response_not_delivered",
+                connection=self.conn.connection_id,
+                error=repr(error),
             )
         self.protocol.abort()
 
     def _close(self, close: Close) -> None:
         self._flush()
         conn = self.conn
-        fields = {"connection": conn.connection_id, "reason": close.reason.value}
+        fields: dict[str, Any] = {"connection": conn.connection_id, "reason": close.reason.value}
         if close.reason in (CloseReason.AUTHENTICATION_FAILED, CloseReason.IDLE):
             log.info("connection_closed", peer=conn.peer_host, error=close.detail, **fields)
             self.protocol.close()
@@ -359,7 +362,14 @@ class ProxySession:
             raise
         except Exception as exc:  # the core's policy decides; a bug must not end the gateway
             if not isinstance(exc, ProtocolError | UnsupportedApi):
-                log.exception("handler_failed", api_key=header.api_key, version=header.api_version)
+                self._limits.warn(
+                    self.conn.peer_host,
+                    "handler_failed",
+                    level="error",
+                    api_key=header.api_key,
+                    version=header.api_version,
+                    exc_info=exc,
+                )
             self._apply(self.core.fail(request, exc))
             return
         if isinstance(slot, bytes):
