@@ -25,6 +25,10 @@ METRICS: dict[str, tuple[str, str]] = {
     "push": ("counter", "PushTelemetry requests answered"),
     "get_subscriptions": ("counter", "GetTelemetrySubscriptions requests answered"),
     "connections": ("gauge", "Open client connections"),
+    "request_budget_used_bytes": (
+        "gauge",
+        "Bytes reserved for large requests still arriving (queued_max_request_bytes)",
+    ),
     "accepted_pushes": ("counter", "Pushes accepted (answered NONE), empty ones included"),
     "empty_pushes": ("counter", "Accepted pushes with no metrics"),
     "instances_expired": ("counter", "Client instances removed by expiry"),

@@ -377,6 +377,7 @@ class Gateway:
         }
         values.update({k: float(v) for k, v in self._stats.items()})
         values["connections"] = float(len(self._connections))
+        values["request_budget_used_bytes"] = float(self.limits.budget.used)
         return values
 
     async def close(self) -> None:
