@@ -272,9 +272,11 @@ class _Shell:
                 limits.warn(self.conn.peer_host, "handler_failed", level="error", **fields)
             else:
                 log.error("handler_failed", **fields)
-        outcome = self.core.fail(request, error)
-        if isinstance(outcome, Close) and self.closing is None:
-            self.closing = outcome
+        match self.core.fail(request, error):
+            case Close() as close if self.closing is None:
+                self.closing = close
+            case _:
+                pass
 
     async def settle(self) -> None:
         """Wait until every overlapping request started so far is answered."""
