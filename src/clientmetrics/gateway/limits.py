@@ -26,7 +26,8 @@ FD_RESERVE = 64
 
 
 def now_ms() -> int:
-    """Wall-clock epoch milliseconds (SASL sessions and tokens expire in epoch time)."""
+    """Wall-clock epoch milliseconds: the only clock the sans-IO cores see (telemetry
+    instances, SASL sessions and tokens all expire in epoch time)."""
     return time.time_ns() // 1_000_000
 
 

@@ -21,13 +21,14 @@ from clientmetrics.gateway.connection import ConnectionState, Dispatcher, Handle
 from clientmetrics.gateway.limits import (
     ConnectionLimits,
     fd_soft_limit,
+    now_ms,
     open_fds,
     raise_fd_limit,
 )
 from clientmetrics.gateway.listeners import ConnectionIdentity, ListenerSet, identify
 from clientmetrics.gateway.metrics_http import MetricsServer
 from clientmetrics.gateway.subscriptions import Subscriptions
-from clientmetrics.gateway.telemetry_rpcs import TelemetryHandlers, now_ms
+from clientmetrics.gateway.telemetry_rpcs import TelemetryHandlers
 from clientmetrics.gateway.tls import ReloadingContext
 from clientmetrics.gateway.upstream_security import UpstreamTls
 from clientmetrics.store.base import SubscriptionStore

@@ -14,6 +14,7 @@ import structlog
 from clientmetrics.exporters.base import Exporter, ExportError
 from clientmetrics.gateway.build import build
 from clientmetrics.gateway.connection import ConnectionState
+from clientmetrics.gateway.limits import now_ms
 from clientmetrics.telemetry.manager import ClientMetricsManager, SubscriptionsResult
 from clientmetrics.telemetry.model import ZERO_UUID, AcceptedPush
 from clientmetrics.wire import (
@@ -26,11 +27,6 @@ from clientmetrics.wire import (
 )
 
 log = structlog.get_logger("clientmetrics.gateway")
-
-
-def now_ms() -> int:
-    """Wall-clock epoch milliseconds: the only clock the telemetry core sees."""
-    return time.time_ns() // 1_000_000
 
 
 class SubscriptionTemplates:
