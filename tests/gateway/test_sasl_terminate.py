@@ -16,8 +16,9 @@ from pathlib import Path
 import pytest
 from confluent_kafka import Producer
 
+from clientmetrics.errors import ConfigurationError
 from clientmetrics.exporters.memory import InMemoryExporter
-from clientmetrics.gateway.config import GatewayConfig, Listener
+from clientmetrics.gateway.config import Address, GatewayConfig, Listener
 from clientmetrics.gateway.server import Gateway
 from clientmetrics.security.base import Authenticated, AuthenticationFailed
 from clientmetrics.store.memory import MemorySubscriptionStore
@@ -123,3 +124,29 @@ async def test_wrong_password_and_no_credentials_land_nothing(
     assert any("Authentication failed" in e for e in wrong), wrong
     assert plain  # the client without credentials gets disconnected
     assert exporter.pushes == []
+
+
+def test_each_listener_gets_the_policy_of_its_protocol(tmp_path: Path) -> None:
+    sasl_listener = Listener.parse("SASL_PLAINTEXT://127.0.0.1:0")
+    plain_listener = Listener.parse("127.0.0.1:0")
+    config = GatewayConfig(
+        data_dir=tmp_path, listeners=(plain_listener,), connections_max_reauth_ms=5000
+    )
+    server = PlainServerForTests()
+    gw = Gateway(config, sasl=server)
+    terminated = gw.policy_for(sasl_listener)
+    assert (terminated.requires_sasl, terminated.sasl, terminated.reauth_ms) == (True, server, 5000)
+    assert gw.policy_for(plain_listener) == ListenerPolicy()
+    with pytest.raises(ConfigurationError, match="needs SASL mechanisms"):
+        Gateway(config).policy_for(sasl_listener)
+    proxy = GatewayConfig(
+        data_dir=tmp_path,
+        listeners=(plain_listener,),
+        upstream=(Address("127.0.0.1", 9092),),
+        store="sqlite",
+    )
+    passthrough = Gateway(proxy, identity_of=lambda mechanism, token: None)
+    policy = passthrough.policy_for(sasl_listener)
+    assert (policy.requires_sasl, policy.passthrough, policy.sasl) == (True, True, None)
+    assert policy.identity_of is not None
+    assert not passthrough.policy_for(plain_listener).requires_sasl

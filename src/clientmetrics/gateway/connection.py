@@ -38,6 +38,7 @@ from clientmetrics.wire.server import (
     Close,
     CloseReason,
     Forward,
+    ListenerPolicy,
     Request,
     Respond,
     Serve,
@@ -156,13 +157,21 @@ class Dispatcher:
         self._served = MappingProxyType({key: SERVED.get(key, (0, 0)) for key in handlers})
         self.limits = limits
 
-    def new_core(self, *, max_request_bytes: int, principal: str = ANONYMOUS) -> ServerConnection:
-        """A connection core for this listener (``principal``: from a TLS certificate)."""
+    def new_core(
+        self,
+        *,
+        max_request_bytes: int,
+        principal: str = ANONYMOUS,
+        policy: ListenerPolicy | None = None,
+    ) -> ServerConnection:
+        """A connection core (``principal``: from a TLS certificate; ``policy``: the
+        listener's authentication, default the limits' one)."""
         limits = self.limits
         if limits is None:
             return ServerConnection(
                 served=self._served,
                 advertised=self._api_keys,
+                policy=policy,
                 principal=principal,
                 max_request_bytes=max_request_bytes,
                 now_ms=now_ms(),
@@ -170,7 +179,7 @@ class Dispatcher:
         return ServerConnection(
             served=self._served,
             advertised=self._api_keys,
-            policy=limits.policy,
+            policy=policy or limits.policy,
             principal=principal,
             max_request_bytes=max_request_bytes,
             budget=limits.budget,
@@ -299,13 +308,17 @@ async def serve_connection(
     on_open: Callable[[ConnectionState], None],
     on_close: Callable[[ConnectionState], None],
     principal: str = ANONYMOUS,
+    policy: ListenerPolicy | None = None,
 ) -> None:
     """Read until EOF or the core closes; answer each request, in request order.
 
-    ``principal``: the identity the transport proved (a TLS client certificate).
+    ``principal``: the identity the transport proved (a TLS client certificate);
+    ``policy``: how the listener authenticates its clients.
     """
     peer = writer.get_extra_info("peername") or ("", 0)
-    core = dispatcher.new_core(max_request_bytes=max_request_bytes, principal=principal)
+    core = dispatcher.new_core(
+        max_request_bytes=max_request_bytes, principal=principal, policy=policy
+    )
     conn = ConnectionState(next(_connection_ids), str(peer[0]), int(peer[1]), node_id, core)
     conn.close = writer.close
     shell = _Shell(conn, writer, dispatcher)

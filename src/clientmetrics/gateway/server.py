@@ -12,6 +12,7 @@ from typing import TYPE_CHECKING, Any
 
 import structlog
 
+from clientmetrics.errors import ConfigurationError
 from clientmetrics.exporters.base import Exporter
 from clientmetrics.exporters.registry import load_exporters
 from clientmetrics.gateway.cluster import ClusterHandlers
@@ -31,10 +32,12 @@ from clientmetrics.gateway.subscriptions import Subscriptions
 from clientmetrics.gateway.telemetry_rpcs import TelemetryHandlers
 from clientmetrics.gateway.tls import ReloadingContext
 from clientmetrics.gateway.upstream_security import UpstreamTls
+from clientmetrics.security.base import SaslServer
 from clientmetrics.store.base import SubscriptionStore
 from clientmetrics.store.sqlite import SqliteSubscriptionStore
 from clientmetrics.telemetry.manager import ClientMetricsManager
 from clientmetrics.wire import SERVED, ApiKey, RequestHeader
+from clientmetrics.wire.sasl import IdentityOf
 from clientmetrics.wire.server import ListenerPolicy
 
 if TYPE_CHECKING:
@@ -69,20 +72,26 @@ class Gateway:
         store: SubscriptionStore | None = None,
         exporters: Sequence[Exporter] | None = None,
         reuse_port: bool = False,
+        sasl: SaslServer | None = None,
+        identity_of: IdentityOf | None = None,
         policy: ListenerPolicy | None = None,
     ) -> None:
-        """``policy``: how clients authenticate. Default: no SASL of its own; in proxy
-        mode SASL requests pass through to the cluster (the gateway trusts no claimed
-        identity until an ``identity_of`` reader is wired in)."""
+        """How clients authenticate, per listener (see ``policy_for``).
+
+        ``sasl``: the mechanisms SASL listeners terminate. ``identity_of``: proxy
+        passthrough's reader of the identity a client claims. ``policy``: one policy
+        for every listener instead (embedding, tests).
+        """
         self.config = config
-        reauth = config.connections_max_reauth_ms or None
-        self.policy = policy or ListenerPolicy(passthrough=config.proxy, reauth_ms=reauth)
+        self._sasl = sasl
+        self._identity_of = identity_of
+        self._policy = policy
         self.limits = ConnectionLimits(
             max_request_bytes=config.request_size_limit,
             queued_max_request_bytes=config.queued_max_request_bytes,
             idle_ms=config.connections_max_idle_ms,
             max_connections_per_ip=config.max_connections_per_ip,
-            policy=self.policy,
+            policy=self.policy_for(config.listeners[0]),
         )
         self.manager = ClientMetricsManager(config.telemetry, rng=random.SystemRandom())
         self._store = store
@@ -157,6 +166,28 @@ class Gateway:
             broker_ports=self._proxy.broker_ports if self._proxy is not None else None,
         )
 
+    def policy_for(self, listener: Listener) -> ListenerPolicy:
+        """How clients on ``listener`` authenticate.
+
+        A SASL listener requires authentication: terminated here with ``sasl``, or
+        (proxy mode without ``sasl``) passed through to the cluster. Other listeners
+        serve SASL requests only in passthrough (proxy) mode, where a client may
+        still authenticate with the cluster; standalone answers ILLEGAL_SASL_STATE.
+        """
+        if self._policy is not None:
+            return self._policy
+        reauth = self.config.connections_max_reauth_ms or None
+        requires = listener.protocol.sasl
+        if self._sasl is not None and requires:
+            return ListenerPolicy(requires_sasl=True, sasl=self._sasl, reauth_ms=reauth)
+        if self.config.proxy:
+            return ListenerPolicy(
+                requires_sasl=requires, passthrough=True, identity_of=self._identity_of
+            )
+        if requires:
+            raise ConfigurationError(f"listener {listener} needs SASL mechanisms")
+        return ListenerPolicy()
+
     def _default_store(self) -> SubscriptionStore:
         cfg = self.config
         if cfg.store_kind == "topic":
@@ -207,9 +238,10 @@ class Gateway:
         assert self._subscriptions is not None
         assert self._exporters is not None
         cfg = self.config
-        keys = STANDALONE_APIS + (SASL_APIS if self.policy.sasl is not None else ())
+        sasl = any(self.policy_for(listener).sasl is not None for listener in cfg.listeners)
+        keys = STANDALONE_APIS + (SASL_APIS if sasl else ())
         advertised: dict[int, tuple[int, int]] = {key: SERVED[key] for key in keys}
-        if self.policy.sasl is not None:  # SaslHandshake v0 (raw tokens) is not served
+        if sasl:  # SaslHandshake v0 (raw tokens) is not served
             advertised[ApiKey.SASL_HANDSHAKE] = (1, SERVED[ApiKey.SASL_HANDSHAKE][1])
         cluster = ClusterHandlers(
             node_id=cfg.node_id,
@@ -294,6 +326,7 @@ class Gateway:
                     self._dispatcher,
                     node_id=self.config.node_id,
                     max_request_bytes=self.limits.max_request_bytes,
+                    policy=self.policy_for(listener),
                     on_open=lambda conn: self._opened(conn, identity),
                     on_close=self._closed,
                 )
