@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import datetime
 import functools
 import uuid
 from dataclasses import fields
@@ -28,6 +29,10 @@ def _field_strategy(field: Any) -> st.SearchStrategy[Any]:
         strategy: st.SearchStrategy[Any] = (
             st.lists(inner, max_size=MAX_ITEMS).map(tuple) if kind.is_array else inner
         )
+    elif get_schema_field_type(field) == "timedelta_i64":
+        # kio reads back what fits a timedelta; Kafka's i64 durations (session
+        # lifetimes, retention) are far below 2**53 ms.
+        strategy = st.integers(0, 2**53).map(lambda ms: datetime.timedelta(milliseconds=ms))
     elif get_schema_field_type(field) == "uuid":
         # Kafka uuids are not nullable: on the wire a "null" is the zero uuid.
         strategy = st.uuids() | st.just(uuid.UUID(int=0))
