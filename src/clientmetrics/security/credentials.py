@@ -31,6 +31,7 @@ __all__ = [
     "ScramCredential",
     "derive",
     "dumps_credentials",
+    "keys_from_salted_password",
     "loads_credentials",
     "salted_keys",
     "validate_user_name",
@@ -86,11 +87,22 @@ class ScramCredential:
 
 def salted_keys(mechanism: str, password: str, salt: bytes, iterations: int) -> tuple[bytes, bytes]:
     """(StoredKey, ServerKey) of RFC 5802: SaltedPassword = Hi(password, salt, i)."""
+    digest = _digest(mechanism)
+    # RFC 5802 asks for SASLprep; Kafka's clients send the password's UTF-8 as is.
+    salted = hashlib.pbkdf2_hmac(digest, password.encode("utf-8"), salt, iterations)
+    return keys_from_salted_password(mechanism, salted)
+
+
+def _digest(mechanism: str) -> str:
     digest = SCRAM_MECHANISMS.get(mechanism)
     if digest is None:
         raise CredentialError(f"unknown SCRAM mechanism {mechanism!r}")
-    # RFC 5802 asks for SASLprep; Kafka's clients send the password's UTF-8 as is.
-    salted = hashlib.pbkdf2_hmac(digest, password.encode("utf-8"), salt, iterations)
+    return digest
+
+
+def keys_from_salted_password(mechanism: str, salted: bytes) -> tuple[bytes, bytes]:
+    """(StoredKey, ServerKey) from SaltedPassword (what AlterUserScramCredentials carries)."""
+    digest = _digest(mechanism)
     client_key = hmac.new(salted, b"Client Key", digest).digest()
     stored_key = hashlib.new(digest, client_key).digest()
     server_key = hmac.new(salted, b"Server Key", digest).digest()
