@@ -14,12 +14,18 @@ import structlog
 
 from clientmetrics.exporters.base import Exporter
 from clientmetrics.exporters.registry import load_exporters
+from clientmetrics.gateway.authz import AuthorizationHolder
 from clientmetrics.gateway.cluster import API_VERSIONS, METADATA, ClusterHandlers
 from clientmetrics.gateway.config import GatewayConfig, Listener
 from clientmetrics.gateway.config_rpcs import ConfigHandlers
 from clientmetrics.gateway.connection import ConnectionState, Dispatcher, Handler, serve_connection
 from clientmetrics.gateway.listeners import ConnectionIdentity, ListenerSet, identify
 from clientmetrics.gateway.metrics_http import MetricsServer
+from clientmetrics.gateway.scram_rpcs import (
+    ALTER_USER_SCRAM_CREDENTIALS,
+    DESCRIBE_USER_SCRAM_CREDENTIALS,
+    ScramHandlers,
+)
 from clientmetrics.gateway.subscriptions import Subscriptions
 from clientmetrics.gateway.telemetry_rpcs import (
     GET_TELEMETRY_SUBSCRIPTIONS,
@@ -30,6 +36,7 @@ from clientmetrics.gateway.telemetry_rpcs import (
 from clientmetrics.gateway.tls import ReloadingContext
 from clientmetrics.gateway.upstream_security import UpstreamTls
 from clientmetrics.store.base import SubscriptionStore
+from clientmetrics.store.credentials import CredentialFile
 from clientmetrics.store.sqlite import SqliteSubscriptionStore
 from clientmetrics.telemetry.manager import ClientMetricsManager
 from clientmetrics.wire import SERVED, RequestHeader
@@ -52,6 +59,8 @@ STANDALONE_APIS = (
     GET_TELEMETRY_SUBSCRIPTIONS,
     PUSH_TELEMETRY,
     LIST_CONFIG_RESOURCES,
+    DESCRIBE_USER_SCRAM_CREDENTIALS,
+    ALTER_USER_SCRAM_CREDENTIALS,
 )
 
 
@@ -68,6 +77,9 @@ class Gateway:
     ) -> None:
         self.config = config
         self.manager = ClientMetricsManager(config.telemetry, rng=random.SystemRandom())
+        #: The authorizer in force; ``reload_security`` (SIGHUP) swaps its ACLs.
+        self.authorization = AuthorizationHolder(config.authorization, config.source)
+        self.credentials = CredentialFile.in_data_dir(config.data_dir)
         self._store = store
         self._exporters = list(exporters) if exporters is not None else None
         self._reuse_port = reuse_port
@@ -202,7 +214,10 @@ class Gateway:
             },
         )
         telemetry = TelemetryHandlers(self.manager, self._exporters)
-        configs = ConfigHandlers(self._subscriptions)
+        configs = ConfigHandlers(
+            self._subscriptions, self.authorization, max_subscriptions=cfg.max_subscriptions
+        )
+        scram = ScramHandlers(self.credentials, self.authorization)
         handlers: dict[int, Handler] = {
             API_VERSIONS: cluster.api_versions,
             METADATA: cluster.metadata,
@@ -214,6 +229,8 @@ class Gateway:
             ALTER_CONFIGS: configs.alter_configs,
             INCREMENTAL_ALTER_CONFIGS: configs.incremental_alter_configs,
             LIST_CONFIG_RESOURCES: configs.list_config_resources,
+            DESCRIBE_USER_SCRAM_CREDENTIALS: scram.describe_user_scram_credentials,
+            ALTER_USER_SCRAM_CREDENTIALS: scram.alter_user_scram_credentials,
         }
         return Dispatcher(handlers, api_keys=advertised)
 
@@ -358,13 +375,22 @@ class Gateway:
         ):
             await asyncio.sleep(0.01)
 
+    def reload(self) -> None:
+        """SIGHUP: certificates and keys, ``[authorization]``, the OAUTHBEARER JWKS."""
+        self.reload_tls()
+        self.reload_security()
+
+    def reload_security(self) -> None:
+        """SIGHUP: re-read ``[authorization]`` (credentials are re-read when they change)."""
+        self.authorization.reload()
+
     async def run_until_signalled(self) -> None:
         """Serve until SIGTERM or SIGINT, then drain and return."""
         stop = asyncio.Event()
         loop = asyncio.get_running_loop()
         for sig in (signal.SIGTERM, signal.SIGINT):
             loop.add_signal_handler(sig, stop.set)
-        loop.add_signal_handler(signal.SIGHUP, self.reload_tls)
+        loop.add_signal_handler(signal.SIGHUP, self.reload)
         await self.start()
         try:
             await stop.wait()

@@ -128,6 +128,15 @@ def _coordinator_items(response: type, request: Any, code: KioErrorCode) -> dict
     }
 
 
+def _scram_user_items(response: type, request: Any, code: KioErrorCode) -> dict[str, Any]:
+    """AlterUserScramCredentials: one result per distinct user of either list."""
+    if request is None:
+        return {}
+    item = _item_type(response, "results")
+    users = dict.fromkeys(entry.name for entry in (*request.deletions, *request.upsertions))
+    return {"results": tuple(blank_entity(item, user=user, error_code=code) for user in users)}
+
+
 # Per api key: the items of the response that mirror the request's items.
 _ITEMS: Mapping[int, Callable[[type, Any, KioErrorCode], dict[str, Any]]] = {
     3: _metadata_items,
@@ -135,6 +144,7 @@ _ITEMS: Mapping[int, Callable[[type, Any, KioErrorCode], dict[str, Any]]] = {
     32: _resource_items("results"),
     33: _resource_items("responses"),
     44: _resource_items("responses"),
+    51: _scram_user_items,
 }
 
 

@@ -46,6 +46,8 @@ SERVED: Mapping[int, tuple[int, int]] = MappingProxyType(
         32: (1, 4),  # DescribeConfigs: v0 was removed in Kafka 4.0
         33: (0, 2),  # AlterConfigs
         44: (0, 1),  # IncrementalAlterConfigs
+        50: (0, 0),  # DescribeUserScramCredentials
+        51: (0, 0),  # AlterUserScramCredentials
         60: (0, 2),  # DescribeCluster (proxy address rewriting)
         71: (0, 1),  # GetTelemetrySubscriptions; v1 is KIP-1313
         72: (0, 1),  # PushTelemetry; v1 is KIP-1313
