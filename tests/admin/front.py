@@ -51,6 +51,10 @@ class Front:
     upstream: tuple[str, int]
     ssl_context: ssl.SSLContext | None = None
     users: Mapping[str, str] | None = None
+    #: A ``security.SaslServer``: SASL answered by the gateway's own mechanisms.
+    sasl_server: Any = None
+    #: The principal each connection authenticated as, in order.
+    principals: list[str] = field(default_factory=list)
     port: int = 0
     sasl_requests: list[int] = field(default_factory=list)
     _loop: asyncio.AbstractEventLoop | None = None
@@ -105,12 +109,53 @@ class Front:
             )
         return encode_frame(_I32.pack(correlation_id) + body)
 
+    def _mechanism_reply(self, frame: bytes, state: dict[str, Any]) -> bytes:
+        """SaslHandshake / SaslAuthenticate v1 answered by ``sasl_server``'s mechanisms."""
+        from clientmetrics.security import AuthenticationFailed, UnsupportedMechanism
+
+        key, _version, correlation_id = peek_request(frame)
+        _header, offset = parse_request_header(frame)
+        self.sasl_requests.append(key)
+        if key == 17:
+            (size,) = _I16.unpack_from(frame, offset)
+            mechanism = frame[offset + 2 : offset + 2 + size].decode()
+            enabled = self.sasl_server.mechanisms
+            try:
+                state["exchange"] = self.sasl_server.start(mechanism)
+                code = 0
+            except UnsupportedMechanism:
+                code = 33
+            body = _I16.pack(code) + _I32.pack(len(enabled))
+            body += b"".join(_string(m) for m in enabled)
+            return encode_frame(_I32.pack(correlation_id) + body)
+        (size,) = _I32.unpack_from(frame, offset)
+        exchange = state["exchange"]
+        try:
+            answer = exchange.respond(frame[offset + 4 : offset + 4 + size], now_ms=state["now_ms"])
+        except AuthenticationFailed as exc:
+            state["failed"] = True
+            body = _I16.pack(58) + _string(str(exc)) + _I32.pack(0) + struct.pack(">q", 0)
+            return encode_frame(_I32.pack(correlation_id) + body)
+        if exchange.outcome is not None:
+            self.principals.append(exchange.outcome.principal)
+        body = _I16.pack(0) + _string(None) + _I32.pack(len(answer)) + answer
+        return encode_frame(_I32.pack(correlation_id) + body + struct.pack(">q", 0))
+
     async def _client(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
         up_reader, up_writer = await asyncio.open_connection(*self.upstream)
         decoder, up_decoder = FrameDecoder(), FrameDecoder()
+        import time
+
+        state: dict[str, Any] = {"now_ms": int(time.time() * 1000)}
         try:
             while data := await reader.read(65536):
                 for frame in decoder.feed(data):
+                    if self.sasl_server is not None and peek_request(frame)[0] in (17, 36):
+                        writer.write(self._mechanism_reply(frame, state))
+                        if state.get("failed"):
+                            await writer.drain()
+                            return
+                        continue
                     if self.users is not None and peek_request(frame)[0] in (17, 36):
                         writer.write(self._sasl_reply(frame))
                         continue
