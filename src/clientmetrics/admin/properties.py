@@ -18,7 +18,13 @@ from pathlib import Path
 from clientmetrics.admin.sasl import SaslCredentials, SaslOAuthBearer, SaslPlain, SaslScram
 from clientmetrics.errors import ConfigurationError
 
-__all__ = ["AdminConfig", "parse_bootstrap", "parse_properties", "read_properties"]
+__all__ = [
+    "AdminConfig",
+    "ClientSecurity",
+    "parse_bootstrap",
+    "parse_properties",
+    "read_properties",
+]
 
 PROTOCOLS = ("PLAINTEXT", "SSL", "SASL_PLAINTEXT", "SASL_SSL")
 SUPPORTED_MECHANISMS = ("PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512", "OAUTHBEARER")
@@ -223,6 +229,31 @@ def _sasl_credentials(props: Mapping[str, str]) -> SaslCredentials:
 
 
 @dataclass(frozen=True)
+class ClientSecurity:
+    """TLS and SASL settings of a Kafka client, from Kafka's client properties.
+
+    One parser for the admin tool and the simulator.
+    """
+
+    ssl_context: ssl.SSLContext | None = None
+    sasl: SaslCredentials | None = None
+
+    @classmethod
+    def from_properties(cls, props: Mapping[str, str]) -> ClientSecurity:
+        """``security.protocol``, ``sasl.*`` and ``ssl.*``; raises ``ConfigurationError``."""
+        protocol = props.get("security.protocol", "PLAINTEXT").strip().upper()
+        if protocol not in PROTOCOLS:
+            raise ConfigurationError(
+                f"Invalid value {protocol} for configuration security.protocol: "
+                f"String must be one of: {', '.join(PROTOCOLS)}"
+            )
+        return cls(
+            ssl_context=_ssl_context(props) if protocol.endswith("SSL") else None,
+            sasl=_sasl_credentials(props) if protocol.startswith("SASL_") else None,
+        )
+
+
+@dataclass(frozen=True)
 class AdminConfig:
     """Where and how to connect. Build it with ``from_properties`` or directly."""
 
@@ -241,19 +272,13 @@ class AdminConfig:
     ) -> AdminConfig:
         """Settings from a bootstrap list and Java admin client properties."""
         props = dict(props or {})
-        protocol = props.get("security.protocol", "PLAINTEXT").strip().upper()
-        if protocol not in PROTOCOLS:
-            raise ConfigurationError(
-                f"Invalid value {protocol} for configuration security.protocol: "
-                f"String must be one of: {', '.join(PROTOCOLS)}"
-            )
-        sasl = _sasl_credentials(props) if protocol.startswith("SASL_") else None
+        security = ClientSecurity.from_properties(props)
         if timeout_s <= 0:
             raise ConfigurationError(f"timeout must be positive, not {timeout_s}")
         return cls(
             bootstrap_servers=parse_bootstrap(bootstrap),
             client_id=props.get("client.id", "kafka-client-metrics"),
             timeout_s=timeout_s,
-            ssl_context=_ssl_context(props) if protocol.endswith("SSL") else None,
-            sasl=sasl,
+            ssl_context=security.ssl_context,
+            sasl=security.sasl,
         )
