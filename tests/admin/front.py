@@ -109,6 +109,25 @@ class Front:
             )
         return encode_frame(_I32.pack(correlation_id) + body)
 
+    @staticmethod
+    def _with_sasl_apis(request: bytes, reply: bytes) -> bytes:
+        """The upstream's ApiVersions response, advertising SaslHandshake and -Authenticate."""
+        import dataclasses
+
+        from kio.static.primitive import i16
+
+        from clientmetrics.wire import decode_response, encode_response
+
+        header, _ = parse_request_header(request)
+        _, body = decode_response(18, header.api_version, reply)
+        item = type(body.api_keys[0])
+        extra = (
+            item(api_key=i16(17), min_version=i16(0), max_version=i16(1)),
+            item(api_key=i16(36), min_version=i16(0), max_version=i16(1)),
+        )
+        body = dataclasses.replace(body, api_keys=(*body.api_keys, *extra))
+        return encode_response(header, body)
+
     def _mechanism_reply(self, frame: bytes, state: dict[str, Any]) -> bytes:
         """SaslHandshake / SaslAuthenticate v1 answered by ``sasl_server``'s mechanisms."""
         from clientmetrics.security import AuthenticationFailed, UnsupportedMechanism
@@ -163,6 +182,9 @@ class Front:
                     replies: list[bytes] = []
                     while not replies:
                         replies = up_decoder.feed(await up_reader.read(65536))
+                    if self.sasl_server is not None and peek_request(frame)[0] == 18:
+                        writer.write(self._with_sasl_apis(frame, replies[0]))
+                        continue
                     writer.write(encode_frame(replies[0]))
                 await writer.drain()
         except (ConnectionError, ssl.SSLError):
