@@ -225,8 +225,14 @@ class ConfigHandlers:
         return encode_response(header, build(cls, {"throttle_time": 0, "responses": responses}))
 
     # -- ListConfigResources (KIP-1000 v0, KIP-1142 v1) ---------------------
-    def client_metrics_resources(self) -> list[dict[str, Any]]:
-        """ListConfigResources entries for every client-metrics subscription."""
+    def client_metrics_resources(self, conn: ConnectionState | None = None) -> list[dict[str, Any]]:
+        """ListConfigResources entries for every client-metrics subscription.
+
+        Empty when ``conn`` may not describe them (proxy mode merges them with the
+        upstream's list, which carries its own errors).
+        """
+        if not self._allowed(conn, Operation.DESCRIBE_CONFIGS):
+            return []
         return [{"resource_name": n, "resource_type": CLIENT_METRICS} for n in self._subs.names()]
 
     async def list_config_resources(

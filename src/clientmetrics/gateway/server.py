@@ -189,6 +189,7 @@ class Gateway:
             subscriptions=self._subscriptions,
             on_open=self._opened,
             on_close=self._closed,
+            authorization=self.authorization,
         )
         await self._proxy.start()
         self.port = self._proxy.port
