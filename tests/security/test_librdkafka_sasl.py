@@ -9,49 +9,17 @@ from __future__ import annotations
 
 import re
 import time
-from collections.abc import Iterator
 from typing import Any
 
 import pytest
 from confluent_kafka.admin import AdminClient
 
-from clientmetrics.security import OAuthBearerConfig, SaslConfig, build_sasl_server, derive
-from clientmetrics.store.credentials import CredentialFile
 from tests.admin.front import Front
-from tests.procs import GatewayProcess
-from tests.security.jwts import AUDIENCE, ISSUER, Signer
+from tests.security.jwts import Signer
 
 pytestmark = pytest.mark.integration
 AUTH_ERROR = re.compile(r"SASL authentication error: (.*?) \(after \d+ms")
 FAILED = {"PLAIN": "Invalid username or password", "SCRAM-SHA-512": "Invalid user credentials"}
-
-
-@pytest.fixture(scope="module")
-def signer() -> Signer:
-    return Signer()
-
-
-@pytest.fixture(scope="module")
-def front(tmp_path_factory: pytest.TempPathFactory, signer: Signer) -> Iterator[Front]:
-    data = tmp_path_factory.mktemp("sasl")
-    gw = GatewayProcess(data).start()
-    credentials = CredentialFile.in_data_dir(data)
-    credentials.upsert(
-        "alice",
-        {
-            m: derive(m, "alice-pw", salt=m.encode().ljust(16, b"."), iterations=4096)
-            for m in ("SCRAM-SHA-256", "SCRAM-SHA-512")
-        },
-    )
-    config = SaslConfig(
-        ("PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512", "OAUTHBEARER"),
-        OAuthBearerConfig("test", ISSUER, AUDIENCE),
-    )
-    server = build_sasl_server(config, credentials, seed=b"r" * 16, jwks=signer.jwks())
-    started = Front(("127.0.0.1", gw.port), sasl_server=server).start()
-    yield started
-    started.stop()
-    gw.stop()
 
 
 def metadata(front: Front, timeout: float = 5, **conf: Any) -> tuple[bool, list[str]]:
