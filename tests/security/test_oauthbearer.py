@@ -132,3 +132,17 @@ def test_identity_of_reads_each_mechanism(signer: Signer) -> None:
         ("GSSAPI", b"\0a\0b"),
     ):
         assert identity_of(mech, junk) is None
+
+
+def test_key_rotation(signer: Signer) -> None:
+    srv = server(signer)
+    rotated = Signer(kid="k2")
+    srv.use_jwks(rotated.jwks())
+    old = srv.start("OAUTHBEARER")
+    old.respond(client_first(signer.token(NOW_S)), now_ms=NOW_MS)
+    assert old.outcome is None
+    new = srv.start("OAUTHBEARER")
+    new.respond(client_first(rotated.token(NOW_S)), now_ms=NOW_MS)
+    assert new.outcome is not None
+    with pytest.raises(ConfigurationError, match="invalid JWKS"):
+        srv.use_jwks({"keys": [{"kty": "nonsense"}]})

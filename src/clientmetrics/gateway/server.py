@@ -12,6 +12,7 @@ from typing import TYPE_CHECKING, Any
 
 import structlog
 
+from clientmetrics.errors import ClientMetricsError
 from clientmetrics.exporters.base import Exporter
 from clientmetrics.exporters.registry import load_exporters
 from clientmetrics.gateway.authz import AuthorizationHolder
@@ -21,6 +22,7 @@ from clientmetrics.gateway.config_rpcs import ConfigHandlers
 from clientmetrics.gateway.connection import ConnectionState, Dispatcher, Handler, serve_connection
 from clientmetrics.gateway.listeners import ConnectionIdentity, ListenerSet, identify
 from clientmetrics.gateway.metrics_http import MetricsServer
+from clientmetrics.gateway.sasl_setup import load_jwks, sasl_server_for
 from clientmetrics.gateway.scram_rpcs import (
     ALTER_USER_SCRAM_CREDENTIALS,
     DESCRIBE_USER_SCRAM_CREDENTIALS,
@@ -35,6 +37,7 @@ from clientmetrics.gateway.telemetry_rpcs import (
 )
 from clientmetrics.gateway.tls import ReloadingContext
 from clientmetrics.gateway.upstream_security import UpstreamTls
+from clientmetrics.security.sasl import MechanismServer
 from clientmetrics.store.base import SubscriptionStore
 from clientmetrics.store.credentials import CredentialFile
 from clientmetrics.store.sqlite import SqliteSubscriptionStore
@@ -80,6 +83,8 @@ class Gateway:
         #: The authorizer in force; ``reload_security`` (SIGHUP) swaps its ACLs.
         self.authorization = AuthorizationHolder(config.authorization, config.source)
         self.credentials = CredentialFile.in_data_dir(config.data_dir)
+        #: The SASL mechanisms of ``[sasl]`` (None without it), built at start.
+        self.sasl: MechanismServer | None = None
         self._store = store
         self._exporters = list(exporters) if exporters is not None else None
         self._reuse_port = reuse_port
@@ -106,6 +111,7 @@ class Gateway:
         """Open the store and exporters, then listen. Raises on a bad configuration."""
         cfg = self.config
         cfg.data_dir.mkdir(parents=True, exist_ok=True)
+        self.sasl = sasl_server_for(cfg, self.credentials)
         if self._store is None:
             self._store = self._default_store()
         if self._exporters is None:
@@ -382,8 +388,24 @@ class Gateway:
         self.reload_security()
 
     def reload_security(self) -> None:
-        """SIGHUP: re-read ``[authorization]`` (credentials are re-read when they change)."""
+        """SIGHUP: re-read ``[authorization]`` and the OAUTHBEARER JWKS (key rotation).
+
+        Credentials need no signal: they are re-read when their file changes.
+        """
         self.authorization.reload()
+        if self.sasl is not None and self.config.sasl is not None:
+            oauth = self.config.sasl.oauthbearer
+            if oauth is not None:
+                self._spawn(self._reload_jwks(self.sasl, oauth.jwks))
+
+    @staticmethod
+    async def _reload_jwks(sasl: MechanismServer, source: str) -> None:
+        try:  # a URL may take a while: not on the event loop
+            sasl.use_jwks(await asyncio.to_thread(load_jwks, source))
+        except ClientMetricsError as exc:
+            log.error("jwks_reload_failed", source=source, error=str(exc))
+        else:
+            log.info("jwks_reloaded", source=source)
 
     async def run_until_signalled(self) -> None:
         """Serve until SIGTERM or SIGINT, then drain and return."""

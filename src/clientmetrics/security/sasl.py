@@ -116,7 +116,9 @@ class MechanismServer:
         credentials: CredentialLookup,
         dummy: DummyCredentials,
         validator: JwtValidator | None,
+        oauthbearer: OAuthBearerConfig | None = None,
     ) -> None:
+        self._oauthbearer = oauthbearer
         self._mechanisms = mechanisms
         self._credentials = credentials
         self._dummy = dummy
@@ -125,6 +127,13 @@ class MechanismServer:
     @property
     def mechanisms(self) -> tuple[str, ...]:
         return self._mechanisms
+
+    def use_jwks(self, jwks: Mapping[str, Any]) -> None:
+        """Check OAUTHBEARER tokens against a new key set (rotation); exchanges under way
+        keep the old one. Raises ``ConfigurationError`` on a bad key set."""
+        if self._oauthbearer is None:
+            raise ConfigurationError("OAUTHBEARER is not enabled")
+        self._validator = _validator(self._oauthbearer, jwks)
 
     def start(self, mechanism: str) -> SaslExchange:
         if mechanism not in self._mechanisms:
@@ -156,17 +165,22 @@ def build_sasl_server(
     if config.oauthbearer is not None:
         if jwks is None:
             raise ConfigurationError("OAUTHBEARER is enabled but no JWKS was loaded")
-        oauth = config.oauthbearer
-        try:
-            validator = JwtValidator.from_jwks(
-                jwks,
-                issuer=oauth.issuer,
-                audience=oauth.audience,
-                principal_claim=oauth.principal_claim,
-            )
-        except ValueError as exc:
-            raise ConfigurationError(f"[sasl.oauthbearer] jwks {oauth.jwks}: {exc}") from exc
-    return MechanismServer(config.mechanisms, credentials, DummyCredentials(seed), validator)
+        validator = _validator(config.oauthbearer, jwks)
+    return MechanismServer(
+        config.mechanisms, credentials, DummyCredentials(seed), validator, config.oauthbearer
+    )
+
+
+def _validator(oauth: OAuthBearerConfig, jwks: Mapping[str, Any]) -> JwtValidator:
+    try:
+        return JwtValidator.from_jwks(
+            jwks,
+            issuer=oauth.issuer,
+            audience=oauth.audience,
+            principal_claim=oauth.principal_claim,
+        )
+    except ValueError as exc:
+        raise ConfigurationError(f"[sasl.oauthbearer] jwks {oauth.jwks}: {exc}") from exc
 
 
 def _scram_user(message: bytes) -> str | None:

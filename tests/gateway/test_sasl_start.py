@@ -1,0 +1,54 @@
+"""The gateway builds [sasl] at start: a JWKS it cannot read stops it; SIGHUP re-reads it."""
+
+from __future__ import annotations
+
+import json
+import signal
+import subprocess
+from pathlib import Path
+
+import pytest
+
+from tests.procs import BIN, GatewayProcess, wait_for
+from tests.security.jwts import AUDIENCE, ISSUER, Signer
+
+pytestmark = pytest.mark.integration
+
+
+def sasl_toml(jwks: Path) -> str:
+    return (
+        '[sasl]\nmechanisms = ["OAUTHBEARER"]\n[sasl.oauthbearer]\n'
+        f'jwks = "{jwks}"\nissuer = "{ISSUER}"\naudience = "{AUDIENCE}"\n'
+    )
+
+
+def test_an_unreadable_jwks_stops_the_start(tmp_path: Path) -> None:
+    config = tmp_path / "gateway.toml"
+    config.write_text(sasl_toml(tmp_path / "missing.json"))
+    result = subprocess.run(
+        [str(BIN / "clientmetrics"), "serve", "--listen", "127.0.0.1:0", "--data-dir",
+         str(tmp_path), "--config", str(config)],
+        capture_output=True, text=True, timeout=60, check=False,
+    )  # fmt: skip
+    assert result.returncode == 1
+    assert result.stderr.splitlines()[-1] == (
+        f"clientmetrics serve: cannot read JWKS file {tmp_path / 'missing.json'}: "
+        "No such file or directory"
+    )
+
+
+def test_sighup_rereads_the_jwks(tmp_path: Path) -> None:
+    jwks = tmp_path / "jwks.json"
+    jwks.write_text(json.dumps(Signer().jwks()))
+    gw = GatewayProcess(tmp_path / "data", config_text=sasl_toml(jwks)).start()
+    try:
+        assert gw.proc is not None
+        jwks.write_text(json.dumps(Signer(kid="k2").jwks()))
+        gw.proc.send_signal(signal.SIGHUP)
+        wait_for(lambda: gw.events("jwks_reloaded"), 10, what="the JWKS reload")
+        jwks.write_text("not json")
+        gw.proc.send_signal(signal.SIGHUP)
+        wait_for(lambda: gw.events("jwks_reload_failed"), 10, what="the failed reload")
+        assert gw.proc.poll() is None
+    finally:
+        assert gw.stop() == 0
