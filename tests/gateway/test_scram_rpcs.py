@@ -155,3 +155,18 @@ def test_request_errors_per_user_as_kafka_words_them() -> None:
         "md5": (33, "Unknown SCRAM mechanism."),
         "big": (93, "Too many iterations"),
     }
+
+
+def test_kafka_pythons_admin_client_too(gateway: GatewayProcess) -> None:
+    from kafka.admin._users import UserScramCredentialUpsertion as Upsertion
+
+    with kadmin.admin(gateway.bootstrap) as client:
+        assert client.alter_user_scram_credentials(
+            [Upsertion("erin", "SCRAM-SHA-256", "erin-pw", iterations=8192)]
+        ) == {"erin": None}
+        described = client.describe_user_scram_credentials(["erin"])
+    assert described["erin"]["error"] is None
+    assert [
+        (int(i["mechanism"]), i["iterations"]) for i in described["erin"]["credential_infos"]
+    ] == [(1, 8192)]
+    assert plain_login(gateway.data_dir, "erin", "erin-pw")
