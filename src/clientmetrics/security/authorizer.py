@@ -43,8 +43,8 @@ class Acl:
     def matches(self, principal: str, host: str) -> bool:
         if self.host not in ("*", host):
             return False
-        return self.principal in (principal, "User:*") or (
-            self.principal == "*" and principal.startswith("User:")
+        return self.principal == principal or (
+            self.principal == "User:*" and principal.startswith("User:")
         )
 
 
