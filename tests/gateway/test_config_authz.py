@@ -153,3 +153,28 @@ async def test_the_cap_counts_new_subscriptions_only(handlers: ConfigHandlers) -
     assert "maximum of 2 subscriptions" in refused.error_message
     [changed] = (await call(handlers, admin, 44, 1, alter_values("existing"))).responses
     assert int(changed.error_code) == 0
+
+
+def test_open_listeners_are_the_unauthenticated_non_loopback_ones(tmp_path: Any) -> None:
+    from clientmetrics.gateway.authz import open_listeners
+    from clientmetrics.gateway.config import load_config
+    from tests.tlsfiles import TestCA
+
+    ca = TestCA(tmp_path / "pki")
+    ca.issue("server")
+    tls = (
+        f'[tls]\ncertificate = "{ca.root / "server.crt"}"\n'
+        f'private_key = "{ca.root / "server.key"}"\nca = "{ca.ca}"\n'
+    )
+
+    def exposed(listen: list[str], extra: str = "") -> list[str]:
+        path = tmp_path / "g.toml"
+        path.write_text(f"[gateway]\nlisten = {listen!r}\n{tls}{extra}".replace("'", '"'))
+        return open_listeners(load_config(path, data_dir=tmp_path, environ={}))
+
+    both = ["0.0.0.0:9092", "SSL://0.0.0.0:9093"]
+    assert exposed(both) == ["PLAINTEXT://0.0.0.0:9092", "SSL://0.0.0.0:9093"]
+    assert exposed(["127.0.0.1:9092", "SSL://[::1]:9093"]) == []
+    assert exposed(["localhost:9092"]) == []
+    assert exposed(both, 'client_auth = "required"\n') == ["PLAINTEXT://0.0.0.0:9092"]
+    assert exposed(both, "[authorization]\nsuper_users = []\n") == []

@@ -52,3 +52,20 @@ def test_sighup_rereads_the_jwks(tmp_path: Path) -> None:
         assert gw.proc.poll() is None
     finally:
         assert gw.stop() == 0
+
+
+def test_a_warning_for_listeners_open_to_anyone(tmp_path: Path) -> None:
+    from tests.tlsfiles import TestCA
+
+    ca = TestCA(tmp_path / "pki")
+    ca.issue("server")
+    tls = (
+        f'[tls]\ncertificate = "{ca.root / "server.crt"}"\n'
+        f'private_key = "{ca.root / "server.key"}"\n'
+    )
+    gw = GatewayProcess(tmp_path / "data", tls, extra_args=("--listen", "SSL://0.0.0.0:0")).start()
+    try:
+        [warning] = gw.events("listeners_unauthenticated")
+        assert warning["listeners"] == ["SSL://0.0.0.0:0"]  # not the loopback PLAINTEXT one
+    finally:
+        assert gw.stop() == 0

@@ -7,17 +7,18 @@ force and logs why, so a typo cannot open or close the gateway by accident.
 
 from __future__ import annotations
 
+import ipaddress
 from pathlib import Path
 
 import structlog
 
 from clientmetrics.errors import ConfigurationError
-from clientmetrics.gateway.config import load_authorization
+from clientmetrics.gateway.config import GatewayConfig, load_authorization
 from clientmetrics.gateway.connection import ConnectionState
 from clientmetrics.security.authorizer import AclAuthorizer, AuthorizationConfig
 from clientmetrics.security.base import Operation
 
-__all__ = ["CLUSTER_AUTHORIZATION_FAILED_MESSAGE", "AuthorizationHolder"]
+__all__ = ["CLUSTER_AUTHORIZATION_FAILED_MESSAGE", "AuthorizationHolder", "open_listeners"]
 
 log = structlog.get_logger("clientmetrics.gateway")
 
@@ -60,3 +61,30 @@ class AuthorizationHolder:
             super_users=len(config.super_users) if config is not None else 0,
         )
         return True
+
+
+def _loopback(host: str) -> bool:
+    if host == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(host).is_loopback
+    except ValueError:
+        return False
+
+
+def open_listeners(config: GatewayConfig) -> list[str]:
+    """Listeners anyone who reaches them may use to change subscriptions.
+
+    That is: no ``[authorization]``, a non-loopback address, and no authentication
+    (neither SASL nor a required client certificate). The gateway warns about them.
+    """
+    if config.authorization is not None:
+        return []
+    client_auth = config.tls.client_auth.value if config.tls is not None else "none"
+    return [
+        str(listener)
+        for listener in config.listeners
+        if not _loopback(listener.address.host)
+        and not listener.protocol.sasl
+        and not (listener.protocol.tls and client_auth == "required")
+    ]

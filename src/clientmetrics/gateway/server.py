@@ -15,7 +15,7 @@ import structlog
 from clientmetrics.errors import ClientMetricsError
 from clientmetrics.exporters.base import Exporter
 from clientmetrics.exporters.registry import load_exporters
-from clientmetrics.gateway.authz import AuthorizationHolder
+from clientmetrics.gateway.authz import AuthorizationHolder, open_listeners
 from clientmetrics.gateway.cluster import API_VERSIONS, METADATA, ClusterHandlers
 from clientmetrics.gateway.config import GatewayConfig, Listener
 from clientmetrics.gateway.config_rpcs import ConfigHandlers
@@ -112,6 +112,13 @@ class Gateway:
         cfg = self.config
         cfg.data_dir.mkdir(parents=True, exist_ok=True)
         self.sasl = sasl_server_for(cfg, self.credentials)
+        if exposed := open_listeners(cfg):
+            log.warning(
+                "listeners_unauthenticated",
+                listeners=exposed,
+                hint="no [authorization] and no authentication: anyone who reaches these "
+                "listeners may create, change and delete subscriptions",
+            )
         if self._store is None:
             self._store = self._default_store()
         if self._exporters is None:
