@@ -1,7 +1,9 @@
-"""A broker front for security tests: TLS and/or SASL/PLAIN, other requests go to a gateway.
+"""A broker front for security tests: TLS and/or SASL, other requests go to a gateway.
 
 It answers SaslHandshake (17) and SaslAuthenticate (36) itself, as a Kafka broker
-would, and relays every other frame to the upstream gateway unchanged. It runs its
+would (its own PLAIN check with ``users``, or the gateway's mechanisms with
+``sasl_server``, then also advertising both in ApiVersions), and relays every
+other frame to the upstream gateway unchanged. It runs its
 own event loop in a thread so a console-command subprocess can connect to it.
 """
 
@@ -9,16 +11,28 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import dataclasses
 import ssl
 import struct
 import subprocess
 import threading
+import time
 from collections.abc import Coroutine, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from clientmetrics.wire import FrameDecoder, encode_frame, parse_request_header, peek_request
+from kio.static.primitive import i16
+
+from clientmetrics.security import AuthenticationFailed, UnsupportedMechanism
+from clientmetrics.wire import (
+    FrameDecoder,
+    decode_response,
+    encode_frame,
+    encode_response,
+    parse_request_header,
+    peek_request,
+)
 
 _I16 = struct.Struct(">h")
 _I32 = struct.Struct(">i")
@@ -112,12 +126,6 @@ class Front:
     @staticmethod
     def _with_sasl_apis(request: bytes, reply: bytes) -> bytes:
         """The upstream's ApiVersions response, advertising SaslHandshake and -Authenticate."""
-        import dataclasses
-
-        from kio.static.primitive import i16
-
-        from clientmetrics.wire import decode_response, encode_response
-
         header, _ = parse_request_header(request)
         _, body = decode_response(18, header.api_version, reply)
         item = type(body.api_keys[0])
@@ -130,8 +138,6 @@ class Front:
 
     def _mechanism_reply(self, frame: bytes, state: dict[str, Any]) -> bytes:
         """SaslHandshake / SaslAuthenticate v1 answered by ``sasl_server``'s mechanisms."""
-        from clientmetrics.security import AuthenticationFailed, UnsupportedMechanism
-
         key, _version, correlation_id = peek_request(frame)
         _header, offset = parse_request_header(frame)
         self.sasl_requests.append(key)
@@ -163,8 +169,6 @@ class Front:
     async def _client(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
         up_reader, up_writer = await asyncio.open_connection(*self.upstream)
         decoder, up_decoder = FrameDecoder(), FrameDecoder()
-        import time
-
         state: dict[str, Any] = {"now_ms": int(time.time() * 1000)}
         try:
             while data := await reader.read(65536):
