@@ -69,3 +69,34 @@ def test_a_warning_for_listeners_open_to_anyone(tmp_path: Path) -> None:
         assert warning["listeners"] == ["SSL://0.0.0.0:0"]  # not the loopback PLAINTEXT one
     finally:
         assert gw.stop() == 0
+
+
+def test_a_jwks_url_is_fetched_again_periodically(tmp_path: Path) -> None:
+    import http.server
+    import threading
+
+    fetches: list[str] = []
+    body = json.dumps(Signer().jwks()).encode()
+
+    class Handler(http.server.BaseHTTPRequestHandler):
+        def do_GET(self) -> None:
+            fetches.append(self.path)
+            self.send_response(200)
+            self.end_headers()
+            self.wfile.write(body)
+
+        def log_message(self, *args: object) -> None:
+            pass
+
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    url = f"http://127.0.0.1:{server.server_address[1]}/jwks.json"
+    toml = sasl_toml(Path("x")).replace('"x"', f'"{url}"') + "jwks_refresh_s = 0.3\n"
+    gw = GatewayProcess(tmp_path / "data", config_text=toml).start()
+    try:
+        wait_for(lambda: len(gw.events("jwks_reloaded")) >= 2, 15, what="two refreshes")
+        assert len(fetches) >= 3  # at start, then every 0.3 s
+    finally:
+        assert gw.stop() == 0
+        server.shutdown()
+        server.server_close()

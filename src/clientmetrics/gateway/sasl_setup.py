@@ -16,7 +16,7 @@ from typing import Any
 
 from clientmetrics.errors import ConfigurationError
 from clientmetrics.gateway.config import GatewayConfig
-from clientmetrics.security.sasl import MechanismServer, build_sasl_server
+from clientmetrics.security.sasl import MechanismServer, build_sasl_server, is_url
 from clientmetrics.store.credentials import CredentialFile
 
 __all__ = ["MAX_JWKS_BYTES", "load_jwks", "sasl_server_for"]
@@ -39,7 +39,7 @@ def _fetch(url: str, timeout_s: float) -> bytes:
 
 def load_jwks(source: str, *, timeout_s: float = 10.0) -> dict[str, Any]:
     """The JWKS document at ``source`` (a file path or an http(s) URL), parsed."""
-    if source.startswith(("http://", "https://")):
+    if is_url(source):
         data = _fetch(source, timeout_s)
     else:
         try:

@@ -111,14 +111,7 @@ class Gateway:
         """Open the store and exporters, then listen. Raises on a bad configuration."""
         cfg = self.config
         cfg.data_dir.mkdir(parents=True, exist_ok=True)
-        self.sasl = sasl_server_for(cfg, self.credentials)
-        if exposed := open_listeners(cfg):
-            log.warning(
-                "listeners_unauthenticated",
-                listeners=exposed,
-                hint="no [authorization] and no authentication: anyone who reaches these "
-                "listeners may create, change and delete subscriptions",
-            )
+        self._start_security()
         if self._store is None:
             self._store = self._default_store()
         if self._exporters is None:
@@ -161,6 +154,23 @@ class Gateway:
             upstream=[str(a) for a in cfg.upstream] or None,
             broker_ports=self._proxy.broker_ports if self._proxy is not None else None,
         )
+
+    def _start_security(self) -> None:
+        """Build ``[sasl]`` (a JWKS URL is fetched again periodically) and warn about
+        listeners anyone may use to change subscriptions."""
+        cfg = self.config
+        self.sasl = sasl_server_for(cfg, self.credentials)
+        oauth = cfg.sasl.oauthbearer if cfg.sasl is not None else None
+        refreshing = oauth is not None and oauth.jwks_is_url and oauth.jwks_refresh_s > 0
+        if self.sasl is not None and oauth is not None and refreshing:
+            self._spawn(self._refresh_jwks(self.sasl, oauth.jwks, oauth.jwks_refresh_s))
+        if exposed := open_listeners(cfg):
+            log.warning(
+                "listeners_unauthenticated",
+                listeners=exposed,
+                hint="no [authorization] and no authentication: anyone who reaches these "
+                "listeners may create, change and delete subscriptions",
+            )
 
     def _default_store(self) -> SubscriptionStore:
         cfg = self.config
@@ -404,6 +414,12 @@ class Gateway:
             oauth = self.config.sasl.oauthbearer
             if oauth is not None:
                 self._spawn(self._reload_jwks(self.sasl, oauth.jwks))
+
+    async def _refresh_jwks(self, sasl: MechanismServer, url: str, every_s: float) -> None:
+        """Fetch a JWKS URL again periodically: identity providers rotate their keys."""
+        while True:
+            await asyncio.sleep(every_s)
+            await self._reload_jwks(sasl, url)
 
     @staticmethod
     async def _reload_jwks(sasl: MechanismServer, source: str) -> None:

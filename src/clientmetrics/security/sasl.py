@@ -36,6 +36,7 @@ __all__ = [
     "SaslConfig",
     "build_sasl_server",
     "identity_of",
+    "is_url",
     "parse_sasl",
 ]
 
@@ -50,6 +51,18 @@ class OAuthBearerConfig:
     issuer: str
     audience: str
     principal_claim: str = "sub"
+    #: How often a JWKS URL is fetched again (key rotation), seconds; 0: only on SIGHUP.
+    #: Kafka's ``sasl.oauthbearer.jwks.endpoint.refresh.ms`` defaults to one hour.
+    jwks_refresh_s: float = 3600.0
+
+    @property
+    def jwks_is_url(self) -> bool:
+        return is_url(self.jwks)
+
+
+def is_url(source: str) -> bool:
+    """Whether a JWKS source is fetched over HTTP(S) rather than read from a file."""
+    return source.startswith(("http://", "https://"))
 
 
 @dataclass(frozen=True, slots=True)
@@ -63,7 +76,7 @@ class SaslConfig:
 def _oauthbearer(section: object) -> OAuthBearerConfig:
     if not isinstance(section, Mapping):
         raise ConfigurationError("OAUTHBEARER needs a [sasl.oauthbearer] section")
-    unknown = set(section) - {"jwks", "issuer", "audience", "principal_claim"}
+    unknown = set(section) - {"jwks", "issuer", "audience", "principal_claim", "jwks_refresh_s"}
     if unknown:
         raise ConfigurationError(
             f"unknown [sasl.oauthbearer] setting(s): {', '.join(sorted(unknown))}"
@@ -78,7 +91,10 @@ def _oauthbearer(section: object) -> OAuthBearerConfig:
     claim = section.get("principal_claim", "sub")
     if not isinstance(claim, str) or not claim:
         raise ConfigurationError("[sasl.oauthbearer] principal_claim must be a claim name")
-    return OAuthBearerConfig(principal_claim=claim, **values)
+    refresh = section.get("jwks_refresh_s", 3600.0)
+    if isinstance(refresh, bool) or not isinstance(refresh, (int, float)) or refresh < 0:
+        raise ConfigurationError("[sasl.oauthbearer] jwks_refresh_s must be seconds, 0 or more")
+    return OAuthBearerConfig(principal_claim=claim, jwks_refresh_s=float(refresh), **values)
 
 
 def parse_sasl(section: Mapping[str, Any]) -> SaslConfig:
