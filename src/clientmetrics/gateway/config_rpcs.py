@@ -70,11 +70,15 @@ class ConfigHandlers:
 
     # -- authorization and the subscription cap --------------------------------
     def _allowed(self, conn: ConnectionState | None, operation: Operation) -> bool:
-        """Whether ``conn`` may; ``None`` (proxy mode's own path) is decided elsewhere."""
+        """Whether ``conn`` may; ``None`` is a caller that has decided already."""
         return conn is None or self._authz.allowed(conn, operation)
 
     def _over_cap(self, name: str, new: Mapping[str, str]) -> dict[str, Any] | None:
-        """The error for an alter that would create one subscription too many."""
+        """The error for an alter that would create one subscription too many.
+
+        Checked against this gateway's view of the store, so alters racing on other
+        connections or gateways may overshoot the cap by a few.
+        """
         cap = self._max_subscriptions
         if cap is None or not new or self._subs.get(name) or len(self._subs.names()) < cap:
             return None
