@@ -7,6 +7,7 @@ error when it cannot be, so a misconfigured OAUTHBEARER stops the start.
 
 from __future__ import annotations
 
+import asyncio
 import json
 import secrets
 import urllib.error
@@ -14,12 +15,16 @@ import urllib.request
 from pathlib import Path
 from typing import Any
 
-from clientmetrics.errors import ConfigurationError
+import structlog
+
+from clientmetrics.errors import ClientMetricsError, ConfigurationError
 from clientmetrics.gateway.config import GatewayConfig
-from clientmetrics.security.sasl import MechanismServer, build_sasl_server, is_url
+from clientmetrics.security.sasl import MechanismServer, SaslConfig, build_sasl_server, is_url
 from clientmetrics.store.credentials import CredentialFile
 
-__all__ = ["MAX_JWKS_BYTES", "load_jwks", "sasl_server_for"]
+__all__ = ["MAX_JWKS_BYTES", "keep_jwks_fresh", "load_jwks", "reload_jwks", "sasl_server_for"]
+
+log = structlog.get_logger("clientmetrics.gateway")
 
 MAX_JWKS_BYTES = 1024 * 1024
 
@@ -71,3 +76,26 @@ def sasl_server_for(
         seed=secrets.token_bytes(32),
         jwks=jwks,
     )
+
+
+async def reload_jwks(server: MechanismServer, config: SaslConfig) -> None:
+    """Load the OAUTHBEARER JWKS again (SIGHUP, or the refresh); a failure keeps the old."""
+    oauth = config.oauthbearer
+    if oauth is None:
+        return
+    try:  # a URL may take a while: not on the event loop
+        server.use_jwks(await asyncio.to_thread(load_jwks, oauth.jwks))
+    except ClientMetricsError as exc:
+        log.error("jwks_reload_failed", source=oauth.jwks, error=str(exc))
+    else:
+        log.info("jwks_reloaded", source=oauth.jwks)
+
+
+async def keep_jwks_fresh(server: MechanismServer, config: SaslConfig) -> None:
+    """Fetch a JWKS URL again every ``jwks_refresh_s``: identity providers rotate keys."""
+    oauth = config.oauthbearer
+    if oauth is None or not oauth.jwks_is_url or oauth.jwks_refresh_s <= 0:
+        return
+    while True:
+        await asyncio.sleep(oauth.jwks_refresh_s)
+        await reload_jwks(server, config)

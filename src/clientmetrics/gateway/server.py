@@ -12,7 +12,6 @@ from typing import TYPE_CHECKING, Any
 
 import structlog
 
-from clientmetrics.errors import ClientMetricsError
 from clientmetrics.exporters.base import Exporter
 from clientmetrics.exporters.registry import load_exporters
 from clientmetrics.gateway.authz import AuthorizationHolder, open_listeners
@@ -22,7 +21,7 @@ from clientmetrics.gateway.config_rpcs import ConfigHandlers
 from clientmetrics.gateway.connection import ConnectionState, Dispatcher, Handler, serve_connection
 from clientmetrics.gateway.listeners import ConnectionIdentity, ListenerSet, identify
 from clientmetrics.gateway.metrics_http import MetricsServer
-from clientmetrics.gateway.sasl_setup import load_jwks, sasl_server_for
+from clientmetrics.gateway.sasl_setup import keep_jwks_fresh, reload_jwks, sasl_server_for
 from clientmetrics.gateway.scram_rpcs import (
     ALTER_USER_SCRAM_CREDENTIALS,
     DESCRIBE_USER_SCRAM_CREDENTIALS,
@@ -160,10 +159,8 @@ class Gateway:
         listeners anyone may use to change subscriptions."""
         cfg = self.config
         self.sasl = sasl_server_for(cfg, self.credentials)
-        oauth = cfg.sasl.oauthbearer if cfg.sasl is not None else None
-        refreshing = oauth is not None and oauth.jwks_is_url and oauth.jwks_refresh_s > 0
-        if self.sasl is not None and oauth is not None and refreshing:
-            self._spawn(self._refresh_jwks(self.sasl, oauth.jwks, oauth.jwks_refresh_s))
+        if self.sasl is not None and cfg.sasl is not None:
+            self._spawn(keep_jwks_fresh(self.sasl, cfg.sasl))
         if exposed := open_listeners(cfg):
             log.warning(
                 "listeners_unauthenticated",
@@ -411,24 +408,7 @@ class Gateway:
         """
         self.authorization.reload()
         if self.sasl is not None and self.config.sasl is not None:
-            oauth = self.config.sasl.oauthbearer
-            if oauth is not None:
-                self._spawn(self._reload_jwks(self.sasl, oauth.jwks))
-
-    async def _refresh_jwks(self, sasl: MechanismServer, url: str, every_s: float) -> None:
-        """Fetch a JWKS URL again periodically: identity providers rotate their keys."""
-        while True:
-            await asyncio.sleep(every_s)
-            await self._reload_jwks(sasl, url)
-
-    @staticmethod
-    async def _reload_jwks(sasl: MechanismServer, source: str) -> None:
-        try:  # a URL may take a while: not on the event loop
-            sasl.use_jwks(await asyncio.to_thread(load_jwks, source))
-        except ClientMetricsError as exc:
-            log.error("jwks_reload_failed", source=source, error=str(exc))
-        else:
-            log.info("jwks_reloaded", source=source)
+            self._spawn(reload_jwks(self.sasl, self.config.sasl))
 
     async def run_until_signalled(self) -> None:
         """Serve until SIGTERM or SIGINT, then drain and return."""
