@@ -151,3 +151,45 @@ def test_mechanism_not_enabled(credentials: MemoryCredentials) -> None:
     assert srv.mechanisms == ("SCRAM-SHA-512",)
     with pytest.raises(UnsupportedMechanism):
         srv.start("PLAIN")
+
+
+def test_plain_derives_once_per_verified_password(
+    credentials: MemoryCredentials, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from clientmetrics.security import mechanisms
+
+    derivations: list[str] = []
+    real = mechanisms.salted_keys
+
+    def counted(*args: object) -> tuple[bytes, bytes]:
+        derivations.append(str(args[1]))
+        return real(*args)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(mechanisms, "salted_keys", counted)
+    srv = server(credentials)
+
+    def login(password: str) -> bool:
+        try:
+            srv.start("PLAIN").respond(f"\0alice\0{password}".encode(), now_ms=0)
+        except AuthenticationFailed:
+            return False
+        return True
+
+    assert login("alice-secret")
+    assert login("alice-secret")  # remembered: no second derivation
+    assert not login("wrong")
+    assert not login("wrong")  # failures always pay
+    assert derivations == ["alice-secret", "wrong", "wrong"]
+    credentials.add("alice", "new-secret")  # a changed credential is not matched from memory
+    assert not login("alice-secret")
+    assert login("new-secret")
+
+
+def test_verified_passwords_are_bounded() -> None:
+    from clientmetrics.security.mechanisms import VerifiedPlain
+
+    verified = VerifiedPlain(SEED, max_entries=2)
+    for user in ("a", "b", "c"):
+        verified.remember(user, "pw", b"key")
+    assert [verified.known(u, "pw", b"key") for u in ("a", "b", "c")] == [False, True, True]
+    assert not verified.known("b", "other", b"key")

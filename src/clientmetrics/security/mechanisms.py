@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import hashlib
 import hmac
+from collections import OrderedDict
 from collections.abc import Callable
 
 import scramp
@@ -23,7 +24,7 @@ from clientmetrics.security.credentials import (
     salted_keys,
 )
 
-__all__ = ["DummyCredentials", "PlainExchange", "ScramExchange", "user_principal"]
+__all__ = ["DummyCredentials", "PlainExchange", "ScramExchange", "VerifiedPlain", "user_principal"]
 
 #: Kafka's PlainSaslServer and ScramSaslServer messages.
 PLAIN_FAILED = "Authentication failed: Invalid username or password"
@@ -48,6 +49,11 @@ class DummyCredentials:
             raise ValueError("the dummy credential seed must be at least 16 bytes")
         self._seed = seed
 
+    @property
+    def seed(self) -> bytes:
+        """The process's secret (also keys ``VerifiedPlain``)."""
+        return self._seed
+
     def salt(self, mechanism: str, user: str) -> bytes:
         return hmac.new(self._seed, f"{mechanism}\0{user}".encode(), "sha256").digest()[:16]
 
@@ -59,14 +65,53 @@ class DummyCredentials:
         return ScramCredential(salt, key, key, DEFAULT_ITERATIONS)
 
 
+class VerifiedPlain:
+    """Passwords PLAIN has already checked, so a reconnecting client costs no PBKDF2.
+
+    A PBKDF2 derivation takes milliseconds (that is its point); a fleet reconnecting
+    with PLAIN would spend seconds of CPU on passwords it has just verified. Only
+    successes are remembered, as a keyed hash (the key is the process's secret
+    seed) of user, password and the StoredKey they matched, so a changed
+    credential is never matched from here. Failures always pay the full price.
+    The set is bounded: the oldest entries go first.
+    """
+
+    def __init__(self, seed: bytes, max_entries: int = 10_000) -> None:
+        self._key = hmac.new(seed, b"verified-plain", "sha256").digest()
+        self._max = max_entries
+        self._seen: OrderedDict[bytes, None] = OrderedDict()
+
+    def _tag(self, user: str, password: str, stored_key: bytes) -> bytes:
+        message = b"\0".join((user.encode(), password.encode(), stored_key))
+        return hmac.new(self._key, message, "sha256").digest()
+
+    def known(self, user: str, password: str, stored_key: bytes) -> bool:
+        tag = self._tag(user, password, stored_key)
+        if tag not in self._seen:
+            return False
+        self._seen.move_to_end(tag)
+        return True
+
+    def remember(self, user: str, password: str, stored_key: bytes) -> None:
+        self._seen[self._tag(user, password, stored_key)] = None
+        while len(self._seen) > self._max:
+            self._seen.popitem(last=False)
+
+
 class PlainExchange:
     """RFC 4616 PLAIN: ``[authzid] NUL authcid NUL passwd``, one message."""
 
     mechanism = "PLAIN"
 
-    def __init__(self, credentials: CredentialLookup, dummy: DummyCredentials) -> None:
+    def __init__(
+        self,
+        credentials: CredentialLookup,
+        dummy: DummyCredentials,
+        verified: VerifiedPlain | None = None,
+    ) -> None:
         self._credentials = credentials
         self._dummy = dummy
+        self._verified = verified
         self._outcome: Authenticated | None = None
         self._done = False
 
@@ -107,9 +152,15 @@ class PlainExchange:
         else:
             mechanism = _PLAIN_CHECK_MECHANISMS[0]
             stored = None
+        verified = self._verified
+        if stored is not None and verified and verified.known(user, password, stored.stored_key):
+            return True
         reference = stored or self._dummy.scram(mechanism, user)
         stored_key, _ = salted_keys(mechanism, password, reference.salt, reference.iterations)
-        return hmac.compare_digest(stored_key, reference.stored_key) and stored is not None
+        matched = hmac.compare_digest(stored_key, reference.stored_key) and stored is not None
+        if matched and self._verified is not None:
+            self._verified.remember(user, password, reference.stored_key)
+        return matched
 
 
 class ScramExchange:

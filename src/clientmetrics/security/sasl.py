@@ -21,6 +21,7 @@ from clientmetrics.security.mechanisms import (
     DummyCredentials,
     PlainExchange,
     ScramExchange,
+    VerifiedPlain,
     user_principal,
 )
 from clientmetrics.security.oauthbearer import (
@@ -139,6 +140,7 @@ class MechanismServer:
         self._credentials = credentials
         self._dummy = dummy
         self._validator = validator
+        self._verified = VerifiedPlain(dummy.seed)
 
     @property
     def mechanisms(self) -> tuple[str, ...]:
@@ -157,7 +159,7 @@ class MechanismServer:
                 f"Unsupported SASL mechanism {mechanism}; enabled: {', '.join(self._mechanisms)}"
             )
         if mechanism == "PLAIN":
-            return PlainExchange(self._credentials, self._dummy)
+            return PlainExchange(self._credentials, self._dummy, self._verified)
         if mechanism in SCRAM_MECHANISMS:
             return ScramExchange(mechanism, self._credentials, self._dummy)
         assert self._validator is not None  # build_sasl_server guarantees it
