@@ -1,4 +1,4 @@
-"""The protocol core does no I/O: wire/ and telemetry/ never touch sockets or clocks."""
+"""The protocol core does no I/O: wire/, telemetry/ and security/ never touch sockets or clocks."""
 
 from __future__ import annotations
 
@@ -10,7 +10,10 @@ import pytest
 SRC = Path(__file__).resolve().parents[1] / "src" / "clientmetrics"
 FORBIDDEN_MODULES = {"asyncio", "socket", "selectors", "ssl", "threading", "time", "datetime"}
 FORBIDDEN_CALLS = {"open", "print", "input"}
-PURE_FILES = sorted([*SRC.joinpath("wire").rglob("*.py"), *SRC.joinpath("telemetry").rglob("*.py")])
+PURE_PACKAGES = ("wire", "telemetry", "security")
+PURE_FILES = sorted(
+    path for package in PURE_PACKAGES for path in SRC.joinpath(package).rglob("*.py")
+)
 
 
 @pytest.mark.parametrize("path", PURE_FILES, ids=lambda p: str(p.relative_to(SRC)))

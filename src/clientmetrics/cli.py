@@ -20,6 +20,7 @@ SUBCOMMANDS: dict[str, str] = {
     "simulate": "clientmetrics.reporter.cli:simulate",
     "demo": "clientmetrics.demo:demo",
     "dashboard": "clientmetrics.dashboard.cli:dashboard",
+    "users": "clientmetrics.gateway.users_cli:users",
 }
 
 

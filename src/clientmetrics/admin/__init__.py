@@ -22,7 +22,7 @@ from clientmetrics.admin.api import (
 from clientmetrics.admin.connection import BrokerConnection, Channel, TcpTransport, Transport
 from clientmetrics.admin.errors import AdminConnectionError, AdminError, AdminTimeoutError
 from clientmetrics.admin.properties import AdminConfig, parse_properties, read_properties
-from clientmetrics.admin.sasl import AdminAuthenticationError, SaslPlain
+from clientmetrics.admin.sasl import AdminAuthenticationError, SaslOAuthBearer, SaslPlain, SaslScram
 from clientmetrics.admin.sync import (
     Admin,
     alter,
@@ -45,7 +45,9 @@ __all__ = [
     "Channel",
     "ClientMetricsResource",
     "ConfigEntry",
+    "SaslOAuthBearer",
     "SaslPlain",
+    "SaslScram",
     "TcpTransport",
     "Transport",
     "alter",

@@ -27,7 +27,7 @@ from typing import Any, Protocol
 
 from clientmetrics.admin.errors import AdminConnectionError, AdminError, AdminTimeoutError
 from clientmetrics.admin.properties import AdminConfig
-from clientmetrics.admin.sasl import AdminAuthenticationError, authenticate_plain
+from clientmetrics.admin.sasl import AdminAuthenticationError, authenticate
 from clientmetrics.wire import (
     SERVED,
     ErrorCode,
@@ -176,7 +176,7 @@ class BrokerConnection:
                     max(deadline - time.monotonic(), 0.0) / (len(servers) - index)
                 )
                 if config.sasl is not None:
-                    await authenticate_plain(conn, config.sasl)
+                    await authenticate(conn, config.sasl)
             except AdminAuthenticationError:
                 # Wrong credentials are wrong everywhere: say so rather than try on.
                 await conn.close()

@@ -10,18 +10,29 @@ from __future__ import annotations
 
 import re
 import ssl
+import urllib.parse
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
-from clientmetrics.admin.sasl import SaslPlain
+from clientmetrics.admin.sasl import SaslCredentials, SaslOAuthBearer, SaslPlain, SaslScram
 from clientmetrics.errors import ConfigurationError
 
-__all__ = ["AdminConfig", "parse_bootstrap", "parse_properties", "read_properties"]
+__all__ = [
+    "AdminConfig",
+    "ClientSecurity",
+    "parse_bootstrap",
+    "parse_properties",
+    "read_properties",
+]
 
 PROTOCOLS = ("PLAINTEXT", "SSL", "SASL_PLAINTEXT", "SASL_SSL")
-SUPPORTED_MECHANISMS = ("PLAIN",)
+SUPPORTED_MECHANISMS = ("PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512", "OAUTHBEARER")
 _PLAIN_MODULE = "org.apache.kafka.common.security.plain.PlainLoginModule"
+_SCRAM_MODULE = "org.apache.kafka.common.security.scram.ScramLoginModule"
+_OAUTH_MODULE = "org.apache.kafka.common.security.oauthbearer.OAuthBearerLoginModule"
+#: Kafka's file token retriever (KIP-768): the JWT is read from this file.
+TOKEN_FILE_PROPERTY = "sasl.oauthbearer.token.endpoint.url"
 # JAAS options: name="value" with backslash escapes inside the quotes.
 _JAAS_OPTION = re.compile(r'([A-Za-z_][\w.-]*)\s*=\s*"((?:[^"\\]|\\.)*)"')
 _LINE_END = re.compile(r"\r\n|\r|\n")
@@ -116,9 +127,7 @@ def parse_bootstrap(servers: str) -> tuple[tuple[str, int], ...]:
     return tuple(out)
 
 
-def _ssl_context(props: Mapping[str, str]) -> ssl.SSLContext:
-    """An SSLContext from Kafka's ``ssl.*`` client properties (PEM stores only)."""
-    context = ssl.create_default_context(ssl.Purpose.SERVER_AUTH)
+def _check_store_types(props: Mapping[str, str]) -> None:
     for kind in ("truststore", "keystore"):
         store_type = props.get(f"ssl.{kind}.type", "JKS")  # Java's default store type
         if f"ssl.{kind}.location" in props and store_type.upper() != "PEM":
@@ -131,45 +140,117 @@ def _ssl_context(props: Mapping[str, str]) -> ssl.SSLContext:
             "inline ssl.keystore.key/ssl.keystore.certificate.chain are not supported; "
             "use ssl.keystore.type=PEM with ssl.keystore.location"
         )
+    if ("ssl.certificate.location" in props) != ("ssl.key.location" in props):
+        raise ConfigurationError(
+            "ssl.certificate.location and ssl.key.location must be set together"
+        )
+
+
+def _ssl_context(props: Mapping[str, str]) -> ssl.SSLContext:
+    """An SSLContext from Kafka's ``ssl.*`` client properties (PEM stores only).
+
+    Java's names (``ssl.truststore.location``, ``ssl.keystore.location`` with
+    ``ssl.*.type=PEM``) and librdkafka's (``ssl.ca.location``,
+    ``ssl.certificate.location`` + ``ssl.key.location``) are both understood.
+    """
+    _check_store_types(props)
+    context = ssl.create_default_context(ssl.Purpose.SERVER_AUTH)
+    context.minimum_version = ssl.TLSVersion.TLSv1_2
+    password = props.get("ssl.key.password")
     try:
-        if "ssl.truststore.location" in props:
-            context.load_verify_locations(cafile=props["ssl.truststore.location"])
+        for cafile in (props.get("ssl.truststore.location"), props.get("ssl.ca.location")):
+            if cafile is not None:
+                context.load_verify_locations(cafile=cafile)
         if "ssl.truststore.certificates" in props:
             context.load_verify_locations(cadata=props["ssl.truststore.certificates"])
         if "ssl.keystore.location" in props:
+            context.load_cert_chain(props["ssl.keystore.location"], password=password)
+        if "ssl.certificate.location" in props:
             context.load_cert_chain(
-                props["ssl.keystore.location"], password=props.get("ssl.key.password")
+                props["ssl.certificate.location"], props["ssl.key.location"], password=password
             )
     except (OSError, ssl.SSLError) as exc:
         raise ConfigurationError(f"Invalid SSL configuration: {exc}") from exc
-    # Kafka verifies the host name unless the algorithm is set to the empty string.
-    if props.get("ssl.endpoint.identification.algorithm", "https").strip() == "":
+    # Kafka verifies the host name unless the algorithm is set to the empty string
+    # (librdkafka: "none").
+    if props.get("ssl.endpoint.identification.algorithm", "https").strip().lower() in ("", "none"):
         context.check_hostname = False
     return context
 
 
-def _sasl_plain(props: Mapping[str, str]) -> SaslPlain:
-    """PLAIN credentials from ``sasl.jaas.config`` or ``sasl.username``/``sasl.password``."""
+def _jaas_options(jaas: str, module: str, mechanism: str) -> dict[str, str]:
+    if module not in jaas:
+        raise ConfigurationError(f"sasl.jaas.config must use {module} for {mechanism}")
+    return {key: re.sub(r"\\(.)", r"\1", value) for key, value in _JAAS_OPTION.findall(jaas)}
+
+
+def _oauthbearer(props: Mapping[str, str]) -> SaslOAuthBearer:
+    jaas = props.get("sasl.jaas.config")
+    if jaas is not None:
+        _jaas_options(jaas, _OAUTH_MODULE, "OAUTHBEARER")
+    url = props.get(TOKEN_FILE_PROPERTY, "")
+    if not url.startswith("file:"):
+        raise ConfigurationError(
+            f"sasl.mechanism=OAUTHBEARER needs {TOKEN_FILE_PROPERTY}=file:///path/to/token "
+            "(a JWT in a file); token endpoints over HTTP are not supported by this tool"
+        )
+    path = urllib.parse.unquote(urllib.parse.urlsplit(url).path)
+    if not path:
+        raise ConfigurationError(f"{TOKEN_FILE_PROPERTY}={url} names no file")
+    return SaslOAuthBearer(Path(path))
+
+
+def _sasl_credentials(props: Mapping[str, str]) -> SaslCredentials:
+    """Credentials from ``sasl.mechanism`` and ``sasl.jaas.config`` (or librdkafka's
+    ``sasl.username`` / ``sasl.password``)."""
     mechanism = props.get("sasl.mechanism", "GSSAPI").strip().upper()
     if mechanism not in SUPPORTED_MECHANISMS:
         raise ConfigurationError(
             f"sasl.mechanism={mechanism} is not supported by this tool; "
             f"supported: {', '.join(SUPPORTED_MECHANISMS)}"
         )
+    if mechanism == "OAUTHBEARER":
+        return _oauthbearer(props)
+    module = _PLAIN_MODULE if mechanism == "PLAIN" else _SCRAM_MODULE
     jaas = props.get("sasl.jaas.config")
     if jaas is not None:
-        if _PLAIN_MODULE not in jaas:
-            raise ConfigurationError(f"sasl.jaas.config must use {_PLAIN_MODULE} for PLAIN")
-        options = {key: re.sub(r"\\(.)", r"\1", value) for key, value in _JAAS_OPTION.findall(jaas)}
+        options = _jaas_options(jaas, module, mechanism)
         username, password = options.get("username"), options.get("password")
     else:
         username, password = props.get("sasl.username"), props.get("sasl.password")
     if username is None or password is None:
         raise ConfigurationError(
-            "sasl.mechanism=PLAIN needs a username and password: set sasl.jaas.config "
-            "(PlainLoginModule) or sasl.username and sasl.password"
+            f"sasl.mechanism={mechanism} needs a username and password: set sasl.jaas.config "
+            f"({module.rsplit('.', 1)[1]}) or sasl.username and sasl.password"
         )
-    return SaslPlain(username, password)
+    if mechanism == "PLAIN":
+        return SaslPlain(username, password)
+    return SaslScram(mechanism, username, password)
+
+
+@dataclass(frozen=True)
+class ClientSecurity:
+    """TLS and SASL settings of a Kafka client, from Kafka's client properties.
+
+    One parser for the admin tool and the simulator.
+    """
+
+    ssl_context: ssl.SSLContext | None = None
+    sasl: SaslCredentials | None = None
+
+    @classmethod
+    def from_properties(cls, props: Mapping[str, str]) -> ClientSecurity:
+        """``security.protocol``, ``sasl.*`` and ``ssl.*``; raises ``ConfigurationError``."""
+        protocol = props.get("security.protocol", "PLAINTEXT").strip().upper()
+        if protocol not in PROTOCOLS:
+            raise ConfigurationError(
+                f"Invalid value {protocol} for configuration security.protocol: "
+                f"String must be one of: {', '.join(PROTOCOLS)}"
+            )
+        return cls(
+            ssl_context=_ssl_context(props) if protocol.endswith("SSL") else None,
+            sasl=_sasl_credentials(props) if protocol.startswith("SASL_") else None,
+        )
 
 
 @dataclass(frozen=True)
@@ -182,8 +263,8 @@ class AdminConfig:
     """Bound on each connection attempt and each request round trip."""
     ssl_context: ssl.SSLContext | None = None
     """Set for ``security.protocol=SSL`` and ``SASL_SSL``; ``None`` means no TLS."""
-    sasl: SaslPlain | None = None
-    """PLAIN credentials for ``SASL_PLAINTEXT`` / ``SASL_SSL``."""
+    sasl: SaslCredentials | None = None
+    """SASL credentials for ``SASL_PLAINTEXT`` / ``SASL_SSL``."""
 
     @classmethod
     def from_properties(
@@ -191,19 +272,13 @@ class AdminConfig:
     ) -> AdminConfig:
         """Settings from a bootstrap list and Java admin client properties."""
         props = dict(props or {})
-        protocol = props.get("security.protocol", "PLAINTEXT").strip().upper()
-        if protocol not in PROTOCOLS:
-            raise ConfigurationError(
-                f"Invalid value {protocol} for configuration security.protocol: "
-                f"String must be one of: {', '.join(PROTOCOLS)}"
-            )
-        sasl = _sasl_plain(props) if protocol.startswith("SASL_") else None
+        security = ClientSecurity.from_properties(props)
         if timeout_s <= 0:
             raise ConfigurationError(f"timeout must be positive, not {timeout_s}")
         return cls(
             bootstrap_servers=parse_bootstrap(bootstrap),
             client_id=props.get("client.id", "kafka-client-metrics"),
             timeout_s=timeout_s,
-            ssl_context=_ssl_context(props) if protocol.endswith("SSL") else None,
-            sasl=sasl,
+            ssl_context=security.ssl_context,
+            sasl=security.sasl,
         )

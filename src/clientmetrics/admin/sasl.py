@@ -1,4 +1,9 @@
-"""SASL/PLAIN authentication (SaslHandshake v1, SaslAuthenticate v1), as Kafka clients do it.
+"""SASL client side (SaslHandshake v1, SaslAuthenticate v1), as Kafka clients do it.
+
+Mechanisms: PLAIN (RFC 4616), SCRAM-SHA-256 / SCRAM-SHA-512 (RFC 5802, on
+``scramp``'s client, which also checks the server's signature) and OAUTHBEARER
+(RFC 7628, with a token read from a file at each authentication, so a token
+refreshed on disk is picked up).
 
 The wire layer serves no codec for these two APIs, and both versions used here are
 non-flexible with a handful of fields, so their bodies are written and read here.
@@ -7,15 +12,28 @@ non-flexible with a handful of fields, so their bodies are written and read here
 from __future__ import annotations
 
 import struct
+from collections.abc import Generator
+from pathlib import Path
 from typing import Protocol
+
+import scramp
 
 from clientmetrics.admin.errors import AdminError
 from clientmetrics.wire import ErrorCode
 
-__all__ = ["AdminAuthenticationError", "SaslPlain", "authenticate_plain"]
+__all__ = [
+    "AdminAuthenticationError",
+    "SaslCredentials",
+    "SaslOAuthBearer",
+    "SaslPlain",
+    "SaslScram",
+    "authenticate",
+    "authenticate_plain",
+]
 
 SASL_HANDSHAKE = 17
 SASL_AUTHENTICATE = 36
+SCRAM_MECHANISMS = ("SCRAM-SHA-256", "SCRAM-SHA-512")
 _INT16 = struct.Struct(">h")
 _INT32 = struct.Struct(">i")
 
@@ -28,6 +46,7 @@ class SaslPlain:
     """PLAIN credentials; the password never appears in ``repr``."""
 
     __slots__ = ("password", "username")
+    mechanism = "PLAIN"
 
     def __init__(self, username: str, password: str) -> None:
         self.username = username
@@ -48,6 +67,94 @@ class SaslPlain:
     def token(self) -> bytes:
         """RFC 4616 message: empty authzid, NUL, authcid, NUL, password."""
         return b"\0" + self.username.encode() + b"\0" + self.password.encode()
+
+    def messages(self) -> Generator[bytes, bytes, None]:
+        """The client's messages; each ``send`` gets the server's answer to the last."""
+        yield self.token()
+
+
+class SaslScram:
+    """SCRAM-SHA-256 / SCRAM-SHA-512 credentials; the password never appears in ``repr``."""
+
+    __slots__ = ("mechanism", "password", "username")
+
+    def __init__(self, mechanism: str, username: str, password: str) -> None:
+        if mechanism not in SCRAM_MECHANISMS:
+            raise ValueError(f"not a SCRAM mechanism: {mechanism}")
+        self.mechanism = mechanism
+        self.username = username
+        self.password = password
+
+    def __repr__(self) -> str:
+        return f"SaslScram({self.mechanism!r}, username={self.username!r}, password=***)"
+
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, SaslScram) and (
+            self.mechanism,
+            self.username,
+            self.password,
+        ) == (other.mechanism, other.username, other.password)
+
+    def __hash__(self) -> int:
+        return hash((self.mechanism, self.username))
+
+    def messages(self) -> Generator[bytes, bytes, None]:
+        client = scramp.ScramClient([self.mechanism], self.username, self.password)
+        server_first = yield client.get_client_first().encode()
+        try:
+            client.set_server_first(server_first.decode())
+            server_final = yield client.get_client_final().encode()
+            client.set_server_final(server_final.decode())
+        except (scramp.ScramException, UnicodeDecodeError) as exc:
+            raise AdminAuthenticationError(
+                ErrorCode.SASL_AUTHENTICATION_FAILED, f"Invalid SCRAM server message: {exc}"
+            ) from exc
+
+
+class SaslOAuthBearer:
+    """OAUTHBEARER with a JWT read from ``token_file`` at each authentication."""
+
+    __slots__ = ("token_file",)
+    mechanism = "OAUTHBEARER"
+
+    def __init__(self, token_file: Path) -> None:
+        self.token_file = token_file
+
+    def __repr__(self) -> str:
+        return f"SaslOAuthBearer(token_file={str(self.token_file)!r})"
+
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, SaslOAuthBearer) and self.token_file == other.token_file
+
+    def __hash__(self) -> int:
+        return hash(self.token_file)
+
+    def token(self) -> str:
+        try:
+            token = self.token_file.read_text(encoding="utf-8").strip()
+        except OSError as exc:
+            raise AdminAuthenticationError(
+                ErrorCode.SASL_AUTHENTICATION_FAILED,
+                f"Cannot read the OAUTHBEARER token file {self.token_file}: {exc.strerror}",
+            ) from exc
+        if not token:
+            raise AdminAuthenticationError(
+                ErrorCode.SASL_AUTHENTICATION_FAILED,
+                f"The OAUTHBEARER token file {self.token_file} is empty",
+            )
+        return token
+
+    def messages(self) -> Generator[bytes, bytes, None]:
+        challenge = yield f"n,,\x01auth=Bearer {self.token()}\x01\x01".encode()
+        if challenge:
+            # RFC 7628: an error challenge is acknowledged with ^A; the broker then fails.
+            yield b"\x01"
+            raise AdminAuthenticationError(
+                ErrorCode.SASL_AUTHENTICATION_FAILED, challenge.decode("utf-8", "replace")
+            )
+
+
+SaslCredentials = SaslPlain | SaslScram | SaslOAuthBearer
 
 
 class _Requester(Protocol):
@@ -83,11 +190,14 @@ class _Reader:
         size = self.int16()
         return None if size == -1 else self.take(size).decode("utf-8", "replace")
 
+    def bytes_(self) -> bytes:
+        size = self.int32()
+        return b"" if size == -1 else self.take(size)
 
-async def authenticate_plain(conn: _Requester, credentials: SaslPlain) -> None:
-    """Run the PLAIN exchange on a freshly negotiated connection."""
+
+async def _handshake(conn: _Requester, mechanism: str) -> None:
     reply = _Reader(
-        await conn.raw_request(SASL_HANDSHAKE, 1, _string("PLAIN"), "the SaslHandshake response")
+        await conn.raw_request(SASL_HANDSHAKE, 1, _string(mechanism), "the SaslHandshake response")
     )
     code = ErrorCode.for_code(reply.int16())
     mechanisms = [reply.string() or "" for _ in range(max(reply.int32(), 0))]
@@ -95,19 +205,37 @@ async def authenticate_plain(conn: _Requester, credentials: SaslPlain) -> None:
         # Kafka's SaslClientAuthenticator wording.
         raise AdminAuthenticationError(
             code,
-            f"Client SASL mechanism 'PLAIN' not enabled in the server, enabled mechanisms "
-            f"are [{', '.join(mechanisms)}]",
+            f"Client SASL mechanism '{mechanism}' not enabled in the server, enabled "
+            f"mechanisms are [{', '.join(mechanisms)}]",
         )
-    token = credentials.token()
+
+
+async def _authenticate_step(conn: _Requester, token: bytes) -> bytes:
     reply = _Reader(
         await conn.raw_request(
-            SASL_AUTHENTICATE,
-            1,
-            _INT32.pack(len(token)) + token,
-            "the SaslAuthenticate response",
+            SASL_AUTHENTICATE, 1, _INT32.pack(len(token)) + token, "the SaslAuthenticate response"
         )
     )
     code = ErrorCode.for_code(reply.int16())
     message = reply.string()
     if code is not ErrorCode.NONE:
         raise AdminAuthenticationError(code, message)
+    return reply.bytes_()
+
+
+async def authenticate(conn: _Requester, credentials: SaslCredentials) -> None:
+    """Run the mechanism's exchange on a freshly negotiated connection."""
+    await _handshake(conn, credentials.mechanism)
+    messages = credentials.messages()
+    token = next(messages)
+    while True:
+        answer = await _authenticate_step(conn, token)
+        try:
+            token = messages.send(answer)
+        except StopIteration:
+            return
+
+
+async def authenticate_plain(conn: _Requester, credentials: SaslPlain) -> None:
+    """Run the PLAIN exchange (kept for callers of the earlier API)."""
+    await authenticate(conn, credentials)

@@ -16,7 +16,9 @@ from typing import Any
 from clientmetrics.errors import ConfigurationError
 from clientmetrics.gateway.tls import TlsConfig, tls_from
 from clientmetrics.gateway.upstream_security import UpstreamSecurity, upstream_from
+from clientmetrics.security.authorizer import AuthorizationConfig, parse_authorization
 from clientmetrics.security.protocol import SecurityProtocol
+from clientmetrics.security.sasl import SaslConfig, parse_sasl
 from clientmetrics.telemetry.manager import TelemetryConfig
 from clientmetrics.wire import DEFAULT_MAX_FRAME_BYTES
 
@@ -121,6 +123,14 @@ class GatewayConfig:
     tls: TlsConfig | None = None
     #: ``[upstream]``: how proxy mode and the topic store reach the cluster.
     upstream_security: UpstreamSecurity = field(default_factory=UpstreamSecurity)
+    #: ``[sasl]``: the mechanisms SASL listeners enable (None: no SASL).
+    sasl: SaslConfig | None = None
+    #: ``[authorization]``: enforced when set; everything is allowed when None.
+    authorization: AuthorizationConfig | None = None
+    #: The cap on client-metrics subscriptions an alter may create.
+    max_subscriptions: int = 1000
+    #: The TOML file this was loaded from, re-read on SIGHUP.
+    source: Path | None = None
 
     def __post_init__(self) -> None:
         self._check_listeners()
@@ -157,6 +167,8 @@ class GatewayConfig:
                 "the topic store on a SASL upstream needs [upstream] sasl_mechanism, "
                 "sasl_username and sasl_password"
             )
+        if self.max_subscriptions < 1:
+            raise ConfigurationError("max_subscriptions must be at least 1")
 
     def _check_listeners(self) -> None:
         if not self.listeners:
@@ -168,8 +180,18 @@ class GatewayConfig:
         for listener in self.listeners:
             if listener.protocol.tls and self.tls is None:
                 raise ConfigurationError(f"listener {listener} needs a [tls] section")
-            if listener.protocol.sasl:
-                raise ConfigurationError(f"listener {listener}: SASL listeners are not served yet")
+            if listener.protocol.sasl and not self.upstream and self.sasl is None:
+                raise ConfigurationError(
+                    f"listener {listener} needs a [sasl] section naming its mechanisms"
+                )
+        if self.upstream and self.sasl is not None and self.upstream_security.protocol.sasl:
+            # Terminating needs the gateway's own SASL login on every client's upstream
+            # link; until then a SASL cluster authenticates its clients itself.
+            raise ConfigurationError(
+                "[sasl] in proxy mode terminates client authentication at the gateway, "
+                "which needs a cluster without SASL; remove [sasl] to pass clients' "
+                "authentication through to the cluster"
+            )
         if self.upstream and len(self.listeners) > 1:
             raise ConfigurationError("proxy mode serves exactly one listener")
 
@@ -278,7 +300,15 @@ def load_config(
             raise ConfigurationError(f"cannot read config file {path}: {exc.strerror}") from exc
         except tomllib.TOMLDecodeError as exc:
             raise ConfigurationError(f"config file {path} is not valid TOML: {exc}") from exc
-    unknown = set(doc) - {"gateway", "telemetry", "exporters", "tls", "upstream"}
+    unknown = set(doc) - {
+        "gateway",
+        "telemetry",
+        "exporters",
+        "tls",
+        "upstream",
+        "sasl",
+        "authorization",
+    }
     if unknown:
         raise ConfigurationError(f"unknown config section(s): {', '.join(sorted(unknown))}")
     env = _env_overrides(os.environ if environ is None else environ)
@@ -302,10 +332,36 @@ def load_config(
             exporters=exporters,
             tls=tls,
             upstream_security=upstream,
+            source=path,
+            **_security_sections(doc),
         )
         return replace(config, **_gateway_values(gateway))
     except TypeError as exc:
         raise ConfigurationError(f"[gateway]: {exc}") from exc
+
+
+def _security_sections(doc: Mapping[str, Any]) -> dict[str, Any]:
+    """``[sasl]`` and ``[authorization]``, each validated by its own parser."""
+    out: dict[str, Any] = {}
+    if "sasl" in doc:
+        out["sasl"] = parse_sasl(doc["sasl"])
+    if "authorization" in doc:
+        out["authorization"] = parse_authorization(doc["authorization"])
+    return out
+
+
+def load_authorization(path: Path | None) -> AuthorizationConfig | None:
+    """Re-read only ``[authorization]`` of the TOML file (SIGHUP); raises ``ConfigurationError``."""
+    if path is None:
+        return None
+    try:
+        doc = tomllib.loads(path.read_text())
+    except OSError as exc:
+        raise ConfigurationError(f"cannot read config file {path}: {exc.strerror}") from exc
+    except tomllib.TOMLDecodeError as exc:
+        raise ConfigurationError(f"config file {path} is not valid TOML: {exc}") from exc
+    section = doc.get("authorization")
+    return None if section is None else parse_authorization(section)
 
 
 def _typed(section: Mapping[str, str]) -> dict[str, object]:
@@ -342,6 +398,8 @@ def _gateway_value(key: str, value: Any) -> dict[str, Any]:
     if name == "admin_listen":
         return {name: value if isinstance(value, Address) else Address.parse(str(value), name)}
     if name in _INT_KEYS:
+        return {name: int(value)}
+    if name == "max_subscriptions":
         return {name: int(value)}
     if name in ("advertised_host", "cluster_id", "store", "subscriptions_topic"):
         return {name: str(value)}

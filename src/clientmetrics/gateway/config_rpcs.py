@@ -10,9 +10,11 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
+from clientmetrics.gateway.authz import CLUSTER_AUTHORIZATION_FAILED_MESSAGE, AuthorizationHolder
 from clientmetrics.gateway.build import build
 from clientmetrics.gateway.connection import ConnectionState
 from clientmetrics.gateway.subscriptions import Subscriptions
+from clientmetrics.security.base import Operation
 from clientmetrics.telemetry.configs import ConfigError, apply_incremental, describe, validate
 from clientmetrics.wire import (
     ErrorCode,
@@ -42,11 +44,49 @@ def _not_served(resource_type: int) -> tuple[ErrorCode, str]:
     )
 
 
-class ConfigHandlers:
-    """The config RPCs for client-metrics subscriptions."""
+_REFUSED: dict[str, Any] = {
+    "error_code": ErrorCode.CLUSTER_AUTHORIZATION_FAILED,
+    "error_message": CLUSTER_AUTHORIZATION_FAILED_MESSAGE,
+}
 
-    def __init__(self, subscriptions: Subscriptions) -> None:
+
+class ConfigHandlers:
+    """The config RPCs for client-metrics subscriptions.
+
+    KIP-714: describing and listing need DESCRIBE_CONFIGS on the cluster, altering
+    ALTER_CONFIGS; each refused CLIENT_METRICS resource gets CLUSTER_AUTHORIZATION_FAILED.
+    """
+
+    def __init__(
+        self,
+        subscriptions: Subscriptions,
+        authorization: AuthorizationHolder | None = None,
+        *,
+        max_subscriptions: int | None = None,
+    ) -> None:
         self._subs = subscriptions
+        self._authz = authorization or AuthorizationHolder(None)
+        self._max_subscriptions = max_subscriptions
+
+    # -- authorization and the subscription cap --------------------------------
+    def _allowed(self, conn: ConnectionState | None, operation: Operation) -> bool:
+        """Whether ``conn`` may; ``None`` is a caller that has decided already."""
+        return conn is None or self._authz.allowed(conn, operation)
+
+    def _over_cap(self, name: str, new: Mapping[str, str]) -> dict[str, Any] | None:
+        """The error for an alter that would create one subscription too many.
+
+        Checked against this gateway's view of the store, so alters racing on other
+        connections or gateways may overshoot the cap by a few.
+        """
+        cap = self._max_subscriptions
+        if cap is None or not new or self._subs.get(name) or len(self._subs.names()) < cap:
+            return None
+        return {
+            "error_code": ErrorCode.POLICY_VIOLATION,
+            "error_message": f"Cannot create client metrics subscription {name}: the gateway "
+            f"already holds the maximum of {cap} subscriptions (max_subscriptions)",
+        }
 
     # -- DescribeConfigs ------------------------------------------------------
     async def describe_configs(
@@ -54,20 +94,25 @@ class ConfigHandlers:
     ) -> bytes:
         body = decode_body(header, frame, offset)
         cls = response_type(header.api_key, header.api_version)
-        results = self.describe_results(body)
+        results = self.describe_results(body, conn)
         return encode_response(header, build(cls, {"throttle_time": 0, "results": results}))
 
-    def describe_results(self, body: Any) -> list[dict[str, Any]]:
+    def describe_results(
+        self, body: Any, conn: ConnectionState | None = None
+    ) -> list[dict[str, Any]]:
         """One DescribeConfigs result per resource of a decoded request, in order."""
         synonyms = bool(getattr(body, "include_synonyms", False))
         documentation = bool(getattr(body, "include_documentation", False))
+        allowed = self._allowed(conn, Operation.DESCRIBE_CONFIGS)
         return [
-            self._describe_one(resource, synonyms=synonyms, documentation=documentation)
+            self._describe_one(
+                resource, synonyms=synonyms, documentation=documentation, allowed=allowed
+            )
             for resource in body.resources
         ]
 
     def _describe_one(
-        self, resource: Any, *, synonyms: bool, documentation: bool
+        self, resource: Any, *, synonyms: bool, documentation: bool, allowed: bool = True
     ) -> dict[str, Any]:
         rtype, name = int(resource.resource_type), str(resource.resource_name)
         result: dict[str, Any] = {
@@ -80,6 +125,8 @@ class ConfigHandlers:
         if rtype != CLIENT_METRICS:
             code, message = _not_served(rtype)
             return {**result, "error_code": code, "error_message": message}
+        if not allowed:
+            return {**result, **_REFUSED}
         if not name:
             return {
                 **result,
@@ -113,21 +160,28 @@ class ConfigHandlers:
         self, conn: ConnectionState, header: RequestHeader, frame: bytes, offset: int
     ) -> bytes:
         body = decode_body(header, frame, offset)
-        return self._alter_response(header, await self.alter_results(body, incremental=False))
+        results = await self.alter_results(body, incremental=False, conn=conn)
+        return self._alter_response(header, results)
 
     async def incremental_alter_configs(
         self, conn: ConnectionState, header: RequestHeader, frame: bytes, offset: int
     ) -> bytes:
         body = decode_body(header, frame, offset)
-        return self._alter_response(header, await self.alter_results(body, incremental=True))
+        results = await self.alter_results(body, incremental=True, conn=conn)
+        return self._alter_response(header, results)
 
-    async def alter_results(self, body: Any, *, incremental: bool) -> list[dict[str, Any]]:
+    async def alter_results(
+        self, body: Any, *, incremental: bool, conn: ConnectionState | None = None
+    ) -> list[dict[str, Any]]:
         """Apply a decoded (Incremental)AlterConfigs request; one response per resource."""
+        allowed = self._allowed(conn, Operation.ALTER_CONFIGS)
         if not incremental:
             responses = []
             for resource in body.resources:
                 new = {c.name: c.value for c in resource.configs if c.value is not None}
-                responses.append(await self._alter_one(resource, lambda _cur, new=new: new, body))
+                responses.append(
+                    await self._alter_one(resource, lambda _cur, new=new: new, body, allowed)
+                )
             return responses
         responses = []
         for resource in body.resources:
@@ -137,11 +191,14 @@ class ConfigHandlers:
                     resource,
                     lambda cur, ops=ops: apply_incremental(cur, ops),
                     body,
+                    allowed,
                 )
             )
         return responses
 
-    async def _alter_one(self, resource: Any, change: Any, body: Any) -> dict[str, Any]:
+    async def _alter_one(
+        self, resource: Any, change: Any, body: Any, allowed: bool = True
+    ) -> dict[str, Any]:
         rtype, name = int(resource.resource_type), str(resource.resource_name)
         result: dict[str, Any] = {
             "resource_type": rtype,
@@ -152,11 +209,16 @@ class ConfigHandlers:
         if rtype != CLIENT_METRICS:
             code, message = _not_served(rtype)
             return {**result, "error_code": code, "error_message": message}
+        if not allowed:
+            return {**result, **_REFUSED}
         try:
             new: Mapping[str, str] = change(self._subs.get(name))
             validate(name, new)
         except ConfigError as exc:
             return {**result, "error_code": exc.error_code, "error_message": exc.message}
+        over = self._over_cap(name, new)
+        if over is not None:
+            return {**result, **over}
         if not body.validate_only:
             await self._subs.put(name, new)
         return result
@@ -167,8 +229,14 @@ class ConfigHandlers:
         return encode_response(header, build(cls, {"throttle_time": 0, "responses": responses}))
 
     # -- ListConfigResources (KIP-1000 v0, KIP-1142 v1) ---------------------
-    def client_metrics_resources(self) -> list[dict[str, Any]]:
-        """ListConfigResources entries for every client-metrics subscription."""
+    def client_metrics_resources(self, conn: ConnectionState | None = None) -> list[dict[str, Any]]:
+        """ListConfigResources entries for every client-metrics subscription.
+
+        Empty when ``conn`` may not describe them (proxy mode merges them with the
+        upstream's list, which carries its own errors).
+        """
+        if not self._allowed(conn, Operation.DESCRIBE_CONFIGS):
+            return []
         return [{"resource_name": n, "resource_type": CLIENT_METRICS} for n in self._subs.names()]
 
     async def list_config_resources(
@@ -178,7 +246,9 @@ class ConfigHandlers:
         types = {int(t) for t in getattr(body, "resource_types", ()) or ()}
         code = ErrorCode.NONE
         names: list[dict[str, Any]] = []
-        if types - LISTABLE_TYPES:
+        if not self._allowed(conn, Operation.DESCRIBE_CONFIGS):
+            code = ErrorCode.CLUSTER_AUTHORIZATION_FAILED
+        elif types - LISTABLE_TYPES:
             code = ErrorCode.UNSUPPORTED_VERSION
         elif not types or CLIENT_METRICS in types:
             names = self.client_metrics_resources()

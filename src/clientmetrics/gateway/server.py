@@ -15,6 +15,7 @@ import structlog
 from clientmetrics.errors import ConfigurationError
 from clientmetrics.exporters.base import Exporter
 from clientmetrics.exporters.registry import load_exporters
+from clientmetrics.gateway.authz import AuthorizationHolder, open_listeners
 from clientmetrics.gateway.cluster import ClusterHandlers
 from clientmetrics.gateway.config import GatewayConfig, Listener
 from clientmetrics.gateway.config_rpcs import ConfigHandlers
@@ -28,12 +29,17 @@ from clientmetrics.gateway.limits import (
 )
 from clientmetrics.gateway.listeners import ConnectionIdentity, ListenerSet, identify
 from clientmetrics.gateway.metrics_http import MetricsServer
+from clientmetrics.gateway.sasl_setup import keep_jwks_fresh, reload_jwks, sasl_server_for
+from clientmetrics.gateway.scram_rpcs import ScramHandlers
 from clientmetrics.gateway.subscriptions import Subscriptions
 from clientmetrics.gateway.telemetry_rpcs import TelemetryHandlers
 from clientmetrics.gateway.tls import ReloadingContext
 from clientmetrics.gateway.upstream_security import UpstreamTls
+from clientmetrics.security import sasl as sasl_mechanisms
 from clientmetrics.security.base import SaslServer
+from clientmetrics.security.sasl import MechanismServer
 from clientmetrics.store.base import SubscriptionStore
+from clientmetrics.store.credentials import CredentialFile
 from clientmetrics.store.sqlite import SqliteSubscriptionStore
 from clientmetrics.telemetry.manager import ClientMetricsManager
 from clientmetrics.wire import SERVED, ApiKey, RequestHeader
@@ -57,6 +63,8 @@ STANDALONE_APIS = (
     ApiKey.GET_TELEMETRY_SUBSCRIPTIONS,
     ApiKey.PUSH_TELEMETRY,
     ApiKey.LIST_CONFIG_RESOURCES,
+    ApiKey.DESCRIBE_USER_SCRAM_CREDENTIALS,
+    ApiKey.ALTER_USER_SCRAM_CREDENTIALS,
 )
 #: Advertised too on a listener that authenticates with SASL (terminate mode).
 SASL_APIS = (ApiKey.SASL_HANDSHAKE, ApiKey.SASL_AUTHENTICATE)
@@ -91,9 +99,13 @@ class Gateway:
             queued_max_request_bytes=config.queued_max_request_bytes,
             idle_ms=config.connections_max_idle_ms,
             max_connections_per_ip=config.max_connections_per_ip,
-            policy=self.policy_for(config.listeners[0]),
         )
         self.manager = ClientMetricsManager(config.telemetry, rng=random.SystemRandom())
+        #: The authorizer in force; ``reload_security`` (SIGHUP) swaps its ACLs.
+        self.authorization = AuthorizationHolder(config.authorization, config.source)
+        self.credentials = CredentialFile.in_data_dir(config.data_dir)
+        #: The SASL mechanisms of ``[sasl]`` (None without it), built at start.
+        self.sasl: MechanismServer | None = None
         self._store = store
         self._exporters = list(exporters) if exporters is not None else None
         self._reuse_port = reuse_port
@@ -123,6 +135,8 @@ class Gateway:
         self.limits.fd_limit = raise_fd_limit()
         self.limits.base_fds = open_fds()
         asyncio.get_running_loop().set_exception_handler(self._loop_exception)
+        self._start_security()
+        self.limits.policy = self.policy_for(cfg.listeners[0])
         if self._store is None:
             self._store = self._default_store()
         if self._exporters is None:
@@ -188,6 +202,25 @@ class Gateway:
             raise ConfigurationError(f"listener {listener} needs SASL mechanisms")
         return ListenerPolicy()
 
+    def _start_security(self) -> None:
+        """Build ``[sasl]`` (a JWKS URL is fetched again periodically) and warn about
+        listeners anyone may use to change subscriptions."""
+        cfg = self.config
+        self.sasl = sasl_server_for(cfg, self.credentials)
+        if self._sasl is None:
+            self._sasl = self.sasl
+        if self._identity_of is None and cfg.proxy:
+            self._identity_of = sasl_mechanisms.identity_of
+        if self.sasl is not None and cfg.sasl is not None:
+            self._spawn(keep_jwks_fresh(self.sasl, cfg.sasl))
+        if exposed := open_listeners(cfg):
+            log.warning(
+                "listeners_unauthenticated",
+                listeners=exposed,
+                hint="no [authorization] and no authentication: anyone who reaches these "
+                "listeners may create, change and delete subscriptions",
+            )
+
     def _default_store(self) -> SubscriptionStore:
         cfg = self.config
         if cfg.store_kind == "topic":
@@ -229,6 +262,7 @@ class Gateway:
             limits=self.limits,
             on_open=self._opened,
             on_close=self._closed,
+            authorization=self.authorization,
         )
         await self._proxy.start()
         self.port = self._proxy.port
@@ -258,7 +292,10 @@ class Gateway:
             },
         )
         telemetry = TelemetryHandlers(self.manager, self._exporters)
-        configs = ConfigHandlers(self._subscriptions)
+        configs = ConfigHandlers(
+            self._subscriptions, self.authorization, max_subscriptions=cfg.max_subscriptions
+        )
+        scram = ScramHandlers(self.credentials, self.authorization)
         handlers: dict[int, Handler] = {
             ApiKey.API_VERSIONS: cluster.api_versions,
             ApiKey.METADATA: cluster.metadata,
@@ -270,6 +307,8 @@ class Gateway:
             ApiKey.ALTER_CONFIGS: configs.alter_configs,
             ApiKey.INCREMENTAL_ALTER_CONFIGS: configs.incremental_alter_configs,
             ApiKey.LIST_CONFIG_RESOURCES: configs.list_config_resources,
+            ApiKey.DESCRIBE_USER_SCRAM_CREDENTIALS: scram.describe_user_scram_credentials,
+            ApiKey.ALTER_USER_SCRAM_CREDENTIALS: scram.alter_user_scram_credentials,
         }
         return Dispatcher(handlers, api_keys=advertised, limits=self.limits)
 
@@ -448,13 +487,27 @@ class Gateway:
         ):
             await asyncio.sleep(0.01)
 
+    def reload(self) -> None:
+        """SIGHUP: certificates and keys, ``[authorization]``, the OAUTHBEARER JWKS."""
+        self.reload_tls()
+        self.reload_security()
+
+    def reload_security(self) -> None:
+        """SIGHUP: re-read ``[authorization]`` and the OAUTHBEARER JWKS (key rotation).
+
+        Credentials need no signal: they are re-read when their file changes.
+        """
+        self.authorization.reload()
+        if self.sasl is not None and self.config.sasl is not None:
+            self._spawn(reload_jwks(self.sasl, self.config.sasl))
+
     async def run_until_signalled(self) -> None:
         """Serve until SIGTERM or SIGINT, then drain and return."""
         stop = asyncio.Event()
         loop = asyncio.get_running_loop()
         for sig in (signal.SIGTERM, signal.SIGINT):
             loop.add_signal_handler(sig, stop.set)
-        loop.add_signal_handler(signal.SIGHUP, self.reload_tls)
+        loop.add_signal_handler(signal.SIGHUP, self.reload)
         await self.start()
         try:
             await stop.wait()

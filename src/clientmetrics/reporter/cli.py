@@ -4,9 +4,13 @@ from __future__ import annotations
 
 import asyncio
 import json
+import sys
+from pathlib import Path
 
 import click
 
+from clientmetrics.admin.properties import ClientSecurity, read_properties
+from clientmetrics.errors import ClientMetricsError, ConfigurationError
 from clientmetrics.reporter.sim_net import set_subscription
 from clientmetrics.reporter.simulate import SimConfig, SimReport
 from clientmetrics.reporter.simulate import simulate as run_simulation
@@ -48,6 +52,17 @@ def _summary(report: SimReport) -> dict[str, object]:
     }
 
 
+def _client_properties(path: Path | None, options: dict[str, str | None]) -> dict[str, str]:
+    """The properties file overlaid with the explicit options, validated once here."""
+    try:
+        props = read_properties(path) if path is not None else {}
+        props.update({key: value for key, value in options.items() if value is not None})
+        ClientSecurity.from_properties(props)
+    except ConfigurationError as exc:
+        raise click.UsageError(str(exc)) from exc
+    return props
+
+
 @click.command()
 @click.option("--bootstrap-server", required=True, help="HOST:PORT of the gateway or broker")
 @click.option("--clients", type=click.IntRange(min=1), default=100, show_default=True)
@@ -76,6 +91,24 @@ def _summary(report: SimReport) -> dict[str, object]:
 @click.option("--unhealthy-latency-ms", type=float, default=8000.0, show_default=True)
 @click.option("--seed", type=int, default=None, help="Random seed (reproducible runs)")
 @click.option("--json", "as_json", is_flag=True, help="Print the report as JSON")
+@click.option(
+    "--command-config",
+    type=click.Path(path_type=Path, dir_okay=False),
+    help="Kafka client properties (security.protocol, sasl.*, ssl.*), as kafka-client-metrics",
+)
+@click.option(
+    "--security-protocol",
+    type=click.Choice(["PLAINTEXT", "SSL", "SASL_PLAINTEXT", "SASL_SSL"], case_sensitive=False),
+    help="security.protocol (overrides --command-config)",
+)
+@click.option(
+    "--sasl-mechanism",
+    type=click.Choice(["PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512"], case_sensitive=False),
+    help="sasl.mechanism",
+)
+@click.option("--sasl-username", help="sasl.username")
+@click.option("--sasl-password", help="sasl.password")
+@click.option("--ssl-ca", type=click.Path(dir_okay=False), help="ssl.ca.location (PEM)")
 def simulate(
     bootstrap_server: str,
     clients: int,
@@ -87,12 +120,25 @@ def simulate(
     unhealthy_latency_ms: float,
     seed: int | None,
     as_json: bool,
+    command_config: Path | None,
+    security_protocol: str | None,
+    sasl_mechanism: str | None,
+    sasl_username: str | None,
+    sasl_password: str | None,
+    ssl_ca: str | None,
 ) -> None:
     """Run N simulated producer/consumer clients against BOOTSTRAP and report what they saw."""
     host, port = _host_port(bootstrap_server)
-    if interval_ms is not None:
-        configs = {"metrics": "org.apache.kafka.", "interval.ms": str(interval_ms)}
-        asyncio.run(set_subscription(host, port, SUBSCRIPTION_NAME, configs))
+    props = _client_properties(
+        command_config,
+        {
+            "security.protocol": security_protocol,
+            "sasl.mechanism": sasl_mechanism,
+            "sasl.username": sasl_username,
+            "sasl.password": sasl_password,
+            "ssl.ca.location": ssl_ca,
+        },
+    )
     config = SimConfig(
         host=host,
         port=port,
@@ -102,8 +148,18 @@ def simulate(
         unhealthy_latency_ms=unhealthy_latency_ms,
         clients_per_connection=clients_per_connection,
         seed=seed,
+        client_properties=tuple(sorted(props.items())),
     )
-    summary = _summary(run_simulation(config, processes))
+    try:
+        if interval_ms is not None:
+            configs = {"metrics": "org.apache.kafka.", "interval.ms": str(interval_ms)}
+            security = ClientSecurity.from_properties(props)
+            asyncio.run(set_subscription(host, port, SUBSCRIPTION_NAME, configs, security))
+        summary = _summary(run_simulation(config, processes))
+    except (ClientMetricsError, OSError) as exc:
+        # One line and exit 1: the gateway could not be reached or refused us.
+        click.echo(f"clientmetrics simulate: {exc}", err=True)
+        sys.exit(1)
     if as_json:
         click.echo(json.dumps(summary))
         return

@@ -13,8 +13,18 @@ import struct
 import typing
 from typing import Any
 
+from clientmetrics.admin.properties import ClientSecurity
+from clientmetrics.admin.sasl import authenticate
 from clientmetrics.errors import ClientMetricsError
-from clientmetrics.wire import RequestHeader, decode_response, encode_request, request_type
+from clientmetrics.wire import (
+    RequestHeader,
+    decode_response,
+    encode_frame,
+    encode_request,
+    encode_request_header,
+    request_header_version,
+    request_type,
+)
 
 __all__ = ["SimConnection", "open_connection", "set_subscription"]
 
@@ -25,8 +35,9 @@ _SOFTWARE = ("clientmetrics-simulator", "1.0")
 class SimConnection(asyncio.Protocol):
     """A pipelined connection: ``call`` sends a request and awaits its response body."""
 
-    def __init__(self, client_id: str) -> None:
+    def __init__(self, client_id: str, address: str = "") -> None:
         self.client_id = client_id
+        self.address = address
         self.transport: asyncio.Transport | None = None
         self.api_versions: dict[int, tuple[int, int]] = {}
         self._buffer = bytearray()
@@ -50,6 +61,9 @@ class SimConnection(asyncio.Protocol):
             if waiter is None or waiter[0].done():
                 continue
             future, api_key, version = waiter
+            if api_key < 0:  # a raw request (SASL): the body after a v0 response header
+                future.set_result(frame[4:])
+                continue
             try:
                 future.set_result(decode_response(api_key, version, frame)[1])
             except ClientMetricsError as exc:
@@ -80,6 +94,24 @@ class SimConnection(asyncio.Protocol):
         self.transport.write(encode_request(header, body))
         return future
 
+    async def raw_request(self, api_key: int, version: int, body: bytes, what: str) -> bytes:
+        """Send a body the wire layer has no codec for (SASL); the response body bytes."""
+        header = RequestHeader(
+            api_key,
+            version,
+            self.next_correlation_id(),
+            self.client_id,
+            None,
+            request_header_version(api_key, version),
+        )
+        future: asyncio.Future[Any] = asyncio.get_running_loop().create_future()
+        if self.transport is None or self._lost is not None:
+            raise ConnectionError("not connected")
+        self._waiters[header.correlation_id] = (future, -1, version)
+        self.transport.write(encode_frame(encode_request_header(header) + body))
+        data: bytes = await future
+        return data
+
     async def handshake(self) -> None:
         """ApiVersions v3: learn which telemetry versions the broker offers."""
         header = RequestHeader(API_VERSIONS, 3, self.next_correlation_id(), self.client_id)
@@ -96,11 +128,22 @@ class SimConnection(asyncio.Protocol):
             self.transport.close()
 
 
-async def open_connection(host: str, port: int, client_id: str) -> SimConnection:
-    """Connect and run the ApiVersions handshake."""
+async def open_connection(
+    host: str, port: int, client_id: str, security: ClientSecurity | None = None
+) -> SimConnection:
+    """Connect (TLS when ``security`` says so), run ApiVersions, then SASL if configured."""
     loop = asyncio.get_running_loop()
-    _, protocol = await loop.create_connection(lambda: SimConnection(client_id), host, port)
+    context = security.ssl_context if security is not None else None
+    _, protocol = await loop.create_connection(
+        lambda: SimConnection(client_id, f"{host}:{port}"),
+        host,
+        port,
+        ssl=context,
+        server_hostname=host if context is not None else None,
+    )
     await protocol.handshake()
+    if security is not None and security.sasl is not None:
+        await authenticate(protocol, security.sasl)
     return protocol
 
 
@@ -113,12 +156,18 @@ def _nested(cls: type, field_name: str) -> type:
     return hinted
 
 
-async def set_subscription(host: str, port: int, name: str, configs: dict[str, str]) -> None:
+async def set_subscription(
+    host: str,
+    port: int,
+    name: str,
+    configs: dict[str, str],
+    security: ClientSecurity | None = None,
+) -> None:
     """Create or update the client-metrics subscription ``name`` (IncrementalAlterConfigs).
 
     Raises ``ClientMetricsError`` if the broker rejects it.
     """
-    conn = await open_connection(host, port, "clientmetrics-simulate-admin")
+    conn = await open_connection(host, port, "clientmetrics-simulate-admin", security)
     try:
         request_cls = request_type(INCREMENTAL_ALTER_CONFIGS, 1)
         resource_cls = _nested(request_cls, "resources")

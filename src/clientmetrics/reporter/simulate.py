@@ -18,6 +18,7 @@ from concurrent.futures import ProcessPoolExecutor
 from dataclasses import dataclass, field
 from typing import Any
 
+from clientmetrics.admin.properties import ClientSecurity
 from clientmetrics.reporter.driver import new_client_instance_id
 from clientmetrics.reporter.payload import encode_push
 from clientmetrics.reporter.protocol import (
@@ -63,6 +64,9 @@ class SimConfig:
     request_timeout_s: float = 30.0
     close_timeout_s: float = 5.0
     seed: int | None = None
+    #: Kafka client properties (``security.protocol``, ``sasl.*``, ``ssl.*``); pairs,
+    #: so the config crosses to worker processes (an SSLContext would not).
+    client_properties: tuple[tuple[str, str], ...] = ()
 
 
 @dataclass
@@ -274,8 +278,9 @@ async def _run_async(config: SimConfig, indices: Sequence[int]) -> SimReport:
     stop_at = started + config.duration_s
     conns: list[SimConnection] = []
     clients: list[_SimClient] = []
+    security = ClientSecurity.from_properties(dict(config.client_properties))
     for client_id, members in _plan(config, indices):
-        conn = await open_connection(config.host, config.port, client_id)
+        conn = await open_connection(config.host, config.port, client_id, security)
         conns.append(conn)
         for index in members:
             metrics = SimMetrics(

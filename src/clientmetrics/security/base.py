@@ -77,10 +77,18 @@ class SaslServer(Protocol):
 
 
 class Operation(enum.Enum):
-    """The operations on the CLUSTER resource that client-metrics configs need (KIP-714)."""
+    """The operations on the CLUSTER resource the gateway checks.
+
+    Client-metrics configs need the ``*_CONFIGS`` ones (KIP-714); the SCRAM credential
+    RPCs need ``DESCRIBE`` / ``ALTER``, as in Kafka.
+    """
 
     DESCRIBE_CONFIGS = "DESCRIBE_CONFIGS"
     ALTER_CONFIGS = "ALTER_CONFIGS"
+    #: DescribeUserScramCredentials (Kafka: DESCRIBE on CLUSTER).
+    DESCRIBE = "DESCRIBE"
+    #: AlterUserScramCredentials (Kafka: ALTER on CLUSTER).
+    ALTER = "ALTER"
 
 
 class Authorizer(Protocol):

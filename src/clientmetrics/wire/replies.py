@@ -129,6 +129,15 @@ def _coordinator_items(response: type, request: Any, code: KioErrorCode) -> dict
     }
 
 
+def _scram_user_items(response: type, request: Any, code: KioErrorCode) -> dict[str, Any]:
+    """AlterUserScramCredentials: one result per distinct user of either list."""
+    if request is None:
+        return {}
+    item = _item_type(response, "results")
+    users = dict.fromkeys(entry.name for entry in (*request.deletions, *request.upsertions))
+    return {"results": tuple(blank_entity(item, user=user, error_code=code) for user in users)}
+
+
 # Per api key: the items of the response that mirror the request's items.
 _ITEMS: Mapping[int, Callable[[type, Any, KioErrorCode], dict[str, Any]]] = {
     ApiKey.METADATA: _metadata_items,
@@ -136,6 +145,7 @@ _ITEMS: Mapping[int, Callable[[type, Any, KioErrorCode], dict[str, Any]]] = {
     ApiKey.DESCRIBE_CONFIGS: _resource_items("results"),
     ApiKey.ALTER_CONFIGS: _resource_items("responses"),
     ApiKey.INCREMENTAL_ALTER_CONFIGS: _resource_items("responses"),
+    ApiKey.ALTER_USER_SCRAM_CREDENTIALS: _scram_user_items,
 }
 
 

@@ -43,6 +43,8 @@ SERVED: Mapping[int, tuple[int, int]] = MappingProxyType(
         ApiKey.DESCRIBE_CONFIGS: (1, 4),  # v0 was removed in Kafka 4.0
         ApiKey.ALTER_CONFIGS: (0, 2),
         ApiKey.INCREMENTAL_ALTER_CONFIGS: (0, 1),
+        ApiKey.DESCRIBE_USER_SCRAM_CREDENTIALS: (0, 0),
+        ApiKey.ALTER_USER_SCRAM_CREDENTIALS: (0, 0),
         ApiKey.DESCRIBE_CLUSTER: (0, 2),  # proxy address rewriting
         ApiKey.GET_TELEMETRY_SUBSCRIPTIONS: (0, 1),  # v1 is KIP-1313
         ApiKey.PUSH_TELEMETRY: (0, 1),  # v1 is KIP-1313

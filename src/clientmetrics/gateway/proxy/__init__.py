@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
+from clientmetrics.gateway.authz import AuthorizationHolder
 from clientmetrics.gateway.config import GatewayConfig
 from clientmetrics.gateway.config_rpcs import ConfigHandlers
 from clientmetrics.gateway.connection import ConnectionState, Handler
@@ -63,10 +64,13 @@ def build_proxy(
     limits: ConnectionLimits,
     on_open: Callable[[ConnectionState], None],
     on_close: Callable[[ConnectionState], None],
+    authorization: AuthorizationHolder | None = None,
 ) -> ProxyServer:
     """The proxy listeners, with the gateway's own handlers for 71, 72 and the configs."""
     cluster = ClusterMap(config.upstream, config.advertised.host, config.broker_port)
-    configs = ConfigHandlers(subscriptions)
+    configs = ConfigHandlers(
+        subscriptions, authorization, max_subscriptions=config.max_subscriptions
+    )
     split = SplitConfigs(configs, cluster)
 
     async def config_request(

@@ -74,16 +74,16 @@ class SplitConfigs:
             request = dataclasses.replace(body, resources=others)
             upstream = link.inject(encode_request(_injected_header(header), request)[4:])
         own = tuple(r for r, m in zip(resources, mine, strict=True) if m)
-        ours = await self._local(header, dataclasses.replace(body, resources=own))
+        ours = await self._local(header, dataclasses.replace(body, resources=own), conn)
         if not others:
             return self._response(header, ours, 0)
         return asyncio.ensure_future(self._merge(header, resources, mine, ours, upstream))
 
-    async def _local(self, header: RequestHeader, body: Any) -> list[Any]:
+    async def _local(self, header: RequestHeader, body: Any, conn: ConnectionState) -> list[Any]:
         if header.api_key == ApiKey.DESCRIBE_CONFIGS:
-            return list(self._configs.describe_results(body))
+            return list(self._configs.describe_results(body, conn))
         incremental = header.api_key == ApiKey.INCREMENTAL_ALTER_CONFIGS
-        return list(await self._configs.alter_results(body, incremental=incremental))
+        return list(await self._configs.alter_results(body, incremental=incremental, conn=conn))
 
     async def _merge(
         self,
@@ -131,9 +131,8 @@ class SplitConfigs:
             return await local()
         future = link.send(frame)
         assert future is not None
-        ours = (
-            self._configs.client_metrics_resources() if CLIENT_METRICS in types or not types else []
-        )
+        listed = CLIENT_METRICS in types or not types
+        ours = self._configs.client_metrics_resources(conn) if listed else []
         return asyncio.ensure_future(self._merge_lists(header, future, ours))
 
     @staticmethod

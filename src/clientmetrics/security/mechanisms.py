@@ -1,0 +1,214 @@
+"""The PLAIN and SCRAM server mechanisms, over the stored SCRAM credentials.
+
+Unknown users cost the same as known ones and fail with the same message: PLAIN
+derives against a dummy credential, SCRAM answers with a dummy salt that is
+stable per user name (so repeated attempts look like a real user's) and fails
+at the proof, as a wrong password does.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import hmac
+from collections import OrderedDict
+from collections.abc import Callable
+
+import scramp
+
+from clientmetrics.security.base import Authenticated, AuthenticationFailed
+from clientmetrics.security.credentials import (
+    DEFAULT_ITERATIONS,
+    SCRAM_MECHANISMS,
+    CredentialLookup,
+    ScramCredential,
+    salted_keys,
+)
+
+__all__ = ["DummyCredentials", "PlainExchange", "ScramExchange", "VerifiedPlain", "user_principal"]
+
+#: Kafka's PlainSaslServer and ScramSaslServer messages.
+PLAIN_FAILED = "Authentication failed: Invalid username or password"
+SCRAM_FAILED = "Authentication failed: Invalid user credentials"
+_PLAIN_CHECK_MECHANISMS = ("SCRAM-SHA-256", "SCRAM-SHA-512")
+
+
+def user_principal(name: str) -> str:
+    """Kafka's principal for an authenticated user name."""
+    return f"User:{name}"
+
+
+class DummyCredentials:
+    """Credentials that stand in for users who do not exist.
+
+    ``seed`` is a secret chosen at random by the process; the salt of an unknown
+    user is an HMAC of its name, so it is the same on every attempt.
+    """
+
+    def __init__(self, seed: bytes) -> None:
+        if len(seed) < 16:
+            raise ValueError("the dummy credential seed must be at least 16 bytes")
+        self._seed = seed
+
+    @property
+    def seed(self) -> bytes:
+        """The process's secret (also keys ``VerifiedPlain``)."""
+        return self._seed
+
+    def salt(self, mechanism: str, user: str) -> bytes:
+        return hmac.new(self._seed, f"{mechanism}\0{user}".encode(), "sha256").digest()[:16]
+
+    def scram(self, mechanism: str, user: str) -> ScramCredential:
+        salt = self.salt(mechanism, user)
+        size = hashlib.new(SCRAM_MECHANISMS[mechanism]).digest_size
+        # Keys nobody can match: derived from the secret seed, never from a password.
+        key = hmac.new(self._seed, salt, SCRAM_MECHANISMS[mechanism]).digest()[:size]
+        return ScramCredential(salt, key, key, DEFAULT_ITERATIONS)
+
+
+class VerifiedPlain:
+    """Passwords PLAIN has already checked, so a reconnecting client costs no PBKDF2.
+
+    A PBKDF2 derivation takes milliseconds (that is its point); a fleet reconnecting
+    with PLAIN would spend seconds of CPU on passwords it has just verified. Only
+    successes are remembered, as a keyed hash (the key is the process's secret
+    seed) of user, password and the StoredKey they matched, so a changed
+    credential is never matched from here. Failures always pay the full price.
+    The set is bounded: the oldest entries go first.
+    """
+
+    def __init__(self, seed: bytes, max_entries: int = 10_000) -> None:
+        self._key = hmac.new(seed, b"verified-plain", "sha256").digest()
+        self._max = max_entries
+        self._seen: OrderedDict[bytes, None] = OrderedDict()
+
+    def _tag(self, user: str, password: str, stored_key: bytes) -> bytes:
+        message = b"\0".join((user.encode(), password.encode(), stored_key))
+        return hmac.new(self._key, message, "sha256").digest()
+
+    def known(self, user: str, password: str, stored_key: bytes) -> bool:
+        tag = self._tag(user, password, stored_key)
+        if tag not in self._seen:
+            return False
+        self._seen.move_to_end(tag)
+        return True
+
+    def remember(self, user: str, password: str, stored_key: bytes) -> None:
+        self._seen[self._tag(user, password, stored_key)] = None
+        while len(self._seen) > self._max:
+            self._seen.popitem(last=False)
+
+
+class PlainExchange:
+    """RFC 4616 PLAIN: ``[authzid] NUL authcid NUL passwd``, one message."""
+
+    mechanism = "PLAIN"
+
+    def __init__(
+        self,
+        credentials: CredentialLookup,
+        dummy: DummyCredentials,
+        verified: VerifiedPlain | None = None,
+    ) -> None:
+        self._credentials = credentials
+        self._dummy = dummy
+        self._verified = verified
+        self._outcome: Authenticated | None = None
+        self._done = False
+
+    @property
+    def outcome(self) -> Authenticated | None:
+        return self._outcome
+
+    def respond(self, client_message: bytes, *, now_ms: int) -> bytes:
+        if self._done:
+            raise AuthenticationFailed("Authentication failed: unexpected PLAIN message")
+        self._done = True
+        parts = client_message.split(b"\0")
+        if len(parts) != 3:
+            raise AuthenticationFailed("Invalid SASL/PLAIN response: expected 3 tokens")
+        try:
+            authzid, user, password = (p.decode("utf-8") for p in parts)
+        except UnicodeDecodeError as exc:
+            raise AuthenticationFailed("Invalid SASL/PLAIN response: not UTF-8") from exc
+        if not user:
+            raise AuthenticationFailed("Authentication failed: username not specified")
+        if not password:
+            raise AuthenticationFailed("Authentication failed: password not specified")
+        if authzid and authzid != user:
+            raise AuthenticationFailed(
+                "Authentication failed: Client requested an authorization id that is "
+                "different from username"
+            )
+        if not self._check(user, password):
+            raise AuthenticationFailed(PLAIN_FAILED)
+        self._outcome = Authenticated(user_principal(user))
+        return b""
+
+    def _check(self, user: str, password: str) -> bool:
+        for mechanism in _PLAIN_CHECK_MECHANISMS:
+            stored = self._credentials.scram(user, mechanism)
+            if stored is not None:
+                break
+        else:
+            mechanism = _PLAIN_CHECK_MECHANISMS[0]
+            stored = None
+        verified = self._verified
+        if stored is not None and verified and verified.known(user, password, stored.stored_key):
+            return True
+        reference = stored or self._dummy.scram(mechanism, user)
+        stored_key, _ = salted_keys(mechanism, password, reference.salt, reference.iterations)
+        matched = hmac.compare_digest(stored_key, reference.stored_key) and stored is not None
+        if matched and self._verified is not None:
+            self._verified.remember(user, password, reference.stored_key)
+        return matched
+
+
+class ScramExchange:
+    """SCRAM-SHA-256 / SCRAM-SHA-512 (RFC 5802, RFC 7677) over scramp's server side."""
+
+    def __init__(
+        self,
+        mechanism: str,
+        credentials: CredentialLookup,
+        dummy: DummyCredentials,
+        *,
+        nonce: str | None = None,
+    ) -> None:
+        self.mechanism = mechanism
+        self._user: str | None = None
+        self._outcome: Authenticated | None = None
+        self._server = scramp.ScramMechanism(mechanism).make_server(
+            self._auth_info(mechanism, credentials, dummy), s_nonce=nonce
+        )
+        self._step = 0
+
+    def _auth_info(
+        self, mechanism: str, credentials: CredentialLookup, dummy: DummyCredentials
+    ) -> Callable[[str], tuple[bytes, bytes, bytes, int]]:
+        def auth_info(user: str) -> tuple[bytes, bytes, bytes, int]:
+            self._user = user
+            stored = credentials.scram(user, mechanism) or dummy.scram(mechanism, user)
+            return stored.salt, stored.stored_key, stored.server_key, stored.iterations
+
+        return auth_info
+
+    @property
+    def outcome(self) -> Authenticated | None:
+        return self._outcome
+
+    def respond(self, client_message: bytes, *, now_ms: int) -> bytes:
+        step, self._step = self._step, self._step + 1
+        try:
+            text = client_message.decode("utf-8")
+            if step == 0:
+                self._server.set_client_first(text)
+                return str(self._server.get_server_first()).encode()
+            if step == 1:
+                self._server.set_client_final(text)
+                final = str(self._server.get_server_final()).encode()
+                assert self._user is not None
+                self._outcome = Authenticated(user_principal(self._user))
+                return final
+        except (scramp.ScramException, UnicodeDecodeError) as exc:
+            raise AuthenticationFailed(SCRAM_FAILED) from exc
+        raise AuthenticationFailed(f"Authentication failed: unexpected {self.mechanism} message")
