@@ -222,11 +222,13 @@ def test_version_prints_the_version_and_exits_0() -> None:
     [
         (
             "security.protocol=SASL_SSL\nsasl.mechanism=SCRAM-SHA-512\n",
-            "sasl.mechanism=SCRAM-SHA-512 is not supported by this tool; supported: PLAIN",
+            "sasl.mechanism=SCRAM-SHA-512 needs a username and password: set sasl.jaas.config "
+            "(ScramLoginModule) or sasl.username and sasl.password",
         ),
         (
             "security.protocol=SASL_PLAINTEXT\n",
-            "sasl.mechanism=GSSAPI is not supported by this tool; supported: PLAIN",
+            "sasl.mechanism=GSSAPI is not supported by this tool; "
+            "supported: PLAIN, SCRAM-SHA-256, SCRAM-SHA-512, OAUTHBEARER",
         ),
         (
             "security.protocol=SASL_PLAINTEXT\nsasl.mechanism=PLAIN\n",

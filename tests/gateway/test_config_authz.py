@@ -50,7 +50,9 @@ async def handlers() -> ConfigHandlers:
 
 
 def conn(principal: str, host: str = "10.0.0.1") -> ConnectionState:
-    return ConnectionState(1, host, 50000, 0, principal=principal)
+    state = ConnectionState(1, host, 50000, 0)
+    state.principal = principal
+    return state
 
 
 def request(api_key: int, version: int, values: dict[str, Any]) -> tuple[RequestHeader, bytes, int]:

@@ -61,7 +61,7 @@ def test_listen_takes_protocols_a_list_and_bare_host_port(tmp_path: Path) -> Non
         ('[gateway]\nlisten = ["1.2.3.4:1", "PLAINTEXT://:2"]\n', "more than one PLAINTEXT"),
         (
             '[gateway]\nlisten = "SASL_PLAINTEXT://127.0.0.1:1"\n',
-            "SASL listeners are not served yet",
+            "needs a [sasl] section naming its mechanisms",
         ),
         (
             '[gateway]\nlisten = ["127.0.0.1:1", "SSL://127.0.0.1:2"]\nupstream = "h:9092"\n'
