@@ -175,6 +175,12 @@ class TansuProcess:
 
     Tansu names itself node 111. ``restart`` keeps the port, so clients and a
     proxy in front of it see the same broker come back (with empty storage).
+
+    With ``users`` (name -> password) clients must authenticate with SASL/SCRAM
+    ``mechanism`` (SCRAM-SHA-256 or SCRAM-SHA-512) over SASL_PLAINTEXT. This Tansu
+    build cannot do that itself (its storage keeps no SCRAM credential), so the
+    public port is then ``tests/sasl_front.py``, a SCRAM-authenticating front
+    process, and the broker listens behind it on a second port it advertises away.
     """
 
     port: int = 0
@@ -183,13 +189,21 @@ class TansuProcess:
     #: The address Tansu names for itself in Metadata (default: where it listens),
     #: e.g. a TLS terminator in front of it.
     advertised: str | None = None
+    users: dict[str, str] | None = None
+    mechanism: str = "SCRAM-SHA-512"
+    front: subprocess.Popen[bytes] | None = None
 
     def start(self, timeout: float = 20.0) -> TansuProcess:
-        import socket
+        if self.users is not None:
+            from tests.sasl_front import MECHANISMS  # needs scramp; only then
 
+            if self.mechanism not in MECHANISMS:
+                raise ValueError(f"mechanism {self.mechanism!r} is not one of {MECHANISMS}")
         if self.port == 0:
             self.port = free_port()
-        url = f"tcp://127.0.0.1:{self.port}"
+        broker_port = self.port if self.users is None else free_port()
+        url = f"tcp://127.0.0.1:{broker_port}"
+        advertised = f"tcp://127.0.0.1:{self.port}"
         log = open(self.log_path, "ab") if self.log_path is not None else subprocess.DEVNULL  # noqa: SIM115
         self.proc = subprocess.Popen(
             [
@@ -198,48 +212,75 @@ class TansuProcess:
                 "--listener-url",
                 url,
                 "--advertised-listener-url",
-                f"tcp://{self.advertised}" if self.advertised else url,
+                f"tcp://{self.advertised}" if self.advertised else advertised,
                 "--storage-engine",
                 "memory://tansu/",
             ],
             stdout=log,
             stderr=log,
         )
-        deadline = time.monotonic() + timeout
-        while time.monotonic() < deadline:
-            try:
-                socket.create_connection(("127.0.0.1", self.port), timeout=0.5).close()
-                return self
-            except OSError:
-                if self.proc.poll() is not None:
-                    raise RuntimeError(f"tansu exited with {self.proc.returncode}") from None
-                time.sleep(0.05)
-        self.stop()
-        raise RuntimeError("tansu did not start listening")
+        try:
+            _wait_listening(self.proc, broker_port, timeout, "tansu")
+            if self.users is not None:
+                self.front = subprocess.Popen(
+                    [
+                        sys.executable,
+                        str(Path(__file__).with_name("sasl_front.py")),
+                        "--listen-port",
+                        str(self.port),
+                        "--upstream-port",
+                        str(broker_port),
+                        "--mechanism",
+                        self.mechanism,
+                    ],
+                    stdin=subprocess.PIPE,
+                    stdout=subprocess.DEVNULL,
+                    stderr=log,
+                )
+                assert self.front.stdin is not None
+                self.front.stdin.write(json.dumps(self.users).encode())  # not on argv
+                self.front.stdin.close()
+                _wait_listening(self.front, self.port, timeout, "the SASL front")
+        except BaseException:
+            self.stop()
+            raise
+        return self
 
     @property
     def bootstrap(self) -> str:
         return f"127.0.0.1:{self.port}"
 
+    def sasl_config(self, user: str, password: str | None = None) -> dict[str, str]:
+        """librdkafka settings to authenticate as ``user`` (with its password unless given)."""
+        assert self.users is not None, "this broker was started without users"
+        return {
+            "security.protocol": "SASL_PLAINTEXT",
+            "sasl.mechanisms": self.mechanism,
+            "sasl.username": user,
+            "sasl.password": self.users[user] if password is None else password,
+        }
+
     def stop(self, timeout: float = 10.0) -> None:
-        """SIGTERM by PID, SIGKILL if it lingers."""
-        if self.proc is None:
-            return
-        if self.proc.poll() is None:
-            self.proc.send_signal(signal.SIGTERM)
-            try:
-                self.proc.wait(timeout)
-            except subprocess.TimeoutExpired:
-                os.kill(self.proc.pid, signal.SIGKILL)
-                self.proc.wait()
+        """SIGTERM by PID, SIGKILL if it lingers (the front first, then the broker)."""
+        for proc in (self.front, self.proc):
+            if proc is not None and proc.poll() is None:
+                proc.send_signal(signal.SIGTERM)
+                try:
+                    proc.wait(timeout)
+                except subprocess.TimeoutExpired:
+                    os.kill(proc.pid, signal.SIGKILL)
+                    proc.wait()
+        self.front = None
         self.proc = None
 
     def kill(self) -> None:
         """SIGKILL: the broker vanishes without a goodbye."""
-        if self.proc is not None:
-            os.kill(self.proc.pid, signal.SIGKILL)
-            self.proc.wait()
-            self.proc = None
+        for proc in (self.front, self.proc):
+            if proc is not None and proc.poll() is None:
+                os.kill(proc.pid, signal.SIGKILL)
+                proc.wait()
+        self.front = None
+        self.proc = None
 
     def restart(self) -> TansuProcess:
         self.stop()
@@ -307,3 +348,18 @@ class StunnelProcess:
                 os.kill(self.proc.pid, signal.SIGKILL)
                 self.proc.wait()
         self.proc = None
+
+
+def _wait_listening(proc: subprocess.Popen[bytes], port: int, timeout: float, what: str) -> None:
+    import socket
+
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        try:
+            socket.create_connection(("127.0.0.1", port), timeout=0.5).close()
+            return
+        except OSError:
+            if proc.poll() is not None:
+                raise RuntimeError(f"{what} exited with {proc.returncode}") from None
+            time.sleep(0.05)
+    raise RuntimeError(f"{what} did not start listening on {port}")
