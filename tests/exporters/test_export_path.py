@@ -171,3 +171,16 @@ async def test_admin_metrics_show_each_exporters_counters() -> None:
     assert values[("clientmetrics_exporter_export_seconds_sum", "landing")] == 0.25
     assert values[("clientmetrics_exporter_export_seconds_count", "landing")] == 1
     assert values[("clientmetrics_exporter_series_refused_total", "prometheus")] == 9
+
+
+def test_each_worker_gets_its_own_exporter_listen_port(tmp_path: Path) -> None:
+    from clientmetrics.gateway.cli import _worker_config
+
+    cfg_path = tmp_path / "gw.toml"
+    cfg_path.write_text(
+        "[gateway]\nworkers = 2\n[exporters.prometheus]\nlisten = '127.0.0.1:9465'\n"
+    )
+    cfg = load_config(cfg_path, data_dir=tmp_path, environ={})
+    second = _worker_config(cfg, 1)
+    assert dict(second.exporters[1].options) == {"listen": "127.0.0.1:9466"}
+    assert dict(_worker_config(cfg, 0).exporters[1].options) == {"listen": "127.0.0.1:9465"}
