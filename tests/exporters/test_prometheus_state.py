@@ -8,7 +8,7 @@ from prometheus_client.parser import text_string_to_metric_families
 
 from clientmetrics.exporters.prometheus import PrometheusSink
 from clientmetrics.exporters.prometheus_names import label_name, metric_name
-from clientmetrics.exporters.prometheus_state import SeriesStore
+from clientmetrics.exporters.prometheus_state import PushView, SeriesStore
 from clientmetrics.telemetry import otlp
 
 A, B = uuid.UUID(int=10), uuid.UUID(int=11)
@@ -17,15 +17,15 @@ T = 1_700_000_000_000_000_000
 
 def test_names_follow_the_opentelemetry_rules() -> None:
     assert (
-        metric_name("org.apache.kafka.producer.record.queue.time.avg", "ms", gauge=True)
+        metric_name("org.apache.kafka.producer.record.queue.time.avg", "ms", True)
         == "org_apache_kafka_producer_record_queue_time_avg_milliseconds"
     )
-    assert metric_name("io.bytes", "By", gauge=False) == "io_bytes"  # already ends with it
-    assert metric_name("rate", "By/s", gauge=True) == "rate_bytes_per_second"
-    assert metric_name("used", "1", gauge=True) == "used_ratio"
-    assert metric_name("used", "1", gauge=False) == "used"
-    assert metric_name("requests.total", "{request}", gauge=False) == "requests"
-    assert metric_name("9lives", "", gauge=True) == "_9lives"
+    assert metric_name("io.bytes", "By", False) == "io_bytes"  # already ends with it
+    assert metric_name("rate", "By/s", True) == "rate_bytes_per_second"
+    assert metric_name("used", "1", True) == "used_ratio"
+    assert metric_name("used", "1", False) == "used"
+    assert metric_name("requests.total", "{request}", False) == "requests"
+    assert metric_name("9lives", "", True) == "_9lives"
     assert label_name("node.id") == "node_id"
     assert label_name("2x") == "key_2x"
 
@@ -35,12 +35,26 @@ def payload(*metrics: object) -> bytes:
     return data
 
 
+def apply(
+    store: SeriesStore,
+    instance: uuid.UUID,
+    data: bytes,
+    labels: list[tuple[str, str]],
+    *,
+    push_interval_ms: int = 1000,
+    terminating: bool = False,
+    now_ms: int = 0,
+) -> None:
+    view = PushView(instance, tuple(labels), push_interval_ms, terminating, data)
+    store.apply([view], now_ms)
+
+
 def sent(n: int, value: int, *, node: int = 1) -> object:
     return otlp.sum_metric(
         "org.apache.kafka.producer.node.request.count",
         value,
-        time_unix_nano=T + n,
-        start_time_unix_nano=T + n - 1,
+        time_unix_nano=T + n * 10**6,
+        start_time_unix_nano=T + n * 10**6 - 1,
         attributes={"node.id": node},
     )
 
@@ -48,7 +62,8 @@ def sent(n: int, value: int, *, node: int = 1) -> object:
 def test_delta_sums_become_cumulative_counters_and_a_resent_delta_counts_once() -> None:
     store = SeriesStore(100, 60_000)
     for n, value in ((1, 5), (2, 3), (2, 3), (3, 4)):
-        store.apply(
+        apply(
+            store,
             A,
             payload(sent(n, value)),
             [("client_id", "p")],
@@ -56,9 +71,11 @@ def test_delta_sums_become_cumulative_counters_and_a_resent_delta_counts_once() 
             terminating=False,
             now_ms=n,
         )
-    ((name, family, members),) = list(store.by_family())
-    assert (name, family.kind) == ("org_apache_kafka_producer_node_request_count", "counter")
-    ((labels, series),) = members
+    (((name, labels), series),) = store.series.items()
+    assert (name, store.families[name].kind) == (
+        "org_apache_kafka_producer_node_request_count",
+        "counter",
+    )
     assert dict(labels) == {"client_id": "p", "node_id": "1"}
     assert series.value == 12
 
@@ -71,24 +88,36 @@ def test_delta_histograms_add_up_per_bucket() -> None:
             counts,
             [10.0, 100.0],
             total,
-            time_unix_nano=T + n,
+            time_unix_nano=T + n * 10**6,
             start_time_unix_nano=T,
             unit="ms",
         )
-        store.apply(A, payload(h), [], push_interval_ms=1000, terminating=False, now_ms=n)
-    ((name, family, [(_, series)]),) = list(store.by_family())
-    assert (name, family.kind) == ("lat_milliseconds", "histogram")
+        apply(store, A, payload(h), [], push_interval_ms=1000, terminating=False, now_ms=n)
+    (((name, _), series),) = store.series.items()
+    assert (name, store.families[name].kind) == ("lat_milliseconds", "histogram")
     assert (series.buckets, series.value, series.count) == ([1, 3, 3], 27.0, 7)
 
 
 def test_series_go_with_their_instance_on_expiry_or_terminating_push() -> None:
     store = SeriesStore(100, 60_000)
     g = otlp.gauge("queue", 3, time_unix_nano=T)
-    store.apply(
-        A, payload(g), [("client_id", "a")], push_interval_ms=30_000, terminating=False, now_ms=0
+    apply(
+        store,
+        A,
+        payload(g),
+        [("client_id", "a")],
+        push_interval_ms=30_000,
+        terminating=False,
+        now_ms=0,
     )
-    store.apply(
-        B, payload(g), [("client_id", "b")], push_interval_ms=1000, terminating=False, now_ms=0
+    apply(
+        store,
+        B,
+        payload(g),
+        [("client_id", "b")],
+        push_interval_ms=1000,
+        terminating=False,
+        now_ms=0,
     )
     assert len(store) == 2
     assert store.expire(60_000) == 0
@@ -96,22 +125,23 @@ def test_series_go_with_their_instance_on_expiry_or_terminating_push() -> None:
     assert store.expire(90_001) == 1
     assert len(store) == 0
     assert store.families == {}
-    store.apply(A, payload(g), [], push_interval_ms=1000, terminating=False, now_ms=0)
-    store.apply(A, b"", [], push_interval_ms=1000, terminating=True, now_ms=1)
+    apply(store, A, payload(g), [], push_interval_ms=1000, terminating=False, now_ms=0)
+    apply(store, A, b"", [], push_interval_ms=1000, terminating=True, now_ms=1)
     assert len(store) == 0
 
 
 def test_the_series_cap_refuses_and_counts() -> None:
     store = SeriesStore(2, 60_000)
     metrics = [sent(1, 1, node=n) for n in range(5)]
-    store.apply(A, payload(*metrics), [], push_interval_ms=1000, terminating=False, now_ms=0)
+    apply(store, A, payload(*metrics), [], push_interval_ms=1000, terminating=False, now_ms=0)
     assert (len(store), store.refused) == (2, 3)
 
 
-def test_scrape_text_and_openmetrics() -> None:
+async def test_scrape_text_and_openmetrics() -> None:
     sink = PrometheusSink(("127.0.0.1", 0), ["client_id"])
     gauge = otlp.gauge("org.apache.kafka.producer.record.queue.time.avg", 2.5, time_unix_nano=T)
-    sink.store.apply(
+    apply(
+        sink.store,
         A,
         payload(gauge, sent(1, 5)),
         [("client_id", "p")],
@@ -119,7 +149,7 @@ def test_scrape_text_and_openmetrics() -> None:
         terminating=False,
         now_ms=2**62,
     )
-    text, ctype = sink.render("")
+    text, ctype = await sink.render("")
     assert ctype.startswith("text/plain")
     samples = {
         s.name: (s.labels, s.value)
@@ -128,7 +158,7 @@ def test_scrape_text_and_openmetrics() -> None:
     }
     assert samples["org_apache_kafka_producer_record_queue_time_avg"] == ({"client_id": "p"}, 2.5)
     assert samples["org_apache_kafka_producer_node_request_count_total"][1] == 5
-    body, ctype = sink.render("application/openmetrics-text; version=1.0.0")
+    body, ctype = await sink.render("application/openmetrics-text; version=1.0.0")
     assert ctype.startswith("application/openmetrics-text")
     assert body.endswith(b"# EOF\n")
     assert (

@@ -120,3 +120,13 @@ def test_record_layout_is_pinned_to_the_magic() -> None:
 
     layouts = {b"CMWAL001": "<q16siBiibiIIIII"}
     assert layouts.get(MAGIC) == wal._FIXED.format
+
+
+@given(pushes)
+def test_a_record_decodes_back_to_its_push(push: AcceptedPush) -> None:
+    from clientmetrics.exporters.wal import RECORD_HEADER, check_record, decode_push
+
+    record = encode_record(push)
+    header, body = record[: RECORD_HEADER.size], record[RECORD_HEADER.size :]
+    assert check_record(header, body)
+    assert decode_push(body) == push

@@ -11,24 +11,22 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import time
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 
 import structlog
-from prometheus_client.exposition import choose_encoder
-from prometheus_client.metrics_core import Metric
-from prometheus_client.registry import Collector, CollectorRegistry
 
 from clientmetrics.errors import ConfigurationError
 from clientmetrics.exporters.base import Exporter
-from clientmetrics.exporters.prometheus_state import COUNTER, HISTOGRAM, SeriesStore
+from clientmetrics.exporters.prometheus_state import PushView, SeriesStore, exposition
 from clientmetrics.exporters.queued import ExporterStats, QueuedExporter, QueueOptions
 from clientmetrics.telemetry.model import AcceptedPush
-from clientmetrics.telemetry.otlp import InvalidPayload
 
 log = structlog.get_logger(__name__)
 
 DEFAULT_LISTEN = "127.0.0.1:9465"
+TEXT = "text/plain; version=0.0.4; charset=utf-8"
+OPENMETRICS = "application/openmetrics-text; version=1.0.0; charset=utf-8"
 _OPTIONS = ("listen", "max_series", "min_expiry_s")
 
 
@@ -42,32 +40,6 @@ def parse_listen(name: str, text: object) -> tuple[str, int]:
     if not sep or not port.isdigit() or int(port) > 65535:
         raise ConfigurationError(f"{name}.listen: expected HOST:PORT, got {text!r}")
     return host.strip("[]") or "127.0.0.1", int(port)
-
-
-class _StoreCollector(Collector):
-    def __init__(self, sink: PrometheusSink) -> None:
-        self._sink = sink
-
-    def collect(self) -> Iterator[Metric]:
-        store = self._sink.store
-        store.expire(_now_ms())
-        for name, family, members in store.by_family():
-            metric = Metric(name, family.help, family.kind)
-            for labels, series in members:
-                values = dict(labels)
-                if family.kind == COUNTER:
-                    metric.add_sample(name + "_total", values, series.value)
-                elif family.kind == HISTOGRAM:
-                    running = 0
-                    for bound, count in zip(series.bounds, series.buckets, strict=False):
-                        running += count
-                        metric.add_sample(name + "_bucket", {**values, "le": repr(bound)}, running)
-                    metric.add_sample(name + "_bucket", {**values, "le": "+Inf"}, series.count)
-                    metric.add_sample(name + "_sum", values, series.value)
-                    metric.add_sample(name + "_count", values, series.count)
-                else:
-                    metric.add_sample(name, values, series.value)
-            yield metric
 
 
 class PrometheusSink:
@@ -88,8 +60,6 @@ class PrometheusSink:
         self.labels = tuple(labels)
         self.store = SeriesStore(max_series, int(min_expiry_s * 1000))
         self.port: int | None = None
-        self._registry = CollectorRegistry(auto_describe=False)
-        self._registry.register(_StoreCollector(self))
         self._server: asyncio.Server | None = None
         self._stats: ExporterStats | None = None
 
@@ -106,30 +76,32 @@ class PrometheusSink:
         log.info("prometheus_exporter_listening", listen=f"{host}:{self.port}")
 
     async def send(self, pushes: Sequence[AcceptedPush]) -> int:
-        now = _now_ms()
-        done = 0
-        for push in pushes:
-            try:
-                self.store.apply(
-                    push.client_instance_id,
-                    push.payload,
-                    [(k, str(v)) for k, v in push.label_values(self.labels)],
-                    push_interval_ms=push.push_interval_ms,
-                    terminating=push.terminating,
-                    now_ms=now,
-                )
-                done += 1
-            except InvalidPayload:  # accepted pushes were parsed once; never expected
-                if self._stats is not None:
-                    self._stats.failed += 1
+        views = [
+            PushView(
+                push.client_instance_id,
+                tuple((k, str(v)) for k, v in push.label_values(self.labels)),
+                push.push_interval_ms,
+                push.terminating,
+                push.payload,
+            )
+            for push in pushes
+        ]
+        self.store.apply(views, _now_ms())
         if self._stats is not None:
             self._stats.extra["series_refused"] = self.store.refused
-        return done
+        return len(pushes)
 
-    def render(self, accept: str) -> tuple[bytes, str]:
-        """The scrape body and its content type for an ``Accept`` header."""
-        encoder, content_type = choose_encoder(accept)
-        return encoder(self._registry), content_type
+    async def render(self, accept: str) -> tuple[bytes, str]:
+        """The scrape body and its content type for an ``Accept`` header.
+
+        Expiry and the snapshot happen on the event loop; formatting, the long part
+        with many series, on a worker thread, so pushes keep being answered.
+        """
+        self.store.expire(_now_ms())
+        series, families = self.store.snapshot()
+        openmetrics = "application/openmetrics-text" in accept
+        body = await asyncio.to_thread(exposition, series, families, openmetrics=openmetrics)
+        return body, OPENMETRICS if openmetrics else TEXT
 
     async def _handle(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
         try:
@@ -139,7 +111,7 @@ class PrometheusSink:
             fields = (line.partition(":") for line in header_lines if line)
             headers = {k.strip().lower(): v.strip() for k, _, v in fields}
             if len(parts) == 3 and parts[0] == "GET" and parts[1].split("?")[0] == "/metrics":
-                body, ctype = self.render(headers.get("accept", ""))
+                body, ctype = await self.render(headers.get("accept", ""))
                 status = "200 OK"
             else:
                 body, ctype, status = b"not found\n", "text/plain", "404 Not Found"
@@ -154,6 +126,7 @@ class PrometheusSink:
             asyncio.IncompleteReadError,
             asyncio.LimitOverrunError,
             ConnectionError,
+            asyncio.CancelledError,  # closing: end quietly (3.11 would log the cancel)
         ):
             pass
         finally:

@@ -68,7 +68,7 @@ def unit_suffix(unit: str, *, gauge: bool) -> str:
 
 
 @functools.lru_cache(maxsize=4096)
-def metric_name(name: str, unit: str, *, gauge: bool) -> str:
+def metric_name(name: str, unit: str, gauge: bool) -> str:
     """``org.apache.kafka.producer.record.queue.time.avg`` + ``ms`` →
     ``org_apache_kafka_producer_record_queue_time_avg_milliseconds``."""
     out = _clean(_INVALID_METRIC.sub("_", name))

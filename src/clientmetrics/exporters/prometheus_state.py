@@ -10,13 +10,16 @@ are refused and counted. Time is passed in (epoch ms).
 
 from __future__ import annotations
 
+import math
 import uuid
-from collections.abc import Iterator, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import Any
+
+import pyarrow as pa
+import pyarrow.compute as pc
 
 from clientmetrics.exporters.prometheus_names import label_name, metric_name
-from clientmetrics.telemetry.otlp import DELTA, parse_metrics_data
+from clientmetrics.telemetry.otlp_arrow import decode_points
 
 Labels = tuple[tuple[str, str], ...]
 SeriesKey = tuple[str, Labels]
@@ -24,15 +27,31 @@ SeriesKey = tuple[str, Labels]
 GAUGE, COUNTER, HISTOGRAM = "gauge", "counter", "histogram"
 
 
-@dataclass(slots=True)
 class Series:
     """One series' value: a number, or a histogram's bounds, bucket counts, sum and count."""
 
-    value: float = 0.0
-    bounds: tuple[float, ...] = ()
-    buckets: list[int] = field(default_factory=list)
-    count: int = 0
-    last_time_ns: int = 0
+    __slots__ = ("bounds", "buckets", "count", "labels", "last_time_us", "value")
+
+    def __init__(self, labels: str) -> None:
+        #: The exposition's ``{k="v",...}`` text, escaped once when the series is made.
+        self.labels = labels
+        self.value = 0.0
+        self.last_time_us = 0
+        self.bounds: tuple[float, ...] = ()
+        self.buckets: list[int] = []
+        self.count = 0
+
+
+@dataclass(frozen=True, slots=True)
+class PushView:
+    """What the state needs of an accepted push."""
+
+    instance_id: uuid.UUID
+    #: The broker labels the exporter adds, KIP-714's names and text values.
+    labels: tuple[tuple[str, str], ...]
+    push_interval_ms: int
+    terminating: bool
+    payload: bytes
 
 
 @dataclass(slots=True)
@@ -65,76 +84,98 @@ class SeriesStore:
     def __len__(self) -> int:
         return len(self.series)
 
-    def apply(
-        self,
-        instance_id: uuid.UUID,
-        payload: bytes,
-        labels: Sequence[tuple[str, str]],
-        *,
-        push_interval_ms: int,
-        terminating: bool,
-        now_ms: int,
-    ) -> None:
-        """Fold one accepted push into the state (its terminating push removes it)."""
-        if terminating:
+    def apply(self, pushes: Sequence[PushView], now_ms: int) -> None:
+        """Fold a batch of accepted pushes into the state, in order.
+
+        The payloads are decoded together into Arrow columns (``decode_points``),
+        so the only Python loop is the one over data points that updates series.
+        """
+        live: list[tuple[_Instance, Labels]] = []
+        payloads: list[bytes] = []
+        ending: list[uuid.UUID] = []
+        for push in pushes:
+            if push.terminating:
+                ending.append(push.instance_id)
+                continue
+            expiry = max(self.min_expiry_ms, 3 * push.push_interval_ms)
+            instance = self._instances.get(push.instance_id)
+            if instance is None:
+                instance = self._instances[push.instance_id] = _Instance(now_ms, expiry)
+            instance.last_ms, instance.expiry_ms = now_ms, expiry
+            if push.payload:
+                live.append((instance, tuple(sorted((label_name(k), v) for k, v in push.labels))))
+                payloads.append(push.payload)
+        if payloads:
+            self._apply_points(live, decode_points(pa.array(payloads, pa.binary())).points)
+        for instance_id in ending:  # a terminating push ends its instance's series
             self.forget(instance_id)
-            return
-        expiry = max(self.min_expiry_ms, 3 * push_interval_ms)
-        instance = self._instances.get(instance_id)
-        if instance is None:
-            instance = self._instances[instance_id] = _Instance(now_ms, expiry)
-        instance.last_ms, instance.expiry_ms = now_ms, expiry
-        if not payload:
-            return
-        broker = tuple((label_name(k), v) for k, v in labels)
-        for resource_metrics in parse_metrics_data(payload).resource_metrics:
-            for scope_metrics in resource_metrics.scope_metrics:
-                for metric in scope_metrics.metrics:
-                    self._apply_metric(instance, metric, broker)
 
-    def _apply_metric(self, instance: _Instance, metric: Any, broker: Labels) -> None:
-        kind = metric.WhichOneof("data")
-        if kind == "gauge":
-            self._numbers(instance, metric, metric.gauge.data_points, GAUGE, False, broker)
-        elif kind == "sum":
-            data = metric.sum
-            family = COUNTER if data.is_monotonic else GAUGE
-            delta = data.aggregation_temporality == DELTA
-            self._numbers(instance, metric, data.data_points, family, delta, broker)
-        elif kind == "histogram":
-            data = metric.histogram
-            delta = data.aggregation_temporality == DELTA
-            name = metric_name(metric.name, metric.unit, gauge=False)
-            for point in data.data_points:
-                series = self._series(instance, name, HISTOGRAM, metric, point, broker)
-                if series is not None:
-                    _histogram(series, point, delta)
-        # Summaries and exponential histograms are not sent by Kafka clients; skipped.
-
-    def _numbers(
-        self, instance: _Instance, metric: Any, points: Any, kind: str, delta: bool, broker: Labels
-    ) -> None:
-        name = metric_name(metric.name, metric.unit, gauge=kind == GAUGE)
-        for point in points:
-            series = self._series(instance, name, kind, metric, point, broker)
+    def _apply_points(self, live: list[tuple[_Instance, Labels]], points: pa.RecordBatch) -> None:
+        col = points.column
+        rows = col("row").to_pylist()
+        names = col("metric_name").to_pylist()
+        units = col("metric_unit").to_pylist()
+        kinds = col("kind").to_pylist()
+        delta = pc.equal(col("temporality"), "delta").to_pylist()
+        monotonic = col("monotonic").to_pylist()
+        times = pc.cast(col("event_time"), pa.int64()).to_pylist()
+        values = col("value").to_pylist()
+        attributes = col("attributes").to_pylist()
+        histograms = "histogram" in kinds
+        counts = col("count").to_pylist() if histograms else None
+        buckets = col("bucket_counts").to_pylist() if histograms else None
+        bounds = col("explicit_bounds").to_pylist() if histograms else None
+        for i, row in enumerate(rows):
+            kind = kinds[i]
+            if kind == "sum":
+                family = COUNTER if monotonic[i] else GAUGE
+            elif kind in ("gauge", "histogram"):
+                family = kind
+            else:  # summaries, exponential histograms: no Kafka client sends them
+                continue
+            instance, broker = live[row]
+            name = metric_name(names[i], units[i] or "", family == GAUGE)
+            series = self._series(instance, name, family, names[i], broker, attributes[i])
             if series is None:
                 continue
-            value = point.as_double if point.WhichOneof("value") == "as_double" else point.as_int
-            if delta:
-                if point.time_unix_nano and point.time_unix_nano <= series.last_time_ns:
-                    continue  # the same delta again (a re-sent push): count it once
-                series.value += value
+            at = times[i] or 0
+            if delta[i] and at and at <= series.last_time_us:
+                continue  # the same delta again (a re-sent push): count it once
+            if family == HISTOGRAM:
+                assert counts is not None
+                assert buckets is not None
+                assert bounds is not None
+                _histogram(
+                    series,
+                    tuple(bounds[i] or ()),
+                    buckets[i] or [],
+                    values[i] or 0.0,
+                    counts[i] or 0,
+                    delta[i],
+                )
+            elif delta[i]:
+                series.value += values[i] or 0.0
             else:
-                series.value = float(value)
-            series.last_time_ns = point.time_unix_nano
+                series.value = values[i] or 0.0
+            series.last_time_us = at
 
     def _series(
-        self, instance: _Instance, name: str, kind: str, metric: Any, point: Any, broker: Labels
+        self,
+        instance: _Instance,
+        name: str,
+        kind: str,
+        help_text: str,
+        broker: Labels,
+        attributes: list[tuple[str, str | None]] | None,
     ) -> Series | None:
-        attrs = {label_name(kv.key): _text(kv.value) for kv in point.attributes}
-        # A data-point attribute wins over a broker label of the same name.
-        labels = tuple(sorted({**dict(broker), **attrs}.items()))
-        key = (name, labels)
+        if attributes:
+            merged = dict(broker)
+            for attr, value in attributes:  # a data-point attribute wins over a broker label
+                merged[label_name(attr)] = value or ""
+            labels = tuple(sorted(merged.items()))
+        else:
+            labels = broker
+        key: SeriesKey = (name, labels)
         series = self.series.get(key)
         if series is not None:
             instance.keys.add(key)
@@ -144,9 +185,9 @@ class SeriesStore:
             self.refused += 1
             return None
         if family is None:
-            family = self.families[name] = Family(kind, metric.description or metric.name)
+            family = self.families[name] = Family(kind, help_text)
         family.series += 1
-        series = self.series[key] = Series()
+        series = self.series[key] = Series(label_text(labels))
         instance.keys.add(key)
         return series
 
@@ -169,37 +210,87 @@ class SeriesStore:
             self.forget(instance_id)
         return len(gone)
 
-    def by_family(self) -> Iterator[tuple[str, Family, list[tuple[Labels, Series]]]]:
-        """Every family with its series, sorted by name (what a scrape shows)."""
-        grouped: dict[str, list[tuple[Labels, Series]]] = {}
-        for (name, labels), series in self.series.items():
-            grouped.setdefault(name, []).append((labels, series))
-        for name in sorted(grouped):
-            yield name, self.families[name], grouped[name]
+    def snapshot(self) -> tuple[list[tuple[SeriesKey, Series]], dict[str, Family]]:
+        """The series and families as they are now, for a scrape to format elsewhere."""
+        return list(self.series.items()), dict(self.families)
 
 
-def _histogram(series: Series, point: Any, delta: bool) -> None:
-    bounds = tuple(point.explicit_bounds)
-    counts = list(point.bucket_counts)
+def exposition(
+    series: list[tuple[SeriesKey, Series]], families: dict[str, Family], *, openmetrics: bool
+) -> bytes:
+    """The Prometheus text format (0.0.4) or OpenMetrics 1.0 of a snapshot."""
+    grouped: dict[str, list[Series]] = {}
+    for (name, _), one in series:
+        grouped.setdefault(name, []).append(one)
+    out: list[str] = []
+    for name in sorted(grouped):
+        family = families.get(name)
+        if family is None:
+            continue
+        kind = family.kind
+        head = f"{name}_total" if kind == COUNTER and not openmetrics else name
+        help_text = family.help.replace("\\", "\\\\").replace("\n", "\\n")
+        out.append(f"# HELP {head} {help_text}\n# TYPE {head} {kind}\n")
+        if kind == HISTOGRAM:
+            for one in grouped[name]:
+                out.extend(_histogram_lines(name, one))
+            continue
+        sample = f"{name}_total" if kind == COUNTER else name
+        out.extend(f"{sample}{one.labels} {_number(one.value)}\n" for one in grouped[name])
+    if openmetrics:
+        out.append("# EOF\n")
+    return "".join(out).encode()
+
+
+def _number(value: float) -> str:
+    if math.isnan(value):
+        return "NaN"
+    if math.isinf(value):
+        return "+Inf" if value > 0 else "-Inf"
+    return repr(float(value))
+
+
+def _histogram_lines(name: str, series: Series) -> list[str]:
+    def with_le(bound: str) -> str:
+        le = f'le="{bound}"'
+        return "{" + le + "}" if not series.labels else series.labels[:-1] + "," + le + "}"
+
+    lines = []
+    running = 0
+    for bound, count in zip(series.bounds, series.buckets, strict=False):
+        running += count
+        lines.append(f"{name}_bucket{with_le(_number(bound))} {running}\n")
+    lines.append(f"{name}_bucket{with_le('+Inf')} {series.count}\n")
+    lines.append(f"{name}_sum{series.labels} {_number(series.value)}\n")
+    lines.append(f"{name}_count{series.labels} {series.count}\n")
+    return lines
+
+
+def _histogram(
+    series: Series,
+    bounds: tuple[float, ...],
+    counts: list[int],
+    total: float,
+    count: int,
+    delta: bool,
+) -> None:
     if len(counts) != len(bounds) + 1:
         return
     if delta and series.bounds == bounds and series.buckets:
-        if point.time_unix_nano and point.time_unix_nano <= series.last_time_ns:
-            return
         series.buckets = [a + b for a, b in zip(series.buckets, counts, strict=True)]
-        series.value += point.sum
-        series.count += point.count
+        series.value += total
+        series.count += count
     else:  # cumulative, or the first point / new bounds: start from this one
-        series.bounds, series.buckets = bounds, counts
-        series.value, series.count = point.sum, point.count
-    series.last_time_ns = point.time_unix_nano
+        series.bounds, series.buckets = bounds, list(counts)
+        series.value, series.count = total, count
 
 
-def _text(value: Any) -> str:
-    which = value.WhichOneof("value")
-    if which is None:
+def label_text(labels: Labels) -> str:
+    """``{a="x",b="y"}`` with the exposition format's escapes ('' for no labels)."""
+    if not labels:
         return ""
-    inner = getattr(value, which)
-    if which == "bool_value":
-        return "true" if inner else "false"
-    return str(inner)
+    return "{" + ",".join(f'{k}="{_escape(v)}"' for k, v in labels) + "}"
+
+
+def _escape(value: str) -> str:
+    return value.replace("\\", "\\\\").replace("\n", "\\n").replace('"', '\\"')

@@ -210,6 +210,11 @@ class QueuedExporter:
     def queue_depth(self) -> int:
         return len(self._queue)
 
+    def exporter_stats(self) -> list[ExporterStats]:
+        """This exporter's counters, queue depth filled in."""
+        self.stats.queue_depth = len(self._queue)
+        return [self.stats]
+
     async def flush(self, timeout_s: float) -> None:
         """Wait (up to ``timeout_s``) until the queue is sent, then flush the sink."""
         loop = asyncio.get_running_loop()

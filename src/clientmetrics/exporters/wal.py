@@ -173,3 +173,28 @@ def segment_first_ms(name: str) -> int:
 def utc_hour(epoch_ms: int) -> int:
     """Hours since the epoch, UTC; a segment never spans two of them."""
     return epoch_ms // _MS_PER_HOUR
+
+
+def decode_push(body: bytes | memoryview) -> AcceptedPush:
+    """One record's body (after its length and CRC) back into the ``AcceptedPush``."""
+    values = _FIXED.unpack_from(body)
+    fields: dict[str, object] = {}
+    for f, value in zip(_FIXED_FIELDS, values, strict=False):
+        fields[f.name] = uuid.UUID(bytes=value) if f.kind is Kind.UUID else value
+    fields["terminating"] = bool(fields["terminating"])
+    pos = _FIXED.size
+    for f, length in zip(_TEXT_FIELDS, values[len(_FIXED_FIELDS) :], strict=True):
+        fields[f.name] = str(body[pos : pos + length], "utf-8")
+        pos += length
+    fields[_PAYLOAD.name] = bytes(body[pos:])
+    return AcceptedPush(**fields)  # type: ignore[arg-type]
+
+
+#: Size of a record's length + CRC header.
+RECORD_HEADER = _HEADER
+
+
+def check_record(header: bytes, body: bytes) -> bool:
+    """Whether ``body`` is intact for the length + CRC ``header`` that framed it."""
+    length, checksum = _HEADER.unpack(header)
+    return bool(length == len(body) and crc32c.crc32c(body) == checksum)

@@ -14,6 +14,7 @@ import structlog
 
 from clientmetrics.errors import ConfigurationError
 from clientmetrics.exporters.base import Exporter
+from clientmetrics.exporters.child import with_exporter_process
 from clientmetrics.exporters.path import ExportPath
 from clientmetrics.exporters.queued import ExporterStats
 from clientmetrics.exporters.registry import load_exporters
@@ -143,8 +144,9 @@ class Gateway:
         if self._store is None:
             self._store = self._default_store()
         if self._exporters is None:
-            self._exporters = load_exporters(
-                [(spec.name, spec.options) for spec in cfg.exporters], cfg.data_dir
+            specs = [(spec.name, spec.options) for spec in cfg.exporters]
+            self._exporters = with_exporter_process(
+                load_exporters(specs, cfg.data_dir), specs, cfg.data_dir
             )
         self._export_path = ExportPath(self._exporters)
         for exporter in self._exporters:
