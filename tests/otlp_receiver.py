@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import gzip
 import socket
+import ssl
 import threading
 import time
 from dataclasses import dataclass, field
@@ -22,6 +23,8 @@ class OtlpReceiver:
     attempts, then every answer is 200. Decoded requests land in ``requests``."""
 
     script: list[tuple[int, dict[str, str]]] = field(default_factory=list)
+    #: Serve HTTPS with this context (it may require a client certificate).
+    tls: ssl.SSLContext | None = None
     requests: list[Any] = field(default_factory=list)
     attempts: list[tuple[float, int, dict[str, str]]] = field(default_factory=list)
     _server: ThreadingHTTPServer | None = None
@@ -52,13 +55,16 @@ class OtlpReceiver:
                 pass
 
         self._server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        if self.tls is not None:
+            self._server.socket = self.tls.wrap_socket(self._server.socket, server_side=True)
         threading.Thread(target=self._server.serve_forever, daemon=True).start()
         return self
 
     @property
     def url(self) -> str:
         assert self._server is not None
-        return f"http://127.0.0.1:{self._server.server_address[1]}/v1/metrics"
+        scheme = "https" if self.tls is not None else "http"
+        return f"{scheme}://127.0.0.1:{self._server.server_address[1]}/v1/metrics"
 
     def metrics(self) -> list[tuple[dict[str, Any], str]]:
         """(resource attributes, metric name) of everything received."""

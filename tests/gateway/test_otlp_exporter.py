@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import ssl
 import subprocess
 import urllib.request
 import uuid
@@ -10,6 +11,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+import trustme
 from confluent_kafka import Producer
 from prometheus_client.parser import text_string_to_metric_families
 
@@ -108,6 +110,35 @@ async def test_a_non_retryable_status_fails_the_batch_and_is_counted(
     await exp.close(5)
     assert (exp.stats.failed, exp.stats.exported) == (1, 1)
     assert [name for _, name in receiver.metrics()] == ["m.2"]
+
+
+async def test_tls_with_a_client_certificate(tmp_path: Path) -> None:
+    authority = trustme.CA()
+    server = ssl.create_default_context(ssl.Purpose.CLIENT_AUTH)
+    authority.issue_cert("127.0.0.1").configure_cert(server)
+    authority.configure_trust(server)
+    server.verify_mode = ssl.CERT_REQUIRED  # mTLS: no client certificate, no request
+    client = authority.issue_cert("gateway-1.example")
+    ca, cert, key = tmp_path / "ca.pem", tmp_path / "client.pem", tmp_path / "client.key"
+    authority.cert_pem.write_to_path(str(ca))
+    client.cert_chain_pems[0].write_to_path(str(cert))
+    client.private_key_pem.write_to_path(str(key))
+    receiver = OtlpReceiver(tls=server).start()
+    try:
+        options: dict[str, object] = {"endpoint": receiver.url, "ca": str(ca), "max_delay_ms": 0}
+        exp = exporter({**options, "client_cert": str(cert), "client_key": str(key)})
+        await exp.start()
+        exp.offer(push(1))
+        await exp.close(10)
+        without = exporter({**options, "retry_max_s": 0})
+        await without.start()
+        without.offer(push(2))
+        await without.close(10)
+    finally:
+        receiver.stop()
+    assert [name for _, name in receiver.metrics()] == ["m.1"]
+    assert exp.stats.exported == 1
+    assert (without.stats.exported, without.stats.failed) == (0, 1)
 
 
 def test_retry_after_and_options() -> None:
