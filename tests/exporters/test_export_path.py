@@ -140,7 +140,13 @@ def test_exporter_tables_add_to_landing_and_can_be_disabled(tmp_path: Path) -> N
     )
     cfg = load_config(cfg_path, data_dir=tmp_path, environ={})
     assert [(e.name, dict(e.options)) for e in cfg.exporters] == [
-        ("topic", {"bootstrap_servers": "127.0.0.1:9092"})
+        (
+            "topic",
+            {
+                "bootstrap_servers": "127.0.0.1:9092",
+                "producer": {"security.protocol": "plaintext"},
+            },
+        )
     ]
 
 
@@ -184,3 +190,25 @@ def test_each_worker_gets_its_own_exporter_listen_port(tmp_path: Path) -> None:
     second = _worker_config(cfg, 1)
     assert dict(second.exporters[1].options) == {"listen": "127.0.0.1:9466"}
     assert dict(_worker_config(cfg, 0).exporters[1].options) == {"listen": "127.0.0.1:9465"}
+
+
+def test_in_proxy_mode_the_topic_exporter_reaches_the_upstream_as_the_gateway_does(
+    tmp_path: Path,
+) -> None:
+    cfg_path = tmp_path / "gw.toml"
+    cfg_path.write_text(
+        "[gateway]\nupstream = '10.0.0.1:9093'\n"
+        "[upstream]\nsecurity_protocol = 'SASL_PLAINTEXT'\nsasl_mechanism = 'PLAIN'\n"
+        "sasl_username = 'gw'\nsasl_password = 'pw'\n"
+        "[exporters.topic]\nproducer = { 'linger.ms' = 5, 'sasl.username' = 'exporter' }\n"
+    )
+    cfg = load_config(cfg_path, data_dir=tmp_path, environ={})
+    (topic,) = [e for e in cfg.exporters if e.name == "topic"]
+    assert topic.options["bootstrap_servers"] == "10.0.0.1:9093"
+    assert topic.options["producer"] == {
+        "security.protocol": "sasl_plaintext",
+        "sasl.mechanism": "PLAIN",
+        "sasl.username": "exporter",  # the exporter's own setting wins
+        "sasl.password": "pw",
+        "linger.ms": 5,
+    }

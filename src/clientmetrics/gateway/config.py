@@ -361,19 +361,30 @@ def _exporter_specs(section: Mapping[str, Any]) -> tuple[ExporterSpec, ...]:
 
 
 def _with_upstream_topic(config: GatewayConfig) -> GatewayConfig:
-    """In proxy mode the topic exporter's cluster defaults to the upstream one."""
+    """In proxy mode the topic exporter's cluster defaults to the upstream one, reached
+    with the upstream's security settings (its own ``producer`` table wins)."""
     if not config.proxy:
         return config
     specs = tuple(
-        ExporterSpec(
-            spec.name,
-            {"bootstrap_servers": ",".join(map(str, config.upstream)), **spec.options},
-        )
+        _upstream_topic(spec, config)
         if spec.name == "topic" and "bootstrap_servers" not in spec.options
         else spec
         for spec in config.exporters
     )
     return replace(config, exporters=specs)
+
+
+def _upstream_topic(spec: ExporterSpec, config: GatewayConfig) -> ExporterSpec:
+    producer = spec.options.get("producer", {})
+    if not isinstance(producer, Mapping):
+        raise ConfigurationError("[exporters.topic] producer must be a table")
+    security = config.upstream_security.librdkafka()
+    options = {
+        **spec.options,
+        "bootstrap_servers": ",".join(map(str, config.upstream)),
+        "producer": {**security, **producer},
+    }
+    return ExporterSpec(spec.name, options)
 
 
 def _security_sections(doc: Mapping[str, Any]) -> dict[str, Any]:
