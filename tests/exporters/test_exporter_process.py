@@ -88,3 +88,22 @@ async def test_past_the_backlog_pushes_are_dropped_and_counted(tmp_path: Path) -
         assert (stats.received, stats.dropped) == (2, 1)
     finally:
         await child.close(10)
+
+
+async def test_a_dead_exporter_process_drops_and_counts_instead_of_failing(
+    tmp_path: Path,
+) -> None:
+    child = ChildExporters([("prometheus", {"listen": "127.0.0.1:0"})], tmp_path)
+    await child.start()
+    try:
+        child._proc.kill()
+        await asyncio.to_thread(child._proc.join, 10)
+        for n in range(200):  # the writer finds the socket closed
+            child.offer(push(n))
+            await asyncio.sleep(0.005)
+        (stats,) = child.exporter_stats()
+        assert stats.received == 200
+        assert stats.dropped >= 190
+        assert stats.queue_depth == 0
+    finally:
+        await child.close(5)

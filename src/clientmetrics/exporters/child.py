@@ -63,6 +63,7 @@ class ChildExporters:
         self._started = asyncio.Event()
         self._start_error: str | None = None
         self._writer: asyncio.StreamWriter | None = None
+        self._lost = False
         self._tasks: list[asyncio.Task[None]] = []
         self._proc: Any = None
 
@@ -96,7 +97,7 @@ class ChildExporters:
         """Queue ``push`` for the child without waiting; drop and count past the backlog."""
         for stats in self._stats.values():
             stats.received += 1
-        if self._buffered >= self._backlog or self._writer is None:
+        if self._buffered >= self._backlog or self._writer is None or self._lost:
             self._dropped += 1
             return
         record = encode_record(push)
@@ -110,19 +111,27 @@ class ChildExporters:
         self.offer(push)
 
     async def _write(self) -> None:
-        assert self._writer is not None
-        while True:
-            await self._wake.wait()
-            self._wake.clear()
-            if not self._chunks:
-                continue
-            chunks, self._chunks = self._chunks, []
-            self._buffered -= sum(map(len, chunks))
-            self._records -= len(chunks)
-            # One chunk at a time waits in the transport (drain), so at most twice the
-            # backlog is held here while the child is slow.
-            self._writer.write(b"".join(chunks))
-            await self._writer.drain()
+        writer = self._writer
+        assert writer is not None
+        try:
+            while True:
+                await self._wake.wait()
+                self._wake.clear()
+                if not self._chunks:
+                    continue
+                chunks, self._chunks = self._chunks, []
+                self._buffered -= sum(map(len, chunks))
+                self._records -= len(chunks)
+                # One chunk at a time waits in the transport (drain), so at most twice
+                # the backlog is held here while the child is slow.
+                writer.write(b"".join(chunks))
+                await writer.drain()
+        except (ConnectionError, OSError) as exc:
+            # The child died: from now on every push is dropped (and counted).
+            self._lost = True
+            self._dropped += self._records
+            self._chunks, self._buffered, self._records = [], 0, 0
+            log.error("exporter_process_lost", error=repr(exc), exporters=self.names)
 
     async def _read(self, reader: asyncio.StreamReader) -> None:
         while line := await reader.readline():
@@ -169,9 +178,10 @@ class ChildExporters:
         loop = asyncio.get_running_loop()
         deadline = loop.time() + timeout_s
         await self.flush(timeout_s / 2)
-        if self._writer is not None:
+        writer = self._writer
+        if writer is not None:
             with contextlib.suppress(OSError, RuntimeError):
-                self._writer.write_eof()
+                writer.write_eof()
         if self._tasks:  # the reader ends when the child closes its side
             with contextlib.suppress(TimeoutError):
                 await asyncio.wait_for(
