@@ -62,6 +62,7 @@ class PrometheusSink:
         self.port: int | None = None
         self._server: asyncio.Server | None = None
         self._stats: ExporterStats | None = None
+        self._expired_at = 0
 
     async def start(self, stats: ExporterStats) -> None:
         self._stats = stats
@@ -86,7 +87,11 @@ class PrometheusSink:
             )
             for push in pushes
         ]
-        self.store.apply(views, _now_ms())
+        now = _now_ms()
+        self.store.apply(views, now)
+        if now - self._expired_at >= 1000:  # bounded without a scraper too
+            self._expired_at = now
+            self.store.expire(now)
         if self._stats is not None:
             self._stats.extra["series_refused"] = self.store.refused
         return len(pushes)
