@@ -14,6 +14,13 @@ landed durably by the landing exporter. Usage:
 With ``--security SSL`` it instead runs the same Get and push phases twice, on a
 fresh gateway each time, over PLAINTEXT and over TLS (an SSL listener), and
 prints both and their ratio.
+
+With ``--exporters`` it instead runs the push phase twice, on fresh gateways: landing
+alone, then landing with the Prometheus (scraped every second), OTLP/HTTP (to a
+local receiver) and topic (to Tansu) exporters, and prints accepted pushes/s and
+p99 of both, their ratio, and each exporter's counters:
+
+    python bench/ingest.py --exporters --instances 20000 --rate 50000
 """
 
 from __future__ import annotations
@@ -28,6 +35,7 @@ import subprocess
 import sys
 import tempfile
 import time
+import urllib.request
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -181,10 +189,16 @@ def summarize_gets(label: str, results: list[dict[str, Any]]) -> float:
 
 
 def start_gateway(
-    port: int, data: Path, workers: int, tls: tuple[Path, Path, int] | None = None
+    port: int,
+    data: Path,
+    workers: int,
+    tls: tuple[Path, Path, int] | None = None,
+    extra_toml: str = "",
+    admin_port: int | None = None,
 ) -> subprocess.Popen[bytes]:
     """A gateway on ``port``; with ``tls`` (certificate, key, admin port) that port is an
-    SSL listener and a PLAINTEXT one on the admin port takes the subscription."""
+    SSL listener and a PLAINTEXT one on the admin port takes the subscription.
+    ``extra_toml`` is added to its config; ``admin_port`` serves its /metrics."""
     cfg = data / "gw.toml"
     data.mkdir(parents=True, exist_ok=True)
     text = "[telemetry]\nmax_instances = 2000000\n"
@@ -193,7 +207,8 @@ def start_gateway(
         cert, key, admin = tls
         text += f'[tls]\ncertificate = "{cert}"\nprivate_key = "{key}"\n'
         listen = ["--listen", f"SSL://127.0.0.1:{port}", "--listen", f"127.0.0.1:{admin}"]
-    cfg.write_text(text)
+    cfg.write_text(text + extra_toml)
+    metrics = ["--admin-listen", f"127.0.0.1:{admin_port}"] if admin_port else []
     return subprocess.Popen(
         [
             str(Path(sys.executable).parent / "clientmetrics"),
@@ -207,6 +222,7 @@ def start_gateway(
             str(workers),
             "--log-level",
             "warning",
+            *metrics,
         ],
         stdout=subprocess.DEVNULL,
     )
@@ -306,6 +322,100 @@ def compare_security(args: argparse.Namespace, payload: bytes, tmp: Path) -> Non
     )
 
 
+def push_phase(
+    args: argparse.Namespace, payload: bytes, data: Path, extra_toml: str = ""
+) -> tuple[float, float, dict[int, int], str]:
+    """One push run on a fresh gateway: accepted/s, p99 ms, errors, worker 0's /metrics."""
+    port, admin_port = free_port(), free_port()
+    gw = start_gateway(port, data, args.workers, extra_toml=extra_toml, admin_port=admin_port)
+    try:
+        wait_port(port)
+        set_subscription(port)
+        time.sleep(1.5)
+        results = run_generators(
+            port,
+            args.generators,
+            args.connections,
+            args.instances,
+            args.window,
+            args.rate,
+            payload,
+            "push",
+        )
+        metrics, caught_up = drained(admin_port, timeout=120.0)
+        if extra_toml:
+            print(
+                f"  exporters {'caught up' if caught_up else 'still behind'} "
+                f"{caught_up or 120:.1f} s after the last push"
+            )
+    finally:
+        gw.terminate()
+        gw.wait(60)
+    ok, elapsed, errors, lat = totals(results, "push")
+    return ok / elapsed, percentile(lat, 0.99), errors, metrics
+
+
+def drained(admin_port: int, timeout: float) -> tuple[str, float | None]:
+    """Wait until every exporter's queue is empty: worker 0's /metrics and how long it took."""
+    started = time.monotonic()
+    while True:
+        with urllib.request.urlopen(f"http://127.0.0.1:{admin_port}/metrics", timeout=10) as r:
+            metrics = r.read().decode()
+        depths = [
+            float(line.rsplit(" ", 1)[1])
+            for line in metrics.splitlines()
+            if line.startswith("clientmetrics_exporter_queue_depth{")
+        ]
+        waited = time.monotonic() - started
+        if not any(depths):
+            return metrics, waited
+        if waited > timeout:
+            return metrics, None
+        time.sleep(0.5)
+
+
+def exporter_lines(metrics: str) -> list[str]:
+    """``exporter: received … dropped … failed …`` from a /metrics body."""
+    from prometheus_client.parser import text_string_to_metric_families
+
+    by: dict[str, dict[str, float]] = {}
+    for family in text_string_to_metric_families(metrics):
+        for sample in family.samples:
+            name = sample.labels.get("exporter")
+            if name and sample.name.startswith("clientmetrics_exporter_"):
+                short = sample.name.removeprefix("clientmetrics_exporter_").removesuffix("_total")
+                by.setdefault(name, {})[short] = sample.value
+    keys = ("received", "exported", "dropped", "failed", "queue_depth")
+    return [
+        f"  {name:<10} " + " ".join(f"{k} {int(v.get(k, 0)):,}" for k in keys)
+        for name, v in sorted(by.items())
+    ]
+
+
+def compare_exporters(args: argparse.Namespace, payload: bytes, tmp: Path) -> None:
+    """Landing alone, then landing + Prometheus + OTLP + topic, same generators."""
+    from exporter_peers import exporters_toml, otlp_sink, scraper, tansu
+
+    print(
+        f"machine: {os.cpu_count()} cores; gateway workers {args.workers}; "
+        f"generators {args.generators} x {args.connections} connections x window "
+        f"{args.window}; {args.instances:,} pushes at up to {args.rate:,.0f}/s; "
+        f"payload {len(payload)} B zstd (worker 0's exporter counters shown)"
+    )
+    alone = push_phase(args, payload, tmp / "alone")
+    print(f"landing alone:        {alone[0]:,.0f} pushes/s p99 {alone[1]:.2f} ms errors {alone[2]}")
+    prom_port = free_port()
+    with otlp_sink() as url, tansu() as bootstrap, scraper(f"http://127.0.0.1:{prom_port}/metrics"):
+        toml = exporters_toml(url, bootstrap, prom_port, args.only)
+        every = push_phase(args, payload, tmp / "all", toml)
+    print(f"with {args.only}: {every[0]:,.0f} pushes/s p99 {every[1]:.2f} ms errors {every[2]}")
+    print("\n".join(exporter_lines(every[3])))
+    print(
+        f"ratio accepted pushes/s ({args.only} / landing alone) = {every[0] / alone[0]:.3f}; "
+        f"p99 {alone[1]:.2f} -> {every[1]:.2f} ms"
+    )
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
@@ -335,6 +445,16 @@ def main() -> None:
         default="PLAINTEXT",
         help="SSL: compare pushes over TLS with PLAINTEXT in the same run",
     )
+    ap.add_argument(
+        "--exporters",
+        action="store_true",
+        help="compare landing alone with all three exporters on (push phase only)",
+    )
+    ap.add_argument(
+        "--only",
+        default="prometheus,otlp,topic",
+        help="with --exporters: which exporters to turn on (comma-separated)",
+    )
     args = ap.parse_args()
 
     payload = zstandard.ZstdCompressor().compress(FIXTURE.read_bytes())
@@ -342,6 +462,12 @@ def main() -> None:
     if args.security != "PLAINTEXT":
         try:
             compare_security(args, payload, tmp)
+        finally:
+            shutil.rmtree(tmp, ignore_errors=True)
+        return
+    if args.exporters:
+        try:
+            compare_exporters(args, payload, tmp)
         finally:
             shutil.rmtree(tmp, ignore_errors=True)
         return

@@ -132,3 +132,33 @@ def test_gateway_metrics_are_parsed_from_prometheus_text() -> None:
         "# TYPE other_metric gauge\nother_metric 1.0\n"
     )
     assert parse_gateway_metrics(text) == {"push": 42.0, "instance_count": 7.0}
+
+
+def test_the_gateway_page_shows_each_exporters_counters() -> None:
+    from clientmetrics.dashboard.pages import gateway_page
+    from clientmetrics.dashboard.sources import GatewaySample, parse_exporter_metrics
+
+    text = (
+        "# TYPE clientmetrics_exporter_received counter\n"
+        'clientmetrics_exporter_received_total{exporter="landing"} 10.0\n'
+        'clientmetrics_exporter_received_total{exporter="otlp"} 10.0\n'
+        "# TYPE clientmetrics_exporter_dropped counter\n"
+        'clientmetrics_exporter_dropped_total{exporter="otlp"} 4.0\n'
+        "# TYPE clientmetrics_exporter_queue_depth gauge\n"
+        'clientmetrics_exporter_queue_depth{exporter="otlp"} 6.0\n'
+        "# TYPE clientmetrics_exporter_export_seconds summary\n"
+        'clientmetrics_exporter_export_seconds_count{exporter="landing"} 4.0\n'
+        'clientmetrics_exporter_export_seconds_sum{exporter="landing"} 0.01\n'
+    )
+    exporters = parse_exporter_metrics(text)
+    assert exporters["otlp"] == {"received": 10.0, "dropped": 4.0, "queue_depth": 6.0}
+    page = gateway_page("http://gw/metrics", GatewaySample(exporters=exporters))
+    assert "<h2>Exporters</h2>" in page
+    assert (
+        "<td><code>landing</code></td><td>10</td><td>–</td><td>–</td><td>–</td><td>–</td><td>2.50</td>"
+        in page
+    )
+    assert (
+        "<td><code>otlp</code></td><td>10</td><td>–</td><td>4</td><td>–</td><td>6</td><td>–</td>"
+        in page
+    )

@@ -91,6 +91,7 @@ def test_gateway_and_subscription_pages_read_a_running_gateway(tmp_path: Path) -
         assert "kafka_server_client_metrics_instance_count" in page
         assert "id='card-instance_count'><b>0</b>" in page
         assert "id='card-push'><b>0</b>" in page  # a rate already on the first load
+        assert "<td><code>landing</code></td>" in page  # the exporters table
         subscriptions = app.handle("/subscriptions").body.decode()
         assert f"the admin API at {gateway.bootstrap}" in subscriptions
         assert (

@@ -99,6 +99,7 @@ def test_ctrl_c_stops_everything_and_still_summarises(tmp_path: Path) -> None:
     out = "".join(seen) + proc.stdout.read()
     assert proc.wait(60) == 0, out
     assert "stopping (interrupted)" in out
+    assert "prometheus exporter: http://127.0.0.1:" in out
     assert "pushes accepted:" in out
     gateway_log = (tmp_path / "cm-data" / "logs" / "gateway.log").read_text()
     assert '"event": "gateway_stopped"' in gateway_log

@@ -111,3 +111,22 @@ def test_flipped_byte_is_detected(push: AcceptedPush, data: st.DataObject) -> No
 def test_missing_magic_reads_as_empty() -> None:
     push = AcceptedPush(0, uuid.uuid4(), 1, False, "", "", "", "", 0, "", 0, 0, 0, b"")
     assert len(decode_segment(encode_record(push)).columns) == 0
+
+
+def test_record_layout_is_pinned_to_the_magic() -> None:
+    """The layout is derived from AcceptedPush: a changed field list must bump MAGIC,
+    or segments written before the change would be misread after it."""
+    from clientmetrics.exporters import wal
+
+    layouts = {b"CMWAL001": "<q16siBiibiIIIII"}
+    assert layouts.get(MAGIC) == wal._FIXED.format
+
+
+@given(pushes)
+def test_a_record_decodes_back_to_its_push(push: AcceptedPush) -> None:
+    from clientmetrics.exporters.wal import RECORD_HEADER, check_record, decode_push
+
+    record = encode_record(push)
+    header, body = record[: RECORD_HEADER.size], record[RECORD_HEADER.size :]
+    assert check_record(header, body)
+    assert decode_push(body) == push

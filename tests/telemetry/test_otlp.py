@@ -113,3 +113,25 @@ def test_encode_decode_round_trip(points: list[tuple[str, float]]) -> None:
     decoded = parse_metrics_data(data.SerializeToString())
     assert decoded == data
     assert metric_names(data.SerializeToString()) == [n for n, _ in points]
+
+
+def test_export_request_merges_the_labels_into_every_resource() -> None:
+    from opentelemetry.proto.collector.metrics.v1.metrics_service_pb2 import (
+        ExportMetricsServiceRequest,
+    )
+
+    from clientmetrics.telemetry.otlp import build_metrics_data, export_request, gauge
+
+    java_shape = build_metrics_data(
+        [gauge("a", 1, time_unix_nano=1), gauge("b", 2, time_unix_nano=1)],
+        resource_attributes={"client_id": "spoofed", "client_rack": "r"},
+        resource_per_metric=True,
+    ).SerializeToString()
+    body = export_request([(java_shape, [("client_id", "real"), ("node_id", 4)]), (b"", [])])
+    request = ExportMetricsServiceRequest.FromString(body)
+    assert len(request.resource_metrics) == 2
+    for rm in request.resource_metrics:
+        attrs = [(kv.key, kv.value) for kv in rm.resource.attributes]
+        assert [k for k, _ in attrs] == ["client_rack", "client_id", "node_id"]
+        assert attrs[1][1].string_value == "real"
+        assert attrs[2][1].int_value == 4

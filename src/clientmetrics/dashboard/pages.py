@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from datetime import datetime
 from html import escape
 from typing import Any
@@ -326,4 +326,24 @@ def gateway_page(url: str | None, sample: GatewaySample | None) -> str:
         for k, v in sorted(sample.values.items())
     ]
     body += _table(("metric", "value"), rows, "gateway")
+    body += _exporters_table(sample.exporters)
     return layout("Gateway", "/gateway", body)
+
+
+_EXPORTER_COLUMNS = ("received", "exported", "dropped", "failed", "queue_depth")
+
+
+def _exporters_table(exporters: Mapping[str, Mapping[str, float]]) -> str:
+    """One row per exporter: its counters, queue depth and mean export time."""
+    if not exporters:
+        return ""
+    rows = []
+    for name, values in sorted(exporters.items()):
+        count = values.get("export_seconds_count", 0.0)
+        mean = values.get("export_seconds_sum", 0.0) / count * 1000 if count else None
+        cells = [format_value(values[c]) if c in values else "–" for c in _EXPORTER_COLUMNS]
+        rows.append(
+            [f"<code>{escape(name)}</code>", *cells, "–" if mean is None else f"{mean:.2f}"]
+        )
+    headers = ("exporter", *(c.replace("_", " ") for c in _EXPORTER_COLUMNS), "mean export ms")
+    return "<h2>Exporters</h2>" + _table(headers, rows, "exporters")

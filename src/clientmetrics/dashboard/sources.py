@@ -17,6 +17,7 @@ from prometheus_client.parser import text_string_to_metric_families
 from clientmetrics.errors import ClientMetricsError
 
 _GATEWAY_PREFIX = "kafka_server_client_metrics_"
+_EXPORTER_PREFIX = "clientmetrics_exporter_"
 #: Counters shown as per-second rates between two page loads.
 RATE_COUNTERS = ("push", "accepted_pushes", "throttle", "unknown_subscription_request")
 
@@ -98,6 +99,8 @@ class GatewaySample:
     values: dict[str, float] = field(default_factory=dict)
     rates: dict[str, float] = field(default_factory=dict)
     error: str | None = None
+    #: Per exporter: its ``clientmetrics_exporter_*`` counters by short name.
+    exporters: dict[str, dict[str, float]] = field(default_factory=dict)
 
 
 def parse_gateway_metrics(text: str) -> dict[str, float]:
@@ -110,6 +113,19 @@ def parse_gateway_metrics(text: str) -> dict[str, float]:
                 continue
             values[name.removeprefix(_GATEWAY_PREFIX).removesuffix("_total")] = float(sample.value)
     return values
+
+
+def parse_exporter_metrics(text: str) -> dict[str, dict[str, float]]:
+    """``clientmetrics_exporter_*{exporter=...}`` values from Prometheus text, per exporter."""
+    out: dict[str, dict[str, float]] = {}
+    for family in text_string_to_metric_families(text):
+        for sample in family.samples:
+            exporter = sample.labels.get("exporter")
+            if not sample.name.startswith(_EXPORTER_PREFIX) or exporter is None:
+                continue
+            short = sample.name.removeprefix(_EXPORTER_PREFIX).removesuffix("_total")
+            out.setdefault(exporter, {})[short] = float(sample.value)
+    return out
 
 
 class GatewayMetrics:
@@ -155,4 +171,4 @@ class GatewayMetrics:
                     if name in values and name in self._previous[1]:
                         rates[name] = max(0.0, values[name] - self._previous[1][name]) / elapsed
             self._previous = (now, values)
-        return GatewaySample(values=values, rates=rates)
+        return GatewaySample(values=values, rates=rates, exporters=parse_exporter_metrics(text))

@@ -91,8 +91,19 @@ class Child:
         return "\n".join(text.splitlines()[-lines:])
 
 
+#: The demo gateway's configuration: landing plus the Prometheus exporter.
+DEMO_GATEWAY_TOML = """\
+# Written by `clientmetrics demo`.
+[exporters.prometheus]
+enabled = true
+listen = "127.0.0.1:0"
+"""
+
+
 def gateway_child(data_dir: Path, log_path: Path) -> Child:
-    """A standalone gateway on free local ports, not started yet."""
+    """A standalone gateway on free local ports with the Prometheus exporter, not started."""
+    config = data_dir / "demo-gateway.toml"
+    config.write_text(DEMO_GATEWAY_TOML)
     args = clientmetrics_command(
         "serve",
         "--listen",
@@ -103,6 +114,8 @@ def gateway_child(data_dir: Path, log_path: Path) -> Child:
         str(data_dir),
         "--log-format",
         "json",
+        "--config",
+        str(config),
     )
     return Child("gateway", args, log_path)
 
@@ -118,6 +131,15 @@ def gateway_ports(gateway: Child, timeout: float = 30.0) -> tuple[int, int]:
                 return port, int(str(event["metrics_port"]))
         time.sleep(0.1)
     raise DemoError(f"the gateway did not start:\n{gateway.tail()}")
+
+
+def prometheus_address(gateway: Child) -> str | None:
+    """Where the started gateway's Prometheus exporter listens (HOST:PORT), if it logged it."""
+    for raw in gateway.log_path.read_bytes().splitlines():
+        event = _json(raw)
+        if event.get("event") == "prometheus_exporter_listening":
+            return str(event["listen"])
+    return None
 
 
 def _json(raw: bytes) -> dict[str, object]:

@@ -18,6 +18,7 @@ from clientmetrics.demo.children import (
     clientmetrics_command,
     gateway_child,
     gateway_ports,
+    prometheus_address,
 )
 from clientmetrics.demo.real_clients import RealClients
 from clientmetrics.demo.summary import DemoSummary, summarise
@@ -131,6 +132,11 @@ class Demo:
         bootstrap = self._bootstrap = f"127.0.0.1:{port}"
         self._metrics_url = f"http://127.0.0.1:{metrics_port}/metrics"
         self._say(f"gateway listening on {bootstrap} (metrics {self._metrics_url})")
+        prometheus = prometheus_address(gateway)
+        if prometheus is not None:
+            self._say(
+                f"prometheus exporter: http://{prometheus}/metrics (client metrics to scrape)"
+            )
         self._subscribe(bootstrap)
         if importlib.util.find_spec("confluent_kafka") is None:
             self._say("confluent-kafka is not installed: simulated clients only")

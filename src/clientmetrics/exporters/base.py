@@ -6,6 +6,12 @@ possibly in a group commit shared with other pushes), or raises ``ExportError``.
 Exporters are found through the ``clientmetrics.exporters`` entry-point group;
 each entry point names a factory ``(options: Mapping[str, object], data_dir: Path)
 -> Exporter``.
+
+An exporter returned as is gates every push's answer, like landing. To be
+fail-open instead (never delay or fail an answer; drop and count when behind),
+a plugin implements a ``queued.Sink`` and returns it wrapped in a
+``queued.QueuedExporter``: the gateway then runs it in its exporter process
+(``child``) behind a bounded queue, unless its table says ``required = true``.
 """
 
 from __future__ import annotations

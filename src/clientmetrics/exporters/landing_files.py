@@ -18,28 +18,12 @@ import pyarrow.parquet as pq
 import structlog
 
 from clientmetrics.exporters.wal import SUFFIX, Columns, decode_segment, segment_first_ms
+from clientmetrics.telemetry.push_arrow import LANDING_ARROW
 
 log = structlog.get_logger(__name__)
 
 #: The landing contract's columns, in order (docs/landing.md).
-SCHEMA = pa.schema(
-    [
-        pa.field("received_at", pa.timestamp("us", tz="UTC")),
-        pa.field("client_instance_id", pa.string()),
-        pa.field("subscription_id", pa.int32()),
-        pa.field("terminating", pa.bool_()),
-        pa.field("client_id", pa.string()),
-        pa.field("client_software_name", pa.string()),
-        pa.field("client_software_version", pa.string()),
-        pa.field("client_source_address", pa.string()),
-        pa.field("client_source_port", pa.int32()),
-        pa.field("principal", pa.string()),
-        pa.field("node_id", pa.int32()),
-        pa.field("compression_type", pa.int8()),
-        pa.field("push_interval_ms", pa.int32()),
-        pa.field("payload", pa.binary()),
-    ]
-)
+SCHEMA = LANDING_ARROW
 LOCK_SUFFIX = ".lock"
 
 
@@ -109,22 +93,7 @@ def make_dirs(path: Path) -> None:
 
 def to_table(cols: Columns) -> pa.Table:
     """The landing rows of ``cols`` as a table with the contract's exact schema."""
-    arrays = [
-        pa.array(cols.received_at_us, SCHEMA.field("received_at").type),
-        pa.array(cols.client_instance_id, pa.string()),
-        pa.array(cols.subscription_id, pa.int32()),
-        pa.array(cols.terminating, pa.bool_()),
-        pa.array(cols.client_id, pa.string()),
-        pa.array(cols.client_software_name, pa.string()),
-        pa.array(cols.client_software_version, pa.string()),
-        pa.array(cols.client_source_address, pa.string()),
-        pa.array(cols.client_source_port, pa.int32()),
-        pa.array(cols.principal, pa.string()),
-        pa.array(cols.node_id, pa.int32()),
-        pa.array(cols.compression_type, pa.int8()),
-        pa.array(cols.push_interval_ms, pa.int32()),
-        pa.array(cols.payload, pa.binary()),
-    ]
+    arrays = [pa.array(cols[f.name], f.type) for f in SCHEMA]
     return pa.Table.from_arrays(arrays, schema=SCHEMA)
 
 

@@ -1,9 +1,11 @@
 """The landing exporter's write-ahead-log record format.
 
 A segment file is ``MAGIC`` followed by records. A record is a little-endian
-``uint32`` body length, a ``uint32`` CRC32C of the body, then the body: the fixed
-fields of an ``AcceptedPush``, five ``uint32`` string lengths, the five UTF-8
-strings, and the payload (the rest of the body). A crash can leave a torn record at
+``uint32`` body length, a ``uint32`` CRC32C of the body, then the body: the fixed-width
+fields of an ``AcceptedPush`` in field order, one ``uint32`` length per text
+field, the UTF-8 texts, and the payload (the rest of the body). The layout is
+derived from ``AcceptedPush``'s fields; a change to them changes the layout, so
+``MAGIC`` must change with it (a test pins today's layout). A crash can leave a torn record at
 the tail; reading stops at the first record that is short or fails its CRC, and
 everything before it is intact because every acknowledged record was fsynced.
 """
@@ -11,72 +13,93 @@ everything before it is intact because every acknowledged record was fsynced.
 from __future__ import annotations
 
 import struct
-from dataclasses import dataclass, field
+import uuid
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
 
 import crc32c
 
-from clientmetrics.telemetry.model import AcceptedPush
+from clientmetrics.telemetry.model import PUSH_FIELDS, AcceptedPush, Kind
 
 MAGIC = b"CMWAL001"
 SUFFIX = ".wal"
 
 _HEADER = struct.Struct("<II")
-# received_at_ms, instance id, subscription_id, terminating, source port, node id,
-# compression type, push interval, then the byte lengths of the five strings.
-_FIXED = struct.Struct("<q16siBiibiIIIII")
 _MS_PER_HOUR = 3_600_000
+_PACKED = {
+    Kind.TIMESTAMP_MS: "q",
+    Kind.UUID: "16s",
+    Kind.BOOL: "B",
+    Kind.INT8: "b",
+    Kind.INT32: "i",
+}
+# The record layout follows AcceptedPush's fields: the fixed-width ones in order,
+# one uint32 byte length per text field, the texts in order, then the payload.
+# (Today: received_at_ms, instance id, subscription_id, terminating, source port,
+# node id, compression type, push interval, then five string lengths.)
+_FIXED_FIELDS = tuple(f for f in PUSH_FIELDS if f.kind in _PACKED)
+_TEXT_FIELDS = tuple(f for f in PUSH_FIELDS if f.kind is Kind.TEXT)
+_PAYLOAD = PUSH_FIELDS[-1]
+_FIXED = struct.Struct(
+    "<" + "".join(_PACKED[f.kind] for f in _FIXED_FIELDS) + "I" * len(_TEXT_FIELDS)
+)
+if len(_FIXED_FIELDS) + len(_TEXT_FIELDS) + 1 != len(PUSH_FIELDS):
+    raise TypeError("an AcceptedPush field kind has no WAL encoding")
+_FIXED_NAMES = tuple(f.name for f in _FIXED_FIELDS)
+_TEXT_NAMES = tuple(f.name for f in _TEXT_FIELDS)
+
+
+def _packed(value: object) -> object:
+    return value.bytes if isinstance(value, uuid.UUID) else value
 
 
 def encode_record(push: AcceptedPush) -> bytes:
     """One framed WAL record holding every column of ``push``."""
-    texts = (
-        push.client_id.encode(),
-        push.client_software_name.encode(),
-        push.client_software_version.encode(),
-        push.client_source_address.encode(),
-        push.principal.encode(),
-    )
-    body = b"".join(
-        (
-            _FIXED.pack(
-                push.received_at_ms,
-                push.client_instance_id.bytes,
-                push.subscription_id,
-                push.terminating,
-                push.client_source_port,
-                push.node_id,
-                push.compression_type,
-                push.push_interval_ms,
-                *map(len, texts),
-            ),
-            *texts,
-            push.payload,
-        )
-    )
+    texts = [getattr(push, name).encode() for name in _TEXT_NAMES]
+    fixed = [_packed(getattr(push, name)) for name in _FIXED_NAMES]
+    body = b"".join((_FIXED.pack(*fixed, *map(len, texts)), *texts, push.payload))
     return _HEADER.pack(len(body), crc32c.crc32c(body)) + body
 
 
-@dataclass(slots=True)
-class Columns:
-    """Decoded records, column by column, ready to become an Arrow table."""
+def _canonical_uuid(raw: bytes) -> str:
+    h = raw.hex()
+    return f"{h[:8]}-{h[8:12]}-{h[12:16]}-{h[16:20]}-{h[20:]}"
 
-    received_at_us: list[int] = field(default_factory=list)
-    client_instance_id: list[str] = field(default_factory=list)
-    subscription_id: list[int] = field(default_factory=list)
-    terminating: list[bool] = field(default_factory=list)
-    client_id: list[str] = field(default_factory=list)
-    client_software_name: list[str] = field(default_factory=list)
-    client_software_version: list[str] = field(default_factory=list)
-    client_source_address: list[str] = field(default_factory=list)
-    client_source_port: list[int] = field(default_factory=list)
-    principal: list[str] = field(default_factory=list)
-    node_id: list[int] = field(default_factory=list)
-    compression_type: list[int] = field(default_factory=list)
-    push_interval_ms: list[int] = field(default_factory=list)
-    payload: list[bytes] = field(default_factory=list)
+
+#: How a decoded fixed value becomes its landing column's value.
+_COLUMN_VALUE: dict[Kind, Callable[[Any], Any]] = {
+    Kind.TIMESTAMP_MS: lambda ms: ms * 1000,
+    Kind.UUID: _canonical_uuid,
+    Kind.BOOL: bool,
+}
+
+
+class Columns:
+    """Decoded records, column by column (landing column names), ready for Arrow.
+
+    ``columns.client_id`` and ``columns["client_id"]`` are the same list;
+    ``received_at`` holds epoch microseconds.
+    """
+
+    __slots__ = ("lists",)
+
+    def __init__(self) -> None:
+        self.lists: dict[str, list[Any]] = {f.column: [] for f in PUSH_FIELDS}
+
+    def __getitem__(self, column: str) -> list[Any]:
+        return self.lists[column]
+
+    def __getattr__(self, column: str) -> list[Any]:
+        if column == "received_at_us":
+            column = "received_at"
+        try:
+            return self.lists[column]
+        except KeyError:
+            raise AttributeError(column) from None
 
     def __len__(self) -> int:
-        return len(self.received_at_us)
+        return len(self.lists[_PAYLOAD.column])
 
 
 @dataclass(frozen=True, slots=True)
@@ -101,6 +124,7 @@ def decode_segment(data: bytes) -> SegmentContents:
     view = memoryview(data)
     offset = len(MAGIC)
     end = len(data)
+    sinks = _sinks(cols)
     while offset + _HEADER.size <= end:
         length, checksum = _HEADER.unpack_from(view, offset)
         start = offset + _HEADER.size
@@ -109,35 +133,30 @@ def decode_segment(data: bytes) -> SegmentContents:
         body = view[start : start + length]
         if crc32c.crc32c(body) != checksum:
             break
-        _decode_body(body, cols)
+        _decode_body(body, sinks)
         offset = start + length
     return SegmentContents(cols, offset, end)
 
 
-def _decode_body(body: memoryview, cols: Columns) -> None:
-    (received_ms, instance, sub_id, terminating, port, node, compression, interval, *lengths) = (
-        _FIXED.unpack_from(body)
-    )
+_Sinks = tuple[list[tuple[list[Any], Callable[[Any], Any] | None]], list[list[Any]], list[Any]]
+
+
+def _sinks(cols: Columns) -> _Sinks:
+    fixed = [(cols[f.column], _COLUMN_VALUE.get(f.kind)) for f in _FIXED_FIELDS]
+    return fixed, [cols[f.column] for f in _TEXT_FIELDS], cols[_PAYLOAD.column]
+
+
+def _decode_body(body: memoryview, sinks: _Sinks) -> None:
+    fixed_sinks, text_sinks, payloads = sinks
+    values = _FIXED.unpack_from(body)
+    n = len(fixed_sinks)
+    for (column, convert), value in zip(fixed_sinks, values[:n], strict=True):
+        column.append(value if convert is None else convert(value))
     pos = _FIXED.size
-    texts = []
-    for length in lengths:
-        texts.append(str(body[pos : pos + length], "utf-8"))
+    for column, length in zip(text_sinks, values[n:], strict=True):
+        column.append(str(body[pos : pos + length], "utf-8"))
         pos += length
-    h = instance.hex()
-    cols.received_at_us.append(received_ms * 1000)
-    cols.client_instance_id.append(f"{h[:8]}-{h[8:12]}-{h[12:16]}-{h[16:20]}-{h[20:]}")
-    cols.subscription_id.append(sub_id)
-    cols.terminating.append(bool(terminating))
-    cols.client_id.append(texts[0])
-    cols.client_software_name.append(texts[1])
-    cols.client_software_version.append(texts[2])
-    cols.client_source_address.append(texts[3])
-    cols.client_source_port.append(port)
-    cols.principal.append(texts[4])
-    cols.node_id.append(node)
-    cols.compression_type.append(compression)
-    cols.push_interval_ms.append(interval)
-    cols.payload.append(bytes(body[pos:]))
+    payloads.append(bytes(body[pos:]))
 
 
 def segment_name(first_received_ms: int, writer_id: str, sequence: int) -> str:
@@ -154,3 +173,28 @@ def segment_first_ms(name: str) -> int:
 def utc_hour(epoch_ms: int) -> int:
     """Hours since the epoch, UTC; a segment never spans two of them."""
     return epoch_ms // _MS_PER_HOUR
+
+
+def decode_push(body: bytes | memoryview) -> AcceptedPush:
+    """One record's body (after its length and CRC) back into the ``AcceptedPush``."""
+    values = _FIXED.unpack_from(body)
+    fields: dict[str, object] = {}
+    for f, value in zip(_FIXED_FIELDS, values, strict=False):
+        fields[f.name] = uuid.UUID(bytes=value) if f.kind is Kind.UUID else value
+    fields["terminating"] = bool(fields["terminating"])
+    pos = _FIXED.size
+    for f, length in zip(_TEXT_FIELDS, values[len(_FIXED_FIELDS) :], strict=True):
+        fields[f.name] = str(body[pos : pos + length], "utf-8")
+        pos += length
+    fields[_PAYLOAD.name] = bytes(body[pos:])
+    return AcceptedPush(**fields)  # type: ignore[arg-type]
+
+
+#: Size of a record's length + CRC header.
+RECORD_HEADER = _HEADER
+
+
+def check_record(header: bytes, body: bytes) -> bool:
+    """Whether ``body`` is intact for the length + CRC ``header`` that framed it."""
+    length, checksum = _HEADER.unpack(header)
+    return bool(length == len(body) and crc32c.crc32c(body) == checksum)

@@ -121,12 +121,25 @@ def serve(
 
 
 def _worker_config(config: GatewayConfig, index: int) -> GatewayConfig:
-    """Worker ``index``'s view: its own /metrics port (admin port + index)."""
+    """Worker ``index``'s view: its own /metrics port (admin port + index), and so for
+    every exporter that listens (the Prometheus exporter's ``listen`` port + index)."""
+    exporters = tuple(
+        replace(spec, options={**spec.options, "listen": _plus(str(spec.options["listen"]), index)})
+        if "listen" in spec.options
+        else spec
+        for spec in config.exporters
+    )
+    config = replace(config, exporters=exporters)
     admin = config.admin_listen
     if admin is None:
         return config
     port = admin.port + index if admin.port else 0
     return replace(config, admin_listen=Address(admin.host, port))
+
+
+def _plus(listen: str, index: int) -> str:
+    address = Address.parse(listen, "listen")
+    return str(Address(address.host, address.port + index if address.port else 0))
 
 
 def _run_workers(config: GatewayConfig, log_level: str, log_format: str) -> None:

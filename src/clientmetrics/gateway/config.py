@@ -315,9 +315,7 @@ def load_config(
     gateway: dict[str, Any] = {**doc.get("gateway", {}), **env.get("gateway", {})}
     gateway.update({k: v for k, v in (overrides or {}).items() if v is not None})
     telemetry = _telemetry_from({**doc.get("telemetry", {}), **_typed(env.get("telemetry", {}))})
-    exporters = tuple(
-        ExporterSpec(name, dict(options)) for name, options in doc.get("exporters", {}).items()
-    ) or (ExporterSpec("landing"),)
+    exporters = _exporter_specs(doc.get("exporters", {}))
     root = data_dir or gateway.pop("data_dir", None)
     gateway.pop("data_dir", None)
     if root is None:
@@ -335,9 +333,58 @@ def load_config(
             source=path,
             **_security_sections(doc),
         )
-        return replace(config, **_gateway_values(gateway))
+        config = replace(config, **_gateway_values(gateway))
     except TypeError as exc:
         raise ConfigurationError(f"[gateway]: {exc}") from exc
+    return _with_upstream_topic(config)
+
+
+def _exporter_specs(section: Mapping[str, Any]) -> tuple[ExporterSpec, ...]:
+    """``[exporters.NAME]`` tables, ``enabled = false`` ones left out.
+
+    The landing exporter (durable, it gates the answer) comes first unless its
+    own table disables it; the others are added to it, not instead of it.
+    """
+    specs: dict[str, ExporterSpec] = {"landing": ExporterSpec("landing")}
+    for name, table in section.items():
+        if not isinstance(table, Mapping):
+            raise ConfigurationError(f"[exporters.{name}] must be a table")
+        options = dict(table)
+        enabled = options.pop("enabled", True)
+        if not isinstance(enabled, bool):
+            raise ConfigurationError(f"[exporters.{name}] enabled must be true or false")
+        if enabled:
+            specs[name] = ExporterSpec(name, options)
+        else:
+            specs.pop(name, None)
+    return tuple(specs.values())
+
+
+def _with_upstream_topic(config: GatewayConfig) -> GatewayConfig:
+    """In proxy mode the topic exporter's cluster defaults to the upstream one, reached
+    with the upstream's security settings (its own ``producer`` table wins)."""
+    if not config.proxy:
+        return config
+    specs = tuple(
+        _upstream_topic(spec, config)
+        if spec.name == "topic" and "bootstrap_servers" not in spec.options
+        else spec
+        for spec in config.exporters
+    )
+    return replace(config, exporters=specs)
+
+
+def _upstream_topic(spec: ExporterSpec, config: GatewayConfig) -> ExporterSpec:
+    producer = spec.options.get("producer", {})
+    if not isinstance(producer, Mapping):
+        raise ConfigurationError("[exporters.topic] producer must be a table")
+    security = config.upstream_security.librdkafka()
+    options = {
+        **spec.options,
+        "bootstrap_servers": ",".join(map(str, config.upstream)),
+        "producer": {**security, **producer},
+    }
+    return ExporterSpec(spec.name, options)
 
 
 def _security_sections(doc: Mapping[str, Any]) -> dict[str, Any]:

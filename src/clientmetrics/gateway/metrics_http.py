@@ -3,12 +3,19 @@
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping, Sequence
 
 import structlog
 from prometheus_client import CollectorRegistry, generate_latest
-from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
+from prometheus_client.core import (
+    CounterMetricFamily,
+    GaugeMetricFamily,
+    Metric,
+    SummaryMetricFamily,
+)
 from prometheus_client.registry import Collector
+
+from clientmetrics.exporters.queued import ExporterStats
 
 log = structlog.get_logger("clientmetrics.gateway")
 
@@ -54,12 +61,69 @@ class _GatewayCollector(Collector):
             yield family
 
 
+#: Per-exporter counters: ``clientmetrics_exporter_<name>{exporter="..."}``.
+EXPORTER_COUNTERS = {
+    "received": "Accepted pushes handed to the exporter",
+    "exported": "Pushes the exporter delivered",
+    "dropped": "Pushes dropped because the exporter's queue was full",
+    "failed": "Pushes the exporter gave up on",
+}
+
+
+class _ExporterCollector(Collector):
+    def __init__(self, read: Callable[[], Sequence[ExporterStats]]) -> None:
+        self._read = read
+
+    def collect(self) -> Iterator[Metric]:
+        stats = self._read()
+        if not stats:
+            return
+        for name, text in EXPORTER_COUNTERS.items():
+            counter = CounterMetricFamily(
+                f"clientmetrics_exporter_{name}", text, labels=["exporter"]
+            )
+            for s in stats:
+                counter.add_metric([s.name], getattr(s, name))
+            yield counter
+        depth = GaugeMetricFamily(
+            "clientmetrics_exporter_queue_depth", "Pushes waiting in the queue", labels=["exporter"]
+        )
+        latency = SummaryMetricFamily(
+            "clientmetrics_exporter_export_seconds",
+            "Time per export (per batch for queued exporters)",
+            labels=["exporter"],
+        )
+        latency_max = GaugeMetricFamily(
+            "clientmetrics_exporter_export_seconds_max", "Longest export", labels=["exporter"]
+        )
+        for s in stats:
+            depth.add_metric([s.name], s.queue_depth)
+            latency.add_metric([s.name], s.export_seconds_count, s.export_seconds_sum)
+            latency_max.add_metric([s.name], s.export_seconds_max)
+        yield from (depth, latency, latency_max)
+        extra = sorted({key for s in stats for key in s.extra})
+        for key in extra:
+            family = CounterMetricFamily(
+                f"clientmetrics_exporter_{key}", key.replace("_", " "), labels=["exporter"]
+            )
+            for s in stats:
+                if key in s.extra:
+                    family.add_metric([s.name], s.extra[key])
+            yield family
+
+
 class MetricsServer:
     """A tiny HTTP server answering ``GET /metrics``; everything else is 404."""
 
-    def __init__(self, read: Callable[[], Mapping[str, float]]) -> None:
+    def __init__(
+        self,
+        read: Callable[[], Mapping[str, float]],
+        exporters: Callable[[], Sequence[ExporterStats]] | None = None,
+    ) -> None:
         self._registry = CollectorRegistry(auto_describe=False)
         self._registry.register(_GatewayCollector(read))
+        if exporters is not None:
+            self._registry.register(_ExporterCollector(exporters))
         self._server: asyncio.Server | None = None
 
     async def start(self, host: str, port: int) -> int:

@@ -14,6 +14,9 @@ import structlog
 
 from clientmetrics.errors import ConfigurationError
 from clientmetrics.exporters.base import Exporter
+from clientmetrics.exporters.child import with_exporter_process
+from clientmetrics.exporters.path import ExportPath
+from clientmetrics.exporters.queued import ExporterStats
 from clientmetrics.exporters.registry import load_exporters
 from clientmetrics.gateway.authz import AuthorizationHolder, open_listeners
 from clientmetrics.gateway.cluster import ClusterHandlers
@@ -108,6 +111,7 @@ class Gateway:
         self.sasl: MechanismServer | None = None
         self._store = store
         self._exporters = list(exporters) if exporters is not None else None
+        self._export_path: ExportPath | None = None
         self._reuse_port = reuse_port
         self._servers: list[asyncio.Server] = []
         self._listeners = ListenerSet(config.listeners, config.tls)
@@ -140,9 +144,11 @@ class Gateway:
         if self._store is None:
             self._store = self._default_store()
         if self._exporters is None:
-            self._exporters = load_exporters(
-                [(spec.name, spec.options) for spec in cfg.exporters], cfg.data_dir
+            specs = [(spec.name, spec.options) for spec in cfg.exporters]
+            self._exporters = with_exporter_process(
+                load_exporters(specs, cfg.data_dir), specs, cfg.data_dir
             )
+        self._export_path = ExportPath(self._exporters)
         for exporter in self._exporters:
             await exporter.start()
         self._subscriptions = Subscriptions(self._store, self.manager)
@@ -161,7 +167,7 @@ class Gateway:
         self._spawn(self._expire_loop())
         self._watch_tls()
         if cfg.admin_listen is not None:
-            self._metrics = MetricsServer(self.metrics_snapshot)
+            self._metrics = MetricsServer(self.metrics_snapshot, self.exporter_stats)
             self.metrics_port = await self._metrics.start(
                 cfg.admin_listen.host, cfg.admin_listen.port
             )
@@ -239,8 +245,8 @@ class Gateway:
         from clientmetrics.gateway.proxy import build_proxy
 
         assert self._subscriptions is not None
-        assert self._exporters is not None
-        telemetry = TelemetryHandlers(self.manager, self._exporters)
+        assert self._export_path is not None
+        telemetry = TelemetryHandlers(self.manager, self._export_path)
         security = self.config.upstream_security
         self._upstream_tls = security.context()
         upstream_tls = (
@@ -270,7 +276,7 @@ class Gateway:
 
     def _build_dispatcher(self) -> Dispatcher:
         assert self._subscriptions is not None
-        assert self._exporters is not None
+        assert self._export_path is not None
         cfg = self.config
         sasl = any(self.policy_for(listener).sasl is not None for listener in cfg.listeners)
         keys = STANDALONE_APIS + (SASL_APIS if sasl else ())
@@ -291,7 +297,7 @@ class Gateway:
                 for listener in cfg.listeners
             },
         )
-        telemetry = TelemetryHandlers(self.manager, self._exporters)
+        telemetry = TelemetryHandlers(self.manager, self._export_path)
         configs = ConfigHandlers(
             self._subscriptions, self.authorization, max_subscriptions=cfg.max_subscriptions
         )
@@ -452,6 +458,10 @@ class Gateway:
         values["connections"] = float(len(self._connections))
         values["request_budget_used_bytes"] = float(self.limits.budget.used)
         return values
+
+    def exporter_stats(self) -> list[ExporterStats]:
+        """Each exporter's counters (received, exported, dropped, failed, queue, latency)."""
+        return self._export_path.stats() if self._export_path is not None else []
 
     async def close(self) -> None:
         """Stop listening, finish or cancel in-flight work, flush the exporters."""

@@ -2,16 +2,15 @@
 
 from __future__ import annotations
 
-import asyncio
 import struct
 import time
 import uuid
-from collections.abc import Sequence
 from dataclasses import replace
 
 import structlog
 
-from clientmetrics.exporters.base import Exporter, ExportError
+from clientmetrics.exporters.base import ExportError
+from clientmetrics.exporters.path import ExportPath
 from clientmetrics.gateway.build import build
 from clientmetrics.gateway.connection import ConnectionState
 from clientmetrics.gateway.limits import now_ms
@@ -94,9 +93,9 @@ class SubscriptionTemplates:
 class TelemetryHandlers:
     """Answers the two KIP-714 RPCs (v0, and v1 with the KIP-1313 header id)."""
 
-    def __init__(self, manager: ClientMetricsManager, exporters: Sequence[Exporter]) -> None:
+    def __init__(self, manager: ClientMetricsManager, exporters: ExportPath) -> None:
         self._manager = manager
-        self._exporters = tuple(exporters)
+        self._exporters = exporters
         self._templates = SubscriptionTemplates()
 
     @staticmethod
@@ -161,7 +160,10 @@ class TelemetryHandlers:
         return encode_response(header, blank_entity(cls, **values))
 
     async def _export(self, push: AcceptedPush) -> ErrorCode:
-        """Land the push in every exporter; answer NONE only once all have it durably.
+        """Land the push in the gating exporters; answer NONE once all have it durably.
+
+        The fail-open exporters (Prometheus, OTLP, topic) are offered it afterwards
+        and never delay or fail the answer (``ExportPath``).
 
         An exporter failure is answered with THROTTLING_QUOTA_EXCEEDED, not Kafka's
         INVALID_RECORD: the data was not landed, and 89 makes a client retry after
@@ -169,10 +171,7 @@ class TelemetryHandlers:
         """
         started = time.perf_counter()
         try:
-            if len(self._exporters) == 1:
-                await self._exporters[0].export(push)
-            else:
-                await asyncio.gather(*(e.export(push) for e in self._exporters))
+            await self._exporters.export(push)
         except ExportError as exc:
             self._manager.record_export((time.perf_counter() - started) * 1000, ok=False)
             log.error(

@@ -11,27 +11,11 @@ from pyspark.sql.pandas.types import from_arrow_schema
 from pyspark.sql.types import StructType
 
 from clientmetrics.pipeline.arrow_alerts import ALERT_STATE_ARROW
+from clientmetrics.telemetry import push_arrow
 from clientmetrics.telemetry.otlp_arrow import POINT_SCHEMA
 
-#: The landing contract (docs/landing.md), in Arrow.
-LANDING_ARROW = pa.schema(
-    [
-        ("received_at", pa.timestamp("us", tz="UTC")),
-        ("client_instance_id", pa.string()),
-        ("subscription_id", pa.int32()),
-        ("terminating", pa.bool_()),
-        ("client_id", pa.string()),
-        ("client_software_name", pa.string()),
-        ("client_software_version", pa.string()),
-        ("client_source_address", pa.string()),
-        ("client_source_port", pa.int32()),
-        ("principal", pa.string()),
-        ("node_id", pa.int32()),
-        ("compression_type", pa.int8()),
-        ("push_interval_ms", pa.int32()),
-        ("payload", pa.binary()),
-    ]
-)
+#: The landing contract (docs/landing.md), derived from AcceptedPush.
+LANDING_ARROW = push_arrow.LANDING_ARROW
 
 #: Landing columns copied onto every data point (the broker's labels).
 LABEL_COLUMNS = tuple(

@@ -32,6 +32,7 @@ from clientmetrics.telemetry.compression import (
 from clientmetrics.telemetry.instances import ClientInstance, InstanceRegistry
 from clientmetrics.telemetry.matching import CompiledSubscription, PatternCache
 from clientmetrics.telemetry.model import (
+    CONTEXT_LABELS,
     RESERVED_UUIDS,
     AcceptedPush,
     ClientContext,
@@ -303,16 +304,10 @@ class ClientMetricsManager:
             client_instance_id=client_instance_id,
             subscription_id=subscription_id,
             terminating=terminating,
-            client_id=ctx.client_id,
-            client_software_name=ctx.client_software_name,
-            client_software_version=ctx.client_software_version,
-            client_source_address=ctx.client_source_address,
-            client_source_port=ctx.client_source_port,
-            principal=ctx.principal,
-            node_id=ctx.node_id,
             compression_type=compression_type,
             push_interval_ms=instance.plan.push_interval_ms,
             payload=payload,
+            **{name: getattr(ctx, name) for name in CONTEXT_LABELS},
         )
         return PushResult(ErrorCode.NONE, accepted)
 

@@ -11,6 +11,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
 from google.protobuf.message import DecodeError
+from opentelemetry.proto.collector.metrics.v1 import metrics_service_pb2
 from opentelemetry.proto.common.v1 import common_pb2
 from opentelemetry.proto.metrics.v1 import metrics_pb2
 from opentelemetry.proto.resource.v1 import resource_pb2
@@ -172,3 +173,33 @@ def build_metrics_data(
     items = list(metrics)
     groups = [[m] for m in items] if resource_per_metric else [items]
     return metrics_pb2.MetricsData(resource_metrics=[wrap(g) for g in groups if g])
+
+
+def labelled_resource_metrics(payload: bytes, labels: Sequence[tuple[str, AttributeValue]]) -> Any:
+    """The payload's ``ResourceMetrics``, the broker's labels merged into each resource.
+
+    A label replaces a client attribute of the same name (the broker's value is the
+    authoritative one); the other attributes are kept.
+    """
+    data = parse_metrics_data(payload)
+    names = {name for name, _ in labels}
+    added = [common_pb2.KeyValue(key=k, value=_any_value(v)) for k, v in labels]
+    for resource_metrics in data.resource_metrics:
+        attributes = resource_metrics.resource.attributes
+        kept = [kv for kv in attributes if kv.key not in names]
+        if len(kept) != len(attributes):
+            del attributes[:]
+            attributes.extend(kept)
+        attributes.extend(added)
+    return data.resource_metrics
+
+
+def export_request(
+    payloads: Iterable[tuple[bytes, Sequence[tuple[str, AttributeValue]]]],
+) -> bytes:
+    """One serialized OTLP ``ExportMetricsServiceRequest`` for ``(payload, labels)`` pairs."""
+    request = metrics_service_pb2.ExportMetricsServiceRequest()
+    for payload, labels in payloads:
+        request.resource_metrics.extend(labelled_resource_metrics(payload, labels))
+    serialized: bytes = request.SerializeToString()
+    return serialized

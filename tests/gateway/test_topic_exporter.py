@@ -1,0 +1,140 @@
+"""The topic exporter against a real Tansu broker, read back with confluent-kafka."""
+
+from __future__ import annotations
+
+import uuid
+from pathlib import Path
+
+import pytest
+from confluent_kafka import Consumer, Producer
+from opentelemetry.proto.collector.metrics.v1.metrics_service_pb2 import (
+    ExportMetricsServiceRequest,
+)
+
+from clientmetrics.errors import ConfigurationError
+from clientmetrics.exporters.queued import QueuedExporter
+from clientmetrics.exporters.topic import create
+from clientmetrics.telemetry import otlp
+from clientmetrics.telemetry.model import AcceptedPush
+from tests.kadmin import set_subscription
+from tests.landed import landed_rows
+from tests.procs import GatewayProcess, TansuProcess, free_port, wait_for
+
+PRODUCER_METRIC = "org.apache.kafka.producer.node.request.latency.avg"
+
+
+def attributes(resource: object) -> dict[str, object]:
+    return {
+        kv.key: getattr(kv.value, kv.value.WhichOneof("value"))
+        for kv in resource.attributes  # type: ignore[attr-defined]
+    }
+
+
+def consume(bootstrap: str, topic: str, want: int, timeout: float = 30) -> list[object]:
+    consumer = Consumer(
+        {
+            "bootstrap.servers": bootstrap,
+            "group.id": f"check-{uuid.uuid4()}",
+            "auto.offset.reset": "earliest",
+            "log_level": 3,
+        }
+    )
+    consumer.subscribe([topic])
+    records: list[object] = []
+    try:
+        wait_for(
+            lambda: (
+                records.extend(m for m in consumer.consume(100, 0.5) if m.error() is None)
+                or len(records) >= want
+            ),
+            timeout,
+            interval=0,
+            what=f"{want} records on {topic}",
+        )
+    finally:
+        consumer.close()
+    return records
+
+
+@pytest.mark.integration
+def test_librdkafka_pushes_become_records_keyed_by_instance(tmp_path: Path) -> None:
+    tansu = TansuProcess(log_path=tmp_path / "tansu.log").start()
+    config = (
+        "[exporters.landing]\nroll_seconds = 0.3\n"
+        f"[exporters.topic]\nbootstrap_servers = '{tansu.bootstrap}'\n"
+        "labels = ['client_id', 'client_instance_id', 'client_software_name', 'principal']\n"
+    )
+    gw = GatewayProcess(tmp_path / "data", config).start()
+    try:
+        set_subscription(
+            gw.bootstrap, "all", {"metrics": "org.apache.kafka.producer.", "interval.ms": "1000"}
+        )
+        prod = Producer({"bootstrap.servers": gw.bootstrap, "client.id": "topic-1", "log_level": 3})
+        wait_for(
+            lambda: (
+                prod.poll(0.1) is not None
+                and len([r for r in landed_rows(gw.data_dir) if r["client_id"] == "topic-1"]) >= 3
+            ),
+            60,
+            what="three landed pushes",
+        )
+        prod.flush(1)
+        prod = None  # its terminating push is a record too
+        records = consume(tansu.bootstrap, "otlp_metrics", 4)
+    finally:
+        assert gw.stop() == 0
+        tansu.stop()
+    landed = [r for r in landed_rows(gw.data_dir) if r["client_id"] == "topic-1"]
+    (instance_id,) = {r["client_instance_id"] for r in landed}
+    ours = [m for m in records if m.key() == str(instance_id).encode()]  # type: ignore[attr-defined]
+    assert len(ours) >= 3
+    names: set[str] = set()
+    for message in ours:
+        headers = dict(message.headers())  # type: ignore[attr-defined]
+        assert headers == {
+            "client_id": b"topic-1",
+            "client_instance_id": str(instance_id).encode(),
+            "client_software_name": b"confluent-kafka-python",
+            "principal": b"User:ANONYMOUS",
+        }
+        request = ExportMetricsServiceRequest.FromString(message.value())  # type: ignore[attr-defined]
+        for rm in request.resource_metrics:
+            attrs = attributes(rm.resource)
+            assert attrs["client_instance_id"] == str(instance_id)
+            assert attrs["client_id"] == "topic-1"
+            names |= {m.name for sm in rm.scope_metrics for m in sm.metrics}
+    assert PRODUCER_METRIC in names
+    # Every record the gateway landed for this client is on the topic, in order.
+    assert len(ours) == len(landed)
+
+
+def push(n: int) -> AcceptedPush:
+    payload = otlp.build_metrics_data([otlp.gauge("m", n, time_unix_nano=1)]).SerializeToString()
+    return AcceptedPush(
+        n, uuid.UUID(int=n + 1), 7, False, "c", "sw", "1", "a", 1, "User:x", 0, 0, 1000, payload
+    )
+
+
+async def test_failed_deliveries_are_retried_by_the_producer_then_counted() -> None:
+    exporter = create(
+        {
+            "bootstrap_servers": f"127.0.0.1:{free_port()}",  # nothing listens
+            "create_topic": False,
+            "producer": {"message.timeout.ms": 1500, "retry.backoff.ms": 100},
+        },
+        Path("."),
+    )
+    assert isinstance(exporter, QueuedExporter)
+    await exporter.start()
+    for n in range(3):
+        exporter.offer(push(n))
+    await exporter.flush(10)
+    await exporter.close(5)
+    assert (exporter.stats.received, exporter.stats.failed, exporter.stats.exported) == (3, 3, 0)
+
+
+def test_options_are_checked() -> None:
+    with pytest.raises(ConfigurationError, match="bootstrap_servers"):
+        create({}, Path("."))
+    with pytest.raises(ConfigurationError, match="unknown topic exporter options: nope"):
+        create({"bootstrap_servers": "x:1", "nope": 1}, Path("."))
