@@ -117,3 +117,38 @@ def test_gateway_still_serves_after_bad_requests(gateway: GatewayProcess) -> Non
     response = roundtrip(gateway.port, raw_request(18, 0))
     assert response is not None
     assert struct.unpack(">ih", response[:6]) == (7, 0)
+
+
+def read_frame(sock: socket.socket) -> bytes:
+    def exactly(n: int) -> bytes:
+        data = b""
+        while len(data) < n:
+            chunk = sock.recv(n - len(data))
+            assert chunk, "connection closed"
+            data += chunk
+        return data
+
+    return exactly(struct.unpack(">i", exactly(4))[0])
+
+
+def test_get_again_within_the_interval_is_throttled_not_unknown_error(
+    gateway: GatewayProcess,
+) -> None:
+    """A second Get before the push interval is THROTTLING_QUOTA_EXCEEDED (89), not -1.
+
+    The Java client disables telemetry for good on UNKNOWN_SERVER_ERROR.
+    """
+    get = request_type(71, 0)(client_instance_id=uuid.UUID(int=0))
+    with socket.create_connection(("127.0.0.1", gateway.port), timeout=5) as sock:
+        sock.sendall(encode_request(RequestHeader(71, 0, 1, "again"), get))
+        _, body = decode_response(71, 0, read_frame(sock))
+        assert int(body.error_code) == ErrorCode.NONE
+        instance = body.client_instance_id
+        again = request_type(71, 0)(client_instance_id=instance)
+        sock.sendall(encode_request(RequestHeader(71, 0, 2, "again"), again))
+        correlation, body = decode_response(71, 0, read_frame(sock))
+    assert correlation == 2
+    assert int(body.error_code) == ErrorCode.THROTTLING_QUOTA_EXCEEDED
+    # Kafka's getErrorResponse leaves every other field at its default.
+    assert body.client_instance_id == uuid.UUID(int=0)
+    assert instance != uuid.UUID(int=0)

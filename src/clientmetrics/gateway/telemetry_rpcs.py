@@ -5,7 +5,7 @@ from __future__ import annotations
 import struct
 import time
 import uuid
-from dataclasses import replace
+from dataclasses import fields, replace
 
 import structlog
 
@@ -155,9 +155,14 @@ class TelemetryHandlers:
 
     @staticmethod
     def _reply(header: RequestHeader, values: dict[str, object]) -> bytes:
-        """Encode a response; fields the version lacks are dropped, missing ones defaulted."""
+        """Encode a response; fields the version lacks are dropped, missing ones defaulted.
+
+        ``build`` turns millisecond ints into the ``timedelta`` durations kio writes.
+        """
         cls = response_type(header.api_key, header.api_version)
-        return encode_response(header, blank_entity(cls, **values))
+        blank = blank_entity(cls)
+        defaults = {f.name: getattr(blank, f.name) for f in fields(blank)}
+        return encode_response(header, build(cls, {**defaults, **values}))
 
     async def _export(self, push: AcceptedPush) -> ErrorCode:
         """Land the push in the gating exporters; answer NONE once all have it durably.
