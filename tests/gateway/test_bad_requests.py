@@ -152,3 +152,27 @@ def test_get_again_within_the_interval_is_throttled_not_unknown_error(
     # Kafka's getErrorResponse leaves every other field at its default.
     assert body.client_instance_id == uuid.UUID(int=0)
     assert instance != uuid.UUID(int=0)
+
+
+@pytest.mark.parametrize(
+    ("name", "version", "expected"),
+    [
+        ("<script>x</script>", "1.0", ErrorCode.INVALID_REQUEST),
+        ("librdkafka", "2.16.1 (patched)", ErrorCode.INVALID_REQUEST),
+        ("librdkafka", "2.16.1", ErrorCode.NONE),
+    ],
+)
+def test_api_versions_v3_software_name_and_version_must_match_kafkas_pattern(
+    gateway: GatewayProcess, name: str, version: str, expected: ErrorCode
+) -> None:
+    request = request_type(18, 3)(client_software_name=name, client_software_version=version)
+    frame = roundtrip(gateway.port, encode_request(RequestHeader(18, 3, 9, "sw"), request))
+    assert frame is not None
+    correlation, body = decode_response(18, 3, frame)
+    assert (correlation, int(body.error_code)) == (9, expected)
+    # Kafka's error response lists no APIs; a good one lists the telemetry APIs.
+    keys = {int(item.api_key) for item in body.api_keys}
+    if expected is ErrorCode.NONE:
+        assert {18, 71, 72} <= keys
+    else:
+        assert keys == set()
