@@ -176,3 +176,23 @@ def test_api_versions_v3_software_name_and_version_must_match_kafkas_pattern(
         assert {18, 71, 72} <= keys
     else:
         assert keys == set()
+
+
+def test_push_with_null_metrics_is_an_accepted_empty_push(gateway: GatewayProcess) -> None:
+    """librdkafka before PR #4912 sends null Metrics; Kafka drops the connection."""
+    get = request_type(71, 0)(client_instance_id=uuid.UUID(int=0))
+    with socket.create_connection(("127.0.0.1", gateway.port), timeout=5) as sock:
+        sock.sendall(encode_request(RequestHeader(71, 0, 1, "null-push"), get))
+        _, sub = decode_response(71, 0, read_frame(sock))
+        push = request_type(72, 0)(
+            client_instance_id=sub.client_instance_id,
+            subscription_id=sub.subscription_id,
+            terminating=False,
+            compression_type=0,
+            metrics=b"",
+        )
+        frame = encode_request(RequestHeader(72, 0, 2, "null-push"), push)
+        assert frame[-2:] == b"\x01\x00"  # Metrics: empty compact bytes, then tags
+        sock.sendall(frame[:-2] + b"\x00\x00")  # Metrics: null
+        correlation, body = decode_response(72, 0, read_frame(sock))
+    assert (correlation, int(body.error_code)) == (2, ErrorCode.NONE)
