@@ -11,11 +11,14 @@ import functools
 from collections.abc import Callable, Mapping
 from typing import Any
 
+import structlog
+
 from clientmetrics.gateway.authz import CLUSTER_AUTHORIZATION_FAILED_MESSAGE, AuthorizationHolder
 from clientmetrics.gateway.build import build
 from clientmetrics.gateway.connection import ConnectionState
 from clientmetrics.gateway.subscriptions import Subscriptions
 from clientmetrics.security.base import Operation
+from clientmetrics.store.base import StoreError
 from clientmetrics.telemetry.configs import ConfigError, apply_incremental, describe, validate
 from clientmetrics.wire import (
     ErrorCode,
@@ -24,6 +27,8 @@ from clientmetrics.wire import (
     encode_response,
     response_type,
 )
+
+log = structlog.get_logger("clientmetrics.gateway")
 
 CLIENT_METRICS = 16
 RESOURCE_TYPE_NAMES = {
@@ -237,6 +242,14 @@ class ConfigHandlers:
                 await self._subs.update(name, validated)
         except ConfigError as exc:
             return {**result, "error_code": exc.error_code, "error_message": exc.message}
+        except StoreError as exc:
+            log.error("subscription_store_failed", name=name, error=str(exc))
+            message = f"The subscription store failed; {name} was not changed: {exc}"
+            return {
+                **result,
+                "error_code": ErrorCode.UNKNOWN_SERVER_ERROR,
+                "error_message": message,
+            }
         return result
 
     @staticmethod
