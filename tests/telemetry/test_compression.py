@@ -222,3 +222,14 @@ def test_many_snappy_chunks_are_refused() -> None:
     padding = b"\xfe\x00\x00\x00"  # a skippable chunk of length 0
     with pytest.raises(CompressionError, match="too many"):
         decompress(2, b"\xff\x06\x00\x00sNaPpY" + padding * 100_000, 1 << 20)
+
+
+def test_zstd_decodes_concurrently_on_several_threads() -> None:
+    """The gateway decodes pushes on a thread pool; no decompressor is shared by two."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    data = bytes(range(256)) * 2000
+    payload = zstandard.ZstdCompressor().compress(data)
+    with ThreadPoolExecutor(4) as pool:
+        results = list(pool.map(lambda _: decompress(4, payload, BIG), range(400)))
+    assert all(r == data for r in results)

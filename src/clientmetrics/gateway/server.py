@@ -8,6 +8,7 @@ import gc
 import random
 import signal
 from collections.abc import Coroutine, Sequence
+from concurrent.futures import ThreadPoolExecutor
 from typing import TYPE_CHECKING, Any
 
 import structlog
@@ -123,6 +124,8 @@ class Gateway:
         self._dispatcher: Dispatcher | None = None
         self._proxy: ProxyServer | None = None
         self._stats = {"push": 0, "get_subscriptions": 0}
+        #: Decompresses and parses large pushes off the event loop (see telemetry_rpcs).
+        self._decoder = ThreadPoolExecutor(2, thread_name_prefix="push-decode")
         self.port = 0
         #: Listener name -> the port it is bound to.
         self.ports: dict[str, int] = {}
@@ -246,7 +249,7 @@ class Gateway:
 
         assert self._subscriptions is not None
         assert self._export_path is not None
-        telemetry = TelemetryHandlers(self.manager, self._export_path)
+        telemetry = TelemetryHandlers(self.manager, self._export_path, self._decoder)
         security = self.config.upstream_security
         self._upstream_tls = security.context()
         upstream_tls = (
@@ -297,7 +300,7 @@ class Gateway:
                 for listener in cfg.listeners
             },
         )
-        telemetry = TelemetryHandlers(self.manager, self._export_path)
+        telemetry = TelemetryHandlers(self.manager, self._export_path, self._decoder)
         configs = ConfigHandlers(
             self._subscriptions, self.authorization, max_subscriptions=cfg.max_subscriptions
         )
@@ -485,6 +488,7 @@ class Gateway:
                 log.exception("exporter_close_failed", exporter=exporter.name)
         if self._subscriptions is not None:
             await self._subscriptions.close()
+        self._decoder.shutdown(wait=False, cancel_futures=True)
         log.info("gateway_stopped")
 
     async def _drain(self, timeout: float) -> None:
