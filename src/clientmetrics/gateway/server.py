@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING, Any
 import structlog
 
 from clientmetrics.errors import ConfigurationError
-from clientmetrics.exporters.base import Exporter
+from clientmetrics.exporters.base import Exporter, HealthReporting
 from clientmetrics.exporters.child import with_exporter_process
 from clientmetrics.exporters.path import ExportPath
 from clientmetrics.exporters.queued import ExporterStats
@@ -130,6 +130,7 @@ class Gateway:
         #: Listener name -> the port it is bound to.
         self.ports: dict[str, int] = {}
         self.metrics_port: int | None = None
+        self._closing = False
 
     @property
     def exporters(self) -> list[Exporter]:
@@ -170,7 +171,9 @@ class Gateway:
         self._spawn(self._expire_loop())
         self._watch_tls()
         if cfg.admin_listen is not None:
-            self._metrics = MetricsServer(self.metrics_snapshot, self.exporter_stats)
+            self._metrics = MetricsServer(
+                self.metrics_snapshot, self.exporter_stats, not_ready=self.not_ready
+            )
             self.metrics_port = await self._metrics.start(
                 cfg.admin_listen.host, cfg.admin_listen.port
             )
@@ -441,6 +444,19 @@ class Gateway:
         gc.collect(1)
         gc.freeze()
 
+    def not_ready(self) -> str | None:
+        """None when a push can be accepted and landed now; else why not (``/readyz``)."""
+        if self._closing:
+            return "shutting down"
+        if not self._servers and self._proxy is None:
+            return "not listening"
+        for exporter in self._exporters or []:
+            if isinstance(exporter, HealthReporting):
+                reason = exporter.health()
+                if reason is not None:
+                    return f"{exporter.name}: {reason}"
+        return None
+
     def metrics_snapshot(self) -> dict[str, float]:
         """Counters for ``/metrics`` and the dashboard."""
         stats = self.manager.stats
@@ -460,6 +476,10 @@ class Gateway:
         values.update({k: float(v) for k, v in self._stats.items()})
         values["connections"] = float(len(self._connections))
         values["request_budget_used_bytes"] = float(self.limits.budget.used)
+        for exporter in self._exporters or []:
+            if isinstance(exporter, HealthReporting):
+                values.update(exporter.counters())
+        values["ready"] = 0.0 if self.not_ready() else 1.0
         return values
 
     def exporter_stats(self) -> list[ExporterStats]:
@@ -469,13 +489,15 @@ class Gateway:
     async def close(self) -> None:
         """Stop listening, finish or cancel in-flight work, flush the exporters."""
         timeout = self.config.shutdown_timeout_s
+        self._closing = True
         for server in self._servers:
             server.close()
         if self._proxy is not None:
             await self._proxy.close(timeout)
+        # /readyz answers 503 while in-flight pushes drain.
+        await self._drain(timeout)
         if self._metrics is not None:
             await self._metrics.close()
-        await self._drain(timeout)
         tasks = [t for t in self._tasks if not t.done()]
         for task in tasks:
             task.cancel()
