@@ -23,12 +23,9 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import ctypes
 import multiprocessing
 import os
 import secrets
-import signal
-import sys
 import time
 from collections import deque
 from collections.abc import Mapping
@@ -43,6 +40,7 @@ from clientmetrics.exporters import landing_files as files
 from clientmetrics.exporters.base import Exporter, ExportError
 from clientmetrics.exporters.landing_options import LandingOptions
 from clientmetrics.exporters.wal import MAGIC, SUFFIX, encode_record, segment_name, utc_hour
+from clientmetrics.lifeline import child_started
 from clientmetrics.telemetry.model import AcceptedPush
 
 log = structlog.get_logger(__name__)
@@ -504,8 +502,13 @@ class _Converter:
         if self._pool is None and self._usable:
             try:
                 context = multiprocessing.get_context("spawn")
+                # The initializer lives in a module that imports nothing heavy, so the
+                # child is bound to this process before it imports pyarrow.
                 self._pool = ProcessPoolExecutor(
-                    1, mp_context=context, initializer=_converter_started
+                    1,
+                    mp_context=context,
+                    initializer=child_started,
+                    initargs=(os.getpid(), True),
                 )
             except (OSError, AssertionError, ValueError) as exc:  # e.g. a daemonic parent
                 log.warning("landing.converter_unavailable", error=repr(exc))
@@ -516,25 +519,6 @@ class _Converter:
         if self._pool is not None:
             self._pool.shutdown(wait=True)
             self._pool = None
-
-
-def _converter_started() -> None:
-    """In the converter child: die with the gateway, and keep off its standard output.
-
-    A converter outliving a killed gateway could convert a segment while the
-    next gateway recovers the same one; and a child holding the parent's stdout
-    keeps a pipe reader waiting. (Linux: PR_SET_PDEATHSIG; elsewhere only the
-    redirection.)
-    """
-    os.dup2(os.open(os.devnull, os.O_WRONLY), 1)
-    if sys.platform == "linux":
-        libc = ctypes.CDLL(None, use_errno=True)
-        libc.prctl(_PR_SET_PDEATHSIG, signal.SIGKILL)
-        if os.getppid() == 1:  # the parent died before the line above
-            os._exit(1)
-
-
-_PR_SET_PDEATHSIG = 1
 
 
 def _write_batch(batch: _Batch) -> int:
