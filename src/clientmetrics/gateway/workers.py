@@ -132,6 +132,8 @@ class Supervisor:
                 process.kill()
                 process.join()
             code = process.exitcode or 0
+            if code == -signal.SIGTERM and self._stopping:
+                code = 0  # stopped as asked before its own handler was installed
             worst = max(worst, code if code > 0 else (1 if code < 0 else 0))
         return worst
 
