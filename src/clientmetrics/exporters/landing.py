@@ -26,7 +26,6 @@ import contextlib
 import multiprocessing
 import os
 import secrets
-import time
 from collections import deque
 from collections.abc import Mapping
 from concurrent.futures import ProcessPoolExecutor, ThreadPoolExecutor
@@ -331,7 +330,6 @@ class LandingExporter:
             try:
                 fsyncs = await loop.run_in_executor(self._wal_thread, _write_batch, batch)
             except OSError as exc:
-                self._inflight = None
                 await self._wal_failed(exc, batch)
                 continue
             finally:
@@ -580,7 +578,7 @@ def _abandon(segments: list[_Segment]) -> list[_Segment]:
 
 def _probe(writer_dir: Path) -> None:
     """Write, fsync and remove a scratch file in the WAL: raises OSError while that fails."""
-    path = writer_dir / f"probe-{time.monotonic_ns()}.tmp"
+    path = writer_dir / f"probe-{secrets.token_hex(4)}.tmp"
     fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_CLOEXEC, 0o644)
     try:
         _write_all(fd, bytes(PROBE_BYTES))
