@@ -112,7 +112,7 @@ async def test_failed_conversion_is_retried_until_the_rows_are_visible(
         disk.full = True
         for i in range(4):
             await exporter.export(make_push(i))  # the WAL is fine: acknowledged
-        for _ in range(100):
+        for _ in range(600):
             if exporter.counters()["landing_convert_failures"] >= 2:
                 break
             await asyncio.sleep(0.05)
@@ -120,8 +120,9 @@ async def test_failed_conversion_is_retried_until_the_rows_are_visible(
         assert read_landing(tmp_path).num_rows == 0
         assert exporter.health() is None, "pushes still land in the WAL"
         disk.full = False
-        # Visible within about roll_seconds of recovery (the retry backoff is capped there).
-        for _ in range(100):
+        # Visible within about roll_seconds of recovery (the retry backoff is capped
+        # there), plus the converter child's first start, slow on a loaded machine.
+        for _ in range(600):
             if read_landing(tmp_path).num_rows == 4:
                 break
             await asyncio.sleep(0.05)
