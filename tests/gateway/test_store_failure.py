@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import uuid
 from collections.abc import AsyncIterator, Callable, Mapping
 from pathlib import Path
 
@@ -75,3 +76,26 @@ async def test_every_resource_gets_unknown_server_error_and_the_reason(
         ("b", ErrorCode.UNKNOWN_SERVER_ERROR),
     ]
     assert all("disk is full" in str(r.error_message) for r in body.responses)
+
+
+async def test_an_invalid_stored_subscription_is_listed_but_matches_nothing(tmp_path: Path) -> None:
+    """Written by another tool or an older version: the gateway starts and serves anyway."""
+    store = MemorySubscriptionStore(
+        {"bad": {"metrics": "org.apache.kafka.", "interval.ms": "soon"}, "good": {"metrics": "x."}}
+    )
+    config = GatewayConfig(data_dir=tmp_path, listen=Address("127.0.0.1", 0))
+    gw = Gateway(config, store=store, exporters=[InMemoryExporter()])
+    await gw.start()
+    try:
+        listed = build(request_type(74, 0), {})
+        _, names = decode_response(
+            74, 0, await roundtrip(gw.port, encode_request(RequestHeader(74, 0, 1, "a"), listed))
+        )
+        assert sorted(r.resource_name for r in names.config_resources) == ["bad", "good"]
+        get = request_type(71, 0)(client_instance_id=uuid.UUID(int=0))
+        _, sub = decode_response(
+            71, 0, await roundtrip(gw.port, encode_request(RequestHeader(71, 0, 2, "c"), get))
+        )
+        assert tuple(sub.requested_metrics) == ("x.",), "only the valid one matches"
+    finally:
+        await gw.close()
