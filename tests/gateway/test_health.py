@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from clientmetrics.exporters.memory import InMemoryExporter
-from clientmetrics.gateway.config import Address, GatewayConfig
+from clientmetrics.gateway.config import Address, GatewayConfig, Listener
 from clientmetrics.gateway.server import Gateway
 from clientmetrics.store.memory import MemorySubscriptionStore
 
@@ -34,7 +34,9 @@ class SickExporter(InMemoryExporter):
 async def gateway(tmp_path: Path) -> AsyncIterator[tuple[Gateway, SickExporter]]:
     exporter = SickExporter()
     config = GatewayConfig(
-        data_dir=tmp_path, listen=Address("127.0.0.1", 0), admin_listen=Address("127.0.0.1", 0)
+        data_dir=tmp_path,
+        listeners=(Listener.parse("127.0.0.1:0"),),
+        admin_listen=Address("127.0.0.1", 0),
     )
     gw = Gateway(config, store=MemorySubscriptionStore(), exporters=[exporter])
     await gw.start()

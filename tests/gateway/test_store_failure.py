@@ -11,7 +11,7 @@ import pytest
 
 from clientmetrics.exporters.memory import InMemoryExporter
 from clientmetrics.gateway.build import build
-from clientmetrics.gateway.config import Address, GatewayConfig
+from clientmetrics.gateway.config import GatewayConfig, Listener
 from clientmetrics.gateway.server import Gateway
 from clientmetrics.store.base import StoreError
 from clientmetrics.store.memory import MemorySubscriptionStore
@@ -36,7 +36,7 @@ class FailingStore(MemorySubscriptionStore):
 
 @pytest.fixture
 async def gateway(tmp_path: Path) -> AsyncIterator[Gateway]:
-    config = GatewayConfig(data_dir=tmp_path, listen=Address("127.0.0.1", 0))
+    config = GatewayConfig(data_dir=tmp_path, listeners=(Listener.parse("127.0.0.1:0"),))
     gw = Gateway(config, store=FailingStore(), exporters=[InMemoryExporter()])
     await gw.start()
     yield gw
@@ -83,7 +83,7 @@ async def test_an_invalid_stored_subscription_is_listed_but_matches_nothing(tmp_
     store = MemorySubscriptionStore(
         {"bad": {"metrics": "org.apache.kafka.", "interval.ms": "soon"}, "good": {"metrics": "x."}}
     )
-    config = GatewayConfig(data_dir=tmp_path, listen=Address("127.0.0.1", 0))
+    config = GatewayConfig(data_dir=tmp_path, listeners=(Listener.parse("127.0.0.1:0"),))
     gw = Gateway(config, store=store, exporters=[InMemoryExporter()])
     await gw.start()
     try:
