@@ -230,37 +230,37 @@ def main() -> None:
         can_fill = mount_small_disk(landing, 128)
         if not can_fill:
             print("disk-full episode: skipped (cannot mount a tmpfs here)")
-        (data / "gw.toml").write_text("[exporters.landing]\nroll_seconds = 1.0\n")
-        gateway = Gateway(data, free_port(), Path(tmp) / "gateway.log")
-        gateway.start()
         try:
-            ledger = uvloop.run(soak(args, gateway, landing, can_fill))
+            (data / "gw.toml").write_text("[exporters.landing]\nroll_seconds = 1.0\n")
+            gateway = Gateway(data, free_port(), Path(tmp) / "gateway.log")
+            gateway.start()
+            try:
+                ledger = uvloop.run(soak(args, gateway, landing, can_fill))
+            finally:
+                code = gateway.stop()
+            # A last clean start and stop recovers whatever a kill left in the WAL.
+            gateway.start()
+            gateway.stop()
+            ids = [push_id_of(bytes(row["payload"])) for row in landed_rows(data)]  # type: ignore[arg-type]
+            landed = collections.Counter(ids)
+            acked = ledger.acked
+            lost = acked - landed.keys()
+            duplicated = sum(n - 1 for n in landed.values() if n > 1)
+            log_text = (Path(tmp) / "gateway.log").read_text(errors="replace")
+            print(f"run:          {args.seconds:.0f} s, {args.clients} clients, "
+                  f"{ledger.kills} SIGKILLs, disk-full episode: {'yes' if can_fill else 'no'}")  # type: ignore[attr-defined]  # fmt: skip
+            print(f"acknowledged: {len(acked):,}")
+            print(f"landed:       {len(landed):,} distinct pushes ({len(ids):,} rows)")
+            print(f"lost:         {len(lost):,}")
+            print(f"duplicated:   {duplicated:,}")
+            print(f"landed, answer lost (not acknowledged): {len(landed.keys() - acked):,}")
+            codes = dict(sorted(ledger.codes.items()))
+            print(f"answers:      {codes}; reconnects {ledger.disconnects:,}")
+            tracebacks = log_text.count("Traceback")
+            print(f"clean stop:   exit {code}; tracebacks in gateway log: {tracebacks}")
         finally:
-            code = gateway.stop()
-        # A last clean start and stop recovers whatever a kill left in the WAL.
-        gateway.start()
-        gateway.stop()
-        ids = [push_id_of(bytes(row["payload"])) for row in landed_rows(data)]  # type: ignore[arg-type]
-        landed = collections.Counter(ids)
-        acked = ledger.acked
-        lost = acked - landed.keys()
-        duplicated = sum(n - 1 for n in landed.values() if n > 1)
-        log_text = (Path(tmp) / "gateway.log").read_text(errors="replace")
-        print(f"run:          {args.seconds:.0f} s, {args.clients} clients, "
-              f"{ledger.kills} SIGKILLs, disk-full episode: {'yes' if can_fill else 'no'}")  # type: ignore[attr-defined]  # fmt: skip
-        print(f"acknowledged: {len(acked):,}")
-        print(f"landed:       {len(landed):,} distinct pushes ({len(ids):,} rows)")
-        print(f"lost:         {len(lost):,}")
-        print(f"duplicated:   {duplicated:,}")
-        print(f"landed, answer lost (not acknowledged): {len(landed.keys() - acked):,}")
-        print(
-            f"answers:      {dict(sorted(ledger.codes.items()))}; reconnects {ledger.disconnects:,}"
-        )
-        print(
-            f"clean stop:   exit {code}; tracebacks in gateway log: {log_text.count('Traceback')}"
-        )
-        if can_fill:
-            subprocess.run(["umount", "-l", str(landing)], check=False)
+            if can_fill:
+                subprocess.run(["umount", "-l", str(landing)], check=False)
 
 
 if __name__ == "__main__":
