@@ -148,8 +148,9 @@ async def test_running_writer_recovers_a_writer_that_died_later(
     survivor = LandingExporter(tmp_path, LandingOptions(roll_seconds=60))
     await survivor.start()
     _write_orphan_segment(tmp_path, [encode_record(build_push(i)) for i in range(3)], b"")
+    # The counter moves once recover_orphans returns, just after the file appears.
     for _ in range(300):
-        if _parquet_files(tmp_path):
+        if _parquet_files(tmp_path) and survivor.stats.recovered_files:
             break
         await asyncio.sleep(0.01)
     assert sorted(_client_ids(tmp_path)) == ["c0", "c1", "c2"]

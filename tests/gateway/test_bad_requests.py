@@ -117,3 +117,82 @@ def test_gateway_still_serves_after_bad_requests(gateway: GatewayProcess) -> Non
     response = roundtrip(gateway.port, raw_request(18, 0))
     assert response is not None
     assert struct.unpack(">ih", response[:6]) == (7, 0)
+
+
+def read_frame(sock: socket.socket) -> bytes:
+    def exactly(n: int) -> bytes:
+        data = b""
+        while len(data) < n:
+            chunk = sock.recv(n - len(data))
+            assert chunk, "connection closed"
+            data += chunk
+        return data
+
+    return exactly(struct.unpack(">i", exactly(4))[0])
+
+
+def test_get_again_within_the_interval_is_throttled_not_unknown_error(
+    gateway: GatewayProcess,
+) -> None:
+    """A second Get before the push interval is THROTTLING_QUOTA_EXCEEDED (89), not -1.
+
+    The Java client disables telemetry for good on UNKNOWN_SERVER_ERROR.
+    """
+    get = request_type(71, 0)(client_instance_id=uuid.UUID(int=0))
+    with socket.create_connection(("127.0.0.1", gateway.port), timeout=5) as sock:
+        sock.sendall(encode_request(RequestHeader(71, 0, 1, "again"), get))
+        _, body = decode_response(71, 0, read_frame(sock))
+        assert int(body.error_code) == ErrorCode.NONE
+        instance = body.client_instance_id
+        again = request_type(71, 0)(client_instance_id=instance)
+        sock.sendall(encode_request(RequestHeader(71, 0, 2, "again"), again))
+        correlation, body = decode_response(71, 0, read_frame(sock))
+    assert correlation == 2
+    assert int(body.error_code) == ErrorCode.THROTTLING_QUOTA_EXCEEDED
+    # Kafka's getErrorResponse leaves every other field at its default.
+    assert body.client_instance_id == uuid.UUID(int=0)
+    assert instance != uuid.UUID(int=0)
+
+
+@pytest.mark.parametrize(
+    ("name", "version", "expected"),
+    [
+        ("<script>x</script>", "1.0", ErrorCode.INVALID_REQUEST),
+        ("librdkafka", "2.16.1 (patched)", ErrorCode.INVALID_REQUEST),
+        ("librdkafka", "2.16.1", ErrorCode.NONE),
+    ],
+)
+def test_api_versions_v3_software_name_and_version_must_match_kafkas_pattern(
+    gateway: GatewayProcess, name: str, version: str, expected: ErrorCode
+) -> None:
+    request = request_type(18, 3)(client_software_name=name, client_software_version=version)
+    frame = roundtrip(gateway.port, encode_request(RequestHeader(18, 3, 9, "sw"), request))
+    assert frame is not None
+    correlation, body = decode_response(18, 3, frame)
+    assert (correlation, int(body.error_code)) == (9, expected)
+    # Kafka's error response lists no APIs; a good one lists the telemetry APIs.
+    keys = {int(item.api_key) for item in body.api_keys}
+    if expected is ErrorCode.NONE:
+        assert {18, 71, 72} <= keys
+    else:
+        assert keys == set()
+
+
+def test_push_with_null_metrics_is_an_accepted_empty_push(gateway: GatewayProcess) -> None:
+    """librdkafka before PR #4912 sends null Metrics; Kafka drops the connection."""
+    get = request_type(71, 0)(client_instance_id=uuid.UUID(int=0))
+    with socket.create_connection(("127.0.0.1", gateway.port), timeout=5) as sock:
+        sock.sendall(encode_request(RequestHeader(71, 0, 1, "null-push"), get))
+        _, sub = decode_response(71, 0, read_frame(sock))
+        push = request_type(72, 0)(
+            client_instance_id=sub.client_instance_id,
+            subscription_id=sub.subscription_id,
+            terminating=False,
+            compression_type=0,
+            metrics=b"",
+        )
+        frame = encode_request(RequestHeader(72, 0, 2, "null-push"), push)
+        assert frame[-2:] == b"\x01\x00"  # Metrics: empty compact bytes, then tags
+        sock.sendall(frame[:-2] + b"\x00\x00")  # Metrics: null
+        correlation, body = decode_response(72, 0, read_frame(sock))
+    assert (correlation, int(body.error_code)) == (2, ErrorCode.NONE)

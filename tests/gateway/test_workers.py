@@ -2,8 +2,13 @@
 
 from __future__ import annotations
 
+import os
+import signal
 import socket
 import struct
+import subprocess
+import sys
+import time
 import urllib.request
 import uuid
 from pathlib import Path
@@ -54,3 +59,145 @@ def test_two_workers_share_subscriptions_and_serve_metrics(tmp_path: Path) -> No
     finally:
         assert gw.stop() == 0
     assert gw.tracebacks() == []
+
+
+def descendants(pid: int) -> set[int]:
+    """Every live process below ``pid`` (from /proc), zombies excluded."""
+    children: dict[int, list[int]] = {}
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit():
+            continue
+        try:
+            stat = (entry / "stat").read_text()
+        except OSError:
+            continue
+        state, ppid = stat.rsplit(")", 1)[1].split()[:2]
+        if state != "Z":
+            children.setdefault(int(ppid), []).append(int(entry.name))
+    found: set[int] = set()
+    todo = [pid]
+    while todo:
+        for child in children.get(todo.pop(), []):
+            found.add(child)
+            todo.append(child)
+    return found
+
+
+def alive(pids: set[int]) -> set[int]:
+    out = set()
+    for pid in pids:
+        try:
+            state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
+        except OSError:
+            continue
+        if state != "Z":
+            out.add(pid)
+    return out
+
+
+def is_worker(pid: int) -> bool:
+    """A spawned gateway worker (not multiprocessing's resource tracker)."""
+    try:
+        cmdline = Path(f"/proc/{pid}/cmdline").read_bytes()
+    except OSError:
+        return False
+    return b"spawn_main" in cmdline and b"resource_tracker" not in cmdline
+
+
+def workers_of(gw: GatewayProcess) -> set[int]:
+    assert gw.proc is not None
+    children = Path(f"/proc/{gw.proc.pid}/task/{gw.proc.pid}/children").read_text().split()
+    return {int(p) for p in children if is_worker(int(p))}
+
+
+def test_a_killed_worker_is_replaced_and_the_supervisor_exits_0(tmp_path: Path) -> None:
+    port = free_port()
+    gw = GatewayProcess(tmp_path / "data", port=port, extra_args=("--workers", "2"))
+    gw.start()
+    try:
+        wait_for(lambda: len(gw.events("gateway_started")) == 2, 30, what="both workers")
+        first = workers_of(gw)
+        assert len(first) == 2
+        victim = min(first)
+        os.kill(victim, signal.SIGKILL)
+        wait_for(lambda: len(gw.events("gateway_started")) == 3, 30, what="a replacement")
+        now = workers_of(gw)
+        assert len(now) == 2
+        assert victim not in now
+        assert gw.events("worker_died")[0]["exit_code"] == -signal.SIGKILL
+        assert {fresh_get(port) for _ in range(10)} == {()}, "both serve"
+    finally:
+        assert gw.stop() == 0
+    assert gw.tracebacks() == []
+
+
+def serve_args(data: Path, port: int, *extra: str) -> list[str]:
+    binary = str(Path(sys.executable).parent / "clientmetrics")
+    return [binary, "serve", "--listen", f"127.0.0.1:{port}", "--data-dir", str(data), *extra]
+
+
+def push_once(port: int) -> None:
+    """Get, then an empty push, on a new connection."""
+    with socket.create_connection(("127.0.0.1", port), timeout=5) as sock:
+        get = request_type(71, 0)(client_instance_id=uuid.UUID(int=0))
+        sock.sendall(encode_request(RequestHeader(71, 0, 1, "w"), get))
+        size = struct.unpack(">i", sock.recv(4, socket.MSG_WAITALL))[0]
+        _, sub = decode_response(71, 0, sock.recv(size, socket.MSG_WAITALL))
+        push = request_type(72, 0)(
+            client_instance_id=sub.client_instance_id,
+            subscription_id=sub.subscription_id,
+            terminating=False,
+            compression_type=0,
+            metrics=b"",
+        )
+        sock.sendall(encode_request(RequestHeader(72, 0, 2, "w"), push))
+        size = struct.unpack(">i", sock.recv(4, socket.MSG_WAITALL))[0]
+        _, answer = decode_response(72, 0, sock.recv(size, socket.MSG_WAITALL))
+        assert int(answer.error_code) == 0
+
+
+def test_a_worker_that_cannot_start_makes_the_supervisor_exit_non_zero(tmp_path: Path) -> None:
+    data = tmp_path / "data"
+    (data / "subscriptions.db").mkdir(parents=True)  # SQLite cannot open a directory
+    args = serve_args(data, free_port(), "--workers", "2")
+    done = subprocess.run(args, capture_output=True, text=True, timeout=120, check=False)
+    assert done.returncode != 0
+    assert "worker_gave_up" in done.stderr
+    assert "Traceback" not in done.stderr
+
+
+def test_no_child_outlives_a_supervisor_killed_during_start(tmp_path: Path) -> None:
+    proc = subprocess.Popen(
+        serve_args(tmp_path / "data", free_port(), "--workers", "2"),
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
+    try:
+        wait_for(lambda: sum(map(is_worker, descendants(proc.pid))) == 2, 10, 0.02, what="workers")
+        time.sleep(0.1)  # the workers are importing, not yet serving
+        below = descendants(proc.pid)
+    finally:
+        proc.kill()
+        proc.wait()
+    wait_for(lambda: not alive(below), 3, what="children to die with it")
+
+
+def test_no_child_outlives_a_killed_supervisor_with_converters(tmp_path: Path) -> None:
+    gw = GatewayProcess(
+        tmp_path / "data",
+        config_text="[exporters.landing]\nroll_seconds = 0.2\n",
+        port=free_port(),
+        extra_args=("--workers", "2"),
+    )
+    gw.start()
+    try:
+        wait_for(lambda: len(gw.events("gateway_started")) == 2, 30, what="both workers")
+        assert gw.proc is not None
+        pid = gw.proc.pid
+        for _ in range(8):  # pushes through both workers: each starts its converter child
+            push_once(gw.port)
+        wait_for(lambda: sum(map(is_worker, descendants(pid))) >= 4, 30, what="converter children")
+        below = descendants(pid)
+    finally:
+        gw.kill()
+    wait_for(lambda: not alive(below), 3, what="children to die with it")

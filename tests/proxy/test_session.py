@@ -374,3 +374,17 @@ async def test_list_config_resources_merges_upstream_and_gateway(
         (16, "gw-sub"),  # the upstream's own client-metrics entry is not the one in force
     ]
     writer.close()
+
+
+async def test_api_versions_with_a_bad_software_name_is_answered_invalid_request(
+    upstream: FakeUpstream, gateway: Gateway
+) -> None:
+    """Kafka's rule holds even when the upstream does not check it (Tansu does not)."""
+    reader, writer = await asyncio.open_connection("127.0.0.1", gateway.port)
+    bad = request_type(18, 3)(client_software_name="<html>", client_software_version="1")
+    writer.write(encode_request(RequestHeader(18, 3, 41, "sw"), bad))
+    correlation, body = decode_response(18, 3, await asyncio.wait_for(read_frame(reader), 5))
+    assert (correlation, int(body.error_code)) == (41, ErrorCode.INVALID_REQUEST)
+    assert body.api_keys == ()
+    assert upstream.frames == [], "not forwarded"
+    writer.close()

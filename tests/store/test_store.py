@@ -199,3 +199,52 @@ def test_workers_opening_a_new_store_together_all_succeed(tmp_path: Path) -> Non
     for proc in procs:
         proc.join(10)
     assert outcomes == ["ok"] * 4
+
+
+def _append(item: str) -> Callable[[dict[str, str]], dict[str, str]]:
+    def change(stored: dict[str, str]) -> dict[str, str]:
+        listed = [m for m in stored.get("metrics", "").split(",") if m]
+        return {**stored, "metrics": ",".join([*listed, item])}
+
+    return change
+
+
+async def test_sqlite_updates_from_two_stores_on_one_file_all_land(tmp_path: Path) -> None:
+    """Read-modify-write in one write transaction: no lost update between processes."""
+    path = tmp_path / "subs.db"
+    stores = [SqliteSubscriptionStore(path, poll_interval_s=0) for _ in range(2)]
+    for store in stores:
+        await store.start(lambda n, c: None)
+
+    async def writer(store: SqliteSubscriptionStore, who: int) -> None:
+        for i in range(25):
+            await store.update("shared", _append(f"s{who}.m{i}"))
+
+    try:
+        await asyncio.gather(*(writer(s, who) for who, s in enumerate(stores)))
+        final = await stores[0].update("shared", lambda stored: stored)
+    finally:
+        for store in stores:
+            await store.close()
+    assert set(final["metrics"].split(",")) == {f"s{w}.m{i}" for w in range(2) for i in range(25)}
+
+
+@pytest.mark.parametrize("kind", ["memory", "sqlite"])
+async def test_a_failing_change_writes_nothing(tmp_path: Path, kind: str) -> None:
+    store: SubscriptionStore = (
+        MemorySubscriptionStore()
+        if kind == "memory"
+        else SqliteSubscriptionStore(tmp_path / "s.db")
+    )
+    await store.start(lambda n, c: None)
+    try:
+        await store.put("a", {"metrics": "x"})
+
+        def refuse(stored: dict[str, str]) -> dict[str, str]:
+            raise ValueError("invalid")
+
+        with pytest.raises(ValueError, match="invalid"):
+            await store.update("a", refuse)
+        assert await store.update("a", lambda stored: stored) == {"metrics": "x"}
+    finally:
+        await store.close()

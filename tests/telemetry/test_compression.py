@@ -186,3 +186,50 @@ def test_snappy_compress_is_a_raw_block() -> None:
 def test_trailing_bytes_after_gzip_are_ignored() -> None:
     """Java's GZIPInputStream stops at bytes that are not another gzip member."""
     assert decompress(1, gzip.compress(b"payload") + b"\x00\x00\x00", BIG) == b"payload"
+
+
+def _members(codec: int, parts: list[bytes]) -> bytes:
+    if codec == 1:
+        return b"".join(gzip.compress(p, mtime=0) for p in parts)
+    return b"".join(lz4.frame.compress(p) for p in parts)
+
+
+@settings(max_examples=40, deadline=None)
+@given(
+    st.sampled_from([1, 3]),
+    st.lists(st.binary(min_size=0, max_size=3000).map(lambda b: b * 50), min_size=1, max_size=6),
+)
+def test_several_members_or_frames_decode_whatever_slices_they_straddle(
+    codec: int, parts: list[bytes]
+) -> None:
+    """Input is fed in 64 KiB slices; a member may end anywhere inside one."""
+    assert decompress(codec, _members(codec, parts), BIG) == b"".join(parts)
+
+
+@pytest.mark.parametrize("codec", [1, 3])
+def test_many_empty_members_or_frames_are_refused(codec: int) -> None:
+    """1 MiB of empty gzip members / lz4 frames: counted, refused, not decompressed each."""
+    limit = 64 + (1 << 20) // (16 * 1024)  # MAX_FRAMES + one per 16 KiB of the bound
+    assert decompress(codec, _members(codec, [b"x"] * limit), 1 << 20) == b"x" * limit
+    with pytest.raises(CompressionError, match="too many"):
+        decompress(codec, _members(codec, [b""] * (limit + 1)), 1 << 20)
+    one = len(_members(codec, [b""]))
+    with pytest.raises(CompressionError, match="too many"):
+        decompress(codec, _members(codec, [b""] * ((1 << 20) // one)), 1 << 20)
+
+
+def test_many_snappy_chunks_are_refused() -> None:
+    padding = b"\xfe\x00\x00\x00"  # a skippable chunk of length 0
+    with pytest.raises(CompressionError, match="too many"):
+        decompress(2, b"\xff\x06\x00\x00sNaPpY" + padding * 100_000, 1 << 20)
+
+
+def test_zstd_decodes_concurrently_on_several_threads() -> None:
+    """The gateway decodes pushes on a thread pool; no decompressor is shared by two."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    data = bytes(range(256)) * 2000
+    payload = zstandard.ZstdCompressor().compress(data)
+    with ThreadPoolExecutor(4) as pool:
+        results = list(pool.map(lambda _: decompress(4, payload, BIG), range(400)))
+    assert all(r == data for r in results)

@@ -284,3 +284,18 @@ def test_round_trip_of_generated_gauges(payloads: list[list[tuple[str, Any]]]) -
         for r in rows
     ]
     assert got == expected
+
+
+def test_franz_go_and_java_node_id_decode_as_librdkafkas_node_dot_id() -> None:
+    """One broker label downstream, whichever client spelled it."""
+
+    def latency(key: str) -> m.Metric:
+        point = m.NumberDataPoint(time_unix_nano=T0, as_int=5, attributes=[_kv(key, 2)])
+        return m.Metric(name="lat", gauge=m.Gauge(data_points=[point]))
+
+    rows = _decode(_payload(latency("node.id")), _payload(latency("node_id")))
+    assert [r["attributes"] for r in rows] == [[("node.id", "2")], [("node.id", "2")]]
+    # Other keys are left alone, resource attributes too.
+    rows = _decode(_payload(latency("node_idx"), resource={"node_id": "r"}))
+    assert rows[0]["attributes"] == [("node_idx", "2")]
+    assert rows[0]["resource_attributes"] == [("node_id", "r")]

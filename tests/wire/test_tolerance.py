@@ -91,3 +91,20 @@ def test_every_truncated_body_is_a_protocol_error() -> None:
     for cut in range(len(PUSH_V0_HEADER), len(frame)):
         with pytest.raises(ProtocolError):
             decode_request(frame[:cut])
+
+
+def test_null_push_metrics_reads_as_an_empty_push() -> None:
+    """librdkafka before PR #4912 sends a null Metrics when nothing matched."""
+    null_metrics = PUSH_V0_FIELDS[: -len(b"\x04abc")] + b"\x00"  # compact null
+    _, body = decode_request(PUSH_V0_HEADER + null_metrics + b"\x00")
+    assert (body.subscription_id, body.metrics) == (9, b"")
+
+
+def test_null_is_still_refused_where_no_real_client_sends_it() -> None:
+    # GetTelemetrySubscriptions v0 has no bytes field; DescribeConfigs' resource name
+    # (a non-nullable string) sent as null stays an error.
+    frame = (
+        encode_request_header(RequestHeader(32, 4, 5, "c")) + b"\x02\x10\x00\x01\x00\x00\x00\x00"
+    )
+    with pytest.raises(ProtocolError):
+        decode_request(frame)

@@ -1,6 +1,6 @@
 """clientmetrics.exporters: receiver plugins for accepted pushes."""
 
-from clientmetrics.exporters.base import Exporter, ExportError
+from clientmetrics.exporters.base import Exporter, ExportError, HealthReporting
 from clientmetrics.exporters.landing import LandingExporter, LandingStats
 from clientmetrics.exporters.landing_files import SCHEMA as LANDING_SCHEMA
 from clientmetrics.exporters.landing_options import LandingOptions
@@ -15,6 +15,7 @@ __all__ = [
     "ExportPath",
     "Exporter",
     "ExporterStats",
+    "HealthReporting",
     "InMemoryExporter",
     "LandingExporter",
     "LandingOptions",

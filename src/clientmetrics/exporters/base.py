@@ -16,6 +16,7 @@ a plugin implements a ``queued.Sink`` and returns it wrapped in a
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from typing import Protocol, runtime_checkable
 
 from clientmetrics.errors import ClientMetricsError
@@ -43,3 +44,18 @@ class Exporter(Protocol):
 
     async def close(self, timeout_s: float) -> None:
         """Flush, then release every resource. Export is not called afterwards."""
+
+
+@runtime_checkable
+class HealthReporting(Protocol):
+    """An exporter that can tell whether pushes land now, and count what it did.
+
+    Optional beside ``Exporter``: the gateway's ``/readyz`` and ``/metrics`` use it
+    where an exporter has it.
+    """
+
+    def health(self) -> str | None:
+        """None when a push can land now; otherwise a one-line reason."""
+
+    def counters(self) -> Mapping[str, float]:
+        """Counters and gauges by metric name (``kafka_server_client_metrics_`` + name)."""

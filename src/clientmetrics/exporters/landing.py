@@ -8,18 +8,24 @@ size, age, UTC hour and on flush; the converter task turns each sealed segment
 into one Parquet file in a child process (``_Converter``: off the event loop's
 GIL). On start, segments left by dead writers (crashed processes) are
 converted first.
+
+Faults heal without a restart. A failed WAL write (a full disk) fails the pushes
+of that batch, trims the segments it touched back to what was fsynced, seals
+them, and makes the exporter refuse pushes at once while a probe write retries
+with backoff; the first probe that succeeds lets pushes in again. A failed
+conversion is retried with backoff (capped near ``roll_seconds``), so
+acknowledged rows become visible soon after the fault clears. ``health`` says
+whether pushes can land now; ``counters`` separates pushes made durable in the
+WAL from rows landed in Parquet.
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
-import ctypes
 import multiprocessing
 import os
 import secrets
-import signal
-import sys
 from collections import deque
 from collections.abc import Mapping
 from concurrent.futures import ProcessPoolExecutor, ThreadPoolExecutor
@@ -33,12 +39,19 @@ from clientmetrics.exporters import landing_files as files
 from clientmetrics.exporters.base import Exporter, ExportError
 from clientmetrics.exporters.landing_options import LandingOptions
 from clientmetrics.exporters.wal import MAGIC, SUFFIX, encode_record, segment_name, utc_hour
+from clientmetrics.lifeline import child_started
 from clientmetrics.telemetry.model import AcceptedPush
 
 log = structlog.get_logger(__name__)
 _SEALED_BACKLOG = 8
 #: How often a running exporter looks for WAL left by writers that died since.
 RECOVER_EVERY_S = 30.0
+#: Backoff of the WAL probe and of conversion retries: first wait, and the cap.
+RETRY_FIRST_S = 0.1
+RETRY_MAX_S = 5.0
+#: Bytes the WAL probe writes and fsyncs: about a large push, so that a disk with
+#: a few bytes free is not taken for a healed one.
+PROBE_BYTES = 64 * 1024
 
 
 @dataclass(frozen=True, slots=True)
@@ -55,7 +68,7 @@ class LandingStats:
 class _Segment:
     """The exporter's view of one WAL segment file (mutated by loop and committer)."""
 
-    __slots__ = ("fd", "hour", "name", "opened_at", "path", "size")
+    __slots__ = ("durable", "fd", "hour", "name", "opened_at", "path", "size")
 
     def __init__(self, name: str, path: Path, hour: int, opened_at: float) -> None:
         self.name = name
@@ -64,6 +77,8 @@ class _Segment:
         self.opened_at = opened_at
         self.size = 0
         self.fd: int | None = None
+        #: Bytes of the file known fsynced (set on the WAL thread after each batch).
+        self.durable = 0
 
 
 class _Batch:
@@ -118,14 +133,39 @@ class LandingExporter:
         self._wal_thread = ThreadPoolExecutor(1, thread_name_prefix="landing-wal")
         self._file_thread = ThreadPoolExecutor(1, thread_name_prefix="landing-files")
         self._converter = _Converter(self._file_thread)
+        #: Set while WAL writes fail: pushes are refused until a probe write succeeds.
         self._failure: BaseException | None = None
+        self._faulted = asyncio.Event()  # wakes the probe
+        self._convert_failure: BaseException | None = None
         self._counts = {"pushes": 0, "batches": 0, "fsyncs": 0, "files": 0, "recovered": 0}
+        self._faults = {"rows": 0, "wal_failures": 0, "convert_failures": 0}
 
     @property
     def stats(self) -> LandingStats:
         """A snapshot of the counters."""
         c = self._counts
         return LandingStats(c["pushes"], c["batches"], c["fsyncs"], c["files"], c["recovered"])
+
+    def health(self) -> str | None:
+        """None when a push can land now; otherwise why not (for ``/readyz``)."""
+        if not self._tasks:
+            return "landing exporter is not running"
+        if self._failure is not None:
+            return f"landing WAL write failed: {self._failure}"
+        return None
+
+    def counters(self) -> dict[str, float]:
+        """Landing counters for ``/metrics``: durable in the WAL is not yet landed."""
+        return {
+            "landing_pushes_durable": self._counts["pushes"],
+            "landing_rows_landed": self._faults["rows"],
+            "landing_files": self._counts["files"],
+            "landing_wal_failures": self._faults["wal_failures"],
+            "landing_convert_failures": self._faults["convert_failures"],
+            "landing_segments_waiting": self._sealed.qsize(),
+            "landing_ready": 0.0 if self.health() else 1.0,
+            "landing_converting_ok": 0.0 if self._convert_failure else 1.0,
+        }
 
     async def start(self) -> None:
         """Create the zone, claim a writer directory, recover dead writers' segments."""
@@ -140,6 +180,7 @@ class LandingExporter:
             asyncio.create_task(self._roll_loop(), name="landing-roll"),
             asyncio.create_task(self._convert_loop(), name="landing-convert"),
             asyncio.create_task(self._recover_loop(), name="landing-recover"),
+            asyncio.create_task(self._probe_loop(), name="landing-probe"),
         ]
 
     def _claim_and_recover(self) -> None:
@@ -189,6 +230,7 @@ class LandingExporter:
 
     def _append(self, push: AcceptedPush) -> _Batch:
         if self._failure is not None:
+            # Fail fast while the disk is bad: the client retries after its interval.
             raise ExportError(f"landing exporter failed: {self._failure}") from self._failure
         batch = self._batch
         if batch is None or not self._tasks:
@@ -288,8 +330,8 @@ class LandingExporter:
             try:
                 fsyncs = await loop.run_in_executor(self._wal_thread, _write_batch, batch)
             except OSError as exc:
-                self._fail(exc, batch)
-                return
+                await self._wal_failed(exc, batch)
+                continue
             finally:
                 self._inflight = None
             self._counts["pushes"] += batch.count
@@ -309,13 +351,55 @@ class LandingExporter:
             if batch.count == seen:
                 return
 
-    def _fail(self, exc: OSError, batch: _Batch) -> None:
+    async def _wal_failed(self, exc: OSError, batch: _Batch) -> None:
+        """Fail the unacknowledged pushes, set the WAL straight, refuse pushes until healed.
+
+        Every segment the failed batch (or the batch filling behind it) touched is
+        trimmed to its fsynced length and sealed: an acknowledged record must never
+        sit behind a torn one. Sealed segments with records go on to conversion.
+        """
         log.error("landing.wal.write_failed", error=str(exc))
+        self._faults["wal_failures"] += 1
         self._failure = exc
-        for failed in (batch, self._batch):
-            if failed is not None and not failed.future.done():
+        self._faulted.set()
+        pending = self._batch
+        segments: list[_Segment] = []
+        for failed in (batch, pending):
+            if failed is None:
+                continue
+            if not failed.future.done():
                 failed.future.set_exception(ExportError(f"landing WAL write failed: {exc}"))
                 failed.future.exception()  # retrieved: waiters see it through shield
+            segments += [seg for seg, _ in failed.chunks] + failed.sealed
+        if self._current is not None:
+            segments.append(self._current)
+        self._current = None
+        self._batch = _Batch(asyncio.get_running_loop().create_future())
+        unique = list({id(seg): seg for seg in segments}.values())
+        loop = asyncio.get_running_loop()
+        kept = await loop.run_in_executor(self._wal_thread, _abandon, unique)
+        for segment in kept:
+            await self._sealed.put(segment)
+
+    async def _probe_loop(self) -> None:
+        """While WAL writes fail, retry a probe write with backoff; clear the fault on success."""
+        loop = asyncio.get_running_loop()
+        delay = RETRY_FIRST_S
+        while True:
+            if self._failure is None:
+                delay = RETRY_FIRST_S
+                await self._faulted.wait()
+                self._faulted.clear()
+                continue
+            await asyncio.sleep(delay)
+            try:
+                await loop.run_in_executor(self._wal_thread, _probe, self._writer_dir)
+            except OSError as exc:
+                delay = min(delay * 2, RETRY_MAX_S)
+                log.warning("landing.wal.still_failing", error=str(exc), retry_in_s=delay)
+                continue
+            log.info("landing.wal.recovered", after_error=str(self._failure))
+            self._failure = None
 
     async def _roll_loop(self) -> None:
         loop = asyncio.get_running_loop()
@@ -341,19 +425,46 @@ class LandingExporter:
                 log.error("landing.recover_failed", error=str(exc))
 
     async def _convert_loop(self) -> None:
-        loop = asyncio.get_running_loop()
         while True:
             segment = await self._sealed.get()
             try:
-                result = await self._converter.convert(loop, self._layout, segment.path)
-                if result.path is not None:
-                    self._counts["files"] += 1
-            except Exception as exc:
-                # Whatever went wrong, the segment stays in the WAL for recovery, and
-                # this loop must go on, or flush() would wait for ever.
-                log.error("landing.convert_failed", segment=segment.name, error=repr(exc))
+                await self._convert(segment)
             finally:
                 self._sealed.task_done()
+
+    async def _convert(self, segment: _Segment) -> None:
+        """Convert one sealed segment, retrying with backoff while the disk fails.
+
+        An I/O error (a full disk) is retried: the rows are acknowledged and must
+        become visible. Anything else (an undecodable segment) is logged and the
+        segment left in the WAL for an operator; the loop must go on either way,
+        or flush() would wait for ever.
+        """
+        loop = asyncio.get_running_loop()
+        delay = RETRY_FIRST_S
+        cap = max(RETRY_FIRST_S, min(RETRY_MAX_S, self._options.roll_seconds))
+        while True:
+            try:
+                result = await self._converter.convert(loop, self._layout, segment.path)
+            except OSError as exc:
+                self._faults["convert_failures"] += 1
+                self._convert_failure = exc
+                log.error("landing.convert_failed", segment=segment.name, error=repr(exc),
+                          retry_in_s=delay)  # fmt: skip
+                await asyncio.sleep(delay)
+                delay = min(delay * 2, cap)
+                continue
+            except Exception as exc:
+                log.error("landing.convert_failed", segment=segment.name, error=repr(exc),
+                          retry_in_s=None)  # fmt: skip
+                return
+            if self._convert_failure is not None:
+                log.info("landing.convert_recovered", segment=segment.name)
+                self._convert_failure = None
+            if result.path is not None:
+                self._counts["files"] += 1
+                self._faults["rows"] += result.rows
+            return
 
 
 class _Converter:
@@ -389,8 +500,13 @@ class _Converter:
         if self._pool is None and self._usable:
             try:
                 context = multiprocessing.get_context("spawn")
+                # The initializer lives in a module that imports nothing heavy, so the
+                # child is bound to this process before it imports pyarrow.
                 self._pool = ProcessPoolExecutor(
-                    1, mp_context=context, initializer=_converter_started
+                    1,
+                    mp_context=context,
+                    initializer=child_started,
+                    initargs=(os.getpid(), True),
                 )
             except (OSError, AssertionError, ValueError) as exc:  # e.g. a daemonic parent
                 log.warning("landing.converter_unavailable", error=repr(exc))
@@ -401,25 +517,6 @@ class _Converter:
         if self._pool is not None:
             self._pool.shutdown(wait=True)
             self._pool = None
-
-
-def _converter_started() -> None:
-    """In the converter child: die with the gateway, and keep off its standard output.
-
-    A converter outliving a killed gateway could convert a segment while the
-    next gateway recovers the same one; and a child holding the parent's stdout
-    keeps a pipe reader waiting. (Linux: PR_SET_PDEATHSIG; elsewhere only the
-    redirection.)
-    """
-    os.dup2(os.open(os.devnull, os.O_WRONLY), 1)
-    if sys.platform == "linux":
-        libc = ctypes.CDLL(None, use_errno=True)
-        libc.prctl(_PR_SET_PDEATHSIG, signal.SIGKILL)
-        if os.getppid() == 1:  # the parent died before the line above
-            os._exit(1)
-
-
-_PR_SET_PDEATHSIG = 1
 
 
 def _write_batch(batch: _Batch) -> int:
@@ -441,11 +538,54 @@ def _write_batch(batch: _Batch) -> int:
     for directory in new_dirs:
         # A new segment's directory entry must be durable too, or its records are.
         files.fsync_dir(directory)
+    for segment in touched:
+        assert segment.fd is not None
+        segment.durable = os.fstat(segment.fd).st_size
     for segment in batch.sealed:
         if segment.fd is not None:
             os.close(segment.fd)
             segment.fd = None
     return len(touched) + len(new_dirs)
+
+
+def _abandon(segments: list[_Segment]) -> list[_Segment]:
+    """After a failed write: trim each segment to its fsynced bytes and close it.
+
+    Returns the segments that still hold records (to convert); empty ones are
+    removed. Runs on the WAL thread.
+    """
+    kept: list[_Segment] = []
+    for segment in segments:
+        if segment.fd is None:
+            continue  # never opened: no file, nothing to convert
+        try:
+            if segment.durable > len(MAGIC):
+                os.ftruncate(segment.fd, segment.durable)
+                os.fdatasync(segment.fd)
+                kept.append(segment)
+            else:
+                segment.path.unlink(missing_ok=True)
+        except OSError as exc:
+            # Left as it is: a torn tail after the last fsynced record is dropped
+            # when the segment is decoded, which is all a trim would have done.
+            log.warning("landing.wal.trim_failed", segment=segment.name, error=str(exc))
+            kept.append(segment)
+        finally:
+            os.close(segment.fd)
+            segment.fd = None
+    return kept
+
+
+def _probe(writer_dir: Path) -> None:
+    """Write, fsync and remove a scratch file in the WAL: raises OSError while that fails."""
+    path = writer_dir / f"probe-{secrets.token_hex(4)}.tmp"
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_CLOEXEC, 0o644)
+    try:
+        _write_all(fd, bytes(PROBE_BYTES))
+        os.fdatasync(fd)
+    finally:
+        os.close(fd)
+        path.unlink(missing_ok=True)
 
 
 def _write_all(fd: int, data: bytes) -> None:

@@ -2,13 +2,12 @@
 
 from __future__ import annotations
 
-import multiprocessing
-import os
 import sys
 from dataclasses import replace
 from pathlib import Path
 
 import click
+import structlog
 
 from clientmetrics.errors import ClientMetricsError
 from clientmetrics.gateway.config import Address, GatewayConfig, load_config
@@ -146,35 +145,29 @@ def _run_workers(config: GatewayConfig, log_level: str, log_format: str) -> None
     """Several processes share the port; each owns its instances and landing writer.
 
     Each worker serves /metrics for its own counters on the admin port plus its index.
+    A supervisor (``gateway.workers``) restarts workers that die.
     """
     if any(listener.address.port == 0 for listener in config.listeners):
         raise click.UsageError("--workers needs a fixed --listen port")
-    ctx = multiprocessing.get_context("spawn")
-    procs = [
-        ctx.Process(
-            target=_run,
-            args=(_worker_config(config, index), log_level, log_format, True),
-            daemon=False,
+    from clientmetrics.gateway.workers import supervise
+
+    configure_logging(log_level, log_format)
+    supervise(
+        config.workers,
+        "clientmetrics.gateway.cli:run_worker",
+        lambda index: (_worker_config(config, index), log_level, log_format),
+    )
+
+
+def run_worker(config: GatewayConfig, log_level: str, log_format: str) -> None:
+    """One worker process: a gateway on the shared port; a bad start exits 1 in one line."""
+    try:
+        _run(config, log_level, log_format, reuse_port=True)
+    except ClientMetricsError as exc:
+        structlog.get_logger("clientmetrics.gateway").error("worker_failed", error=str(exc))
+        sys.exit(1)
+    except OSError as exc:
+        structlog.get_logger("clientmetrics.gateway").error(
+            "worker_failed", error=f"cannot listen on {config.listen}: {exc.strerror}"
         )
-        for index in range(config.workers)
-    ]
-    for proc in procs:
-        proc.start()
-    import signal
-
-    def forward(signum: int, _frame: object) -> None:
-        for proc in procs:
-            if proc.pid is not None and proc.is_alive():
-                proc.terminate()
-
-    def reload(signum: int, _frame: object) -> None:
-        for proc in procs:
-            if proc.pid is not None and proc.is_alive():
-                os.kill(proc.pid, signal.SIGHUP)
-
-    signal.signal(signal.SIGTERM, forward)
-    signal.signal(signal.SIGINT, forward)
-    signal.signal(signal.SIGHUP, reload)
-    for proc in procs:
-        proc.join()
-    sys.exit(max((p.exitcode or 0) for p in procs))
+        sys.exit(1)

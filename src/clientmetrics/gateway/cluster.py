@@ -11,8 +11,10 @@ from clientmetrics.wire import (
     RequestHeader,
     decode_body,
     encode_response,
+    error_response,
     response_type,
 )
+from clientmetrics.wire.client_software import software_valid
 
 
 class ClusterHandlers:
@@ -41,8 +43,11 @@ class ClusterHandlers:
     ) -> bytes:
         body = decode_body(header, frame, offset)
         name = getattr(body, "client_software_name", None)
+        version = getattr(body, "client_software_version", None)
+        if not software_valid(name, version):
+            return error_response(header, ErrorCode.INVALID_REQUEST)
         if name is not None:
-            conn.set_software(str(name), str(getattr(body, "client_software_version", "")))
+            conn.set_software(str(name), str(version or ""))
         values = {
             "error_code": ErrorCode.NONE,
             "api_keys": [

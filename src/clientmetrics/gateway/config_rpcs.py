@@ -7,14 +7,18 @@ in proxy mode the proxy splits them off before they reach these handlers.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+import functools
+from collections.abc import Callable, Mapping
 from typing import Any
+
+import structlog
 
 from clientmetrics.gateway.authz import CLUSTER_AUTHORIZATION_FAILED_MESSAGE, AuthorizationHolder
 from clientmetrics.gateway.build import build
 from clientmetrics.gateway.connection import ConnectionState
 from clientmetrics.gateway.subscriptions import Subscriptions
 from clientmetrics.security.base import Operation
+from clientmetrics.store.base import StoreError
 from clientmetrics.telemetry.configs import ConfigError, apply_incremental, describe, validate
 from clientmetrics.wire import (
     ErrorCode,
@@ -23,6 +27,8 @@ from clientmetrics.wire import (
     encode_response,
     response_type,
 )
+
+log = structlog.get_logger("clientmetrics.gateway")
 
 CLIENT_METRICS = 16
 RESOURCE_TYPE_NAMES = {
@@ -50,6 +56,16 @@ _REFUSED: dict[str, Any] = {
 }
 
 
+def _replacement(new: dict[str, str], _stored: dict[str, str]) -> Mapping[str, str]:
+    return new
+
+
+def _incremental(
+    ops: list[tuple[str, int, str | None]], stored: dict[str, str]
+) -> Mapping[str, str]:
+    return apply_incremental(stored, ops)
+
+
 class ConfigHandlers:
     """The config RPCs for client-metrics subscriptions.
 
@@ -73,14 +89,17 @@ class ConfigHandlers:
         """Whether ``conn`` may; ``None`` is a caller that has decided already."""
         return conn is None or self._authz.allowed(conn, operation)
 
-    def _over_cap(self, name: str, new: Mapping[str, str]) -> dict[str, Any] | None:
+    def _over_cap(
+        self, name: str, new: Mapping[str, str], stored: Mapping[str, str], count: int
+    ) -> dict[str, Any] | None:
         """The error for an alter that would create one subscription too many.
 
-        Checked against this gateway's view of the store, so alters racing on other
-        connections or gateways may overshoot the cap by a few.
+        ``stored`` is the resource as the store holds it; ``count`` is this gateway's
+        view of how many exist, so alters racing on other connections or gateways
+        may overshoot the cap by a few.
         """
         cap = self._max_subscriptions
-        if cap is None or not new or self._subs.get(name) or len(self._subs.names()) < cap:
+        if cap is None or not new or stored or count < cap:
             return None
         return {
             "error_code": ErrorCode.POLICY_VIOLATION,
@@ -175,29 +194,24 @@ class ConfigHandlers:
     ) -> list[dict[str, Any]]:
         """Apply a decoded (Incremental)AlterConfigs request; one response per resource."""
         allowed = self._allowed(conn, Operation.ALTER_CONFIGS)
-        if not incremental:
-            responses = []
-            for resource in body.resources:
-                new = {c.name: c.value for c in resource.configs if c.value is not None}
-                responses.append(
-                    await self._alter_one(resource, lambda _cur, new=new: new, body, allowed)
-                )
-            return responses
         responses = []
         for resource in body.resources:
-            ops = [(c.name, int(c.config_operation), c.value) for c in resource.configs]
-            responses.append(
-                await self._alter_one(
-                    resource,
-                    lambda cur, ops=ops: apply_incremental(cur, ops),
-                    body,
-                    allowed,
-                )
-            )
+            change: Callable[[dict[str, str]], Mapping[str, str]]
+            if incremental:
+                ops = [(c.name, int(c.config_operation), c.value) for c in resource.configs]
+                change = functools.partial(_incremental, ops)
+            else:
+                new = {c.name: c.value for c in resource.configs if c.value is not None}
+                change = functools.partial(_replacement, new)
+            responses.append(await self._alter_one(resource, change, body, allowed))
         return responses
 
     async def _alter_one(
-        self, resource: Any, change: Any, body: Any, allowed: bool = True
+        self,
+        resource: Any,
+        change: Callable[[dict[str, str]], Mapping[str, str]],
+        body: Any,
+        allowed: bool = True,
     ) -> dict[str, Any]:
         rtype, name = int(resource.resource_type), str(resource.resource_name)
         result: dict[str, Any] = {
@@ -211,16 +225,31 @@ class ConfigHandlers:
             return {**result, "error_code": code, "error_message": message}
         if not allowed:
             return {**result, **_REFUSED}
-        try:
-            new: Mapping[str, str] = change(self._subs.get(name))
+        count = len(self._subs.names())  # read here: validated() may run on a store thread
+
+        def validated(stored: dict[str, str]) -> Mapping[str, str]:
+            new = change(stored)
             validate(name, new)
+            over = self._over_cap(name, new, stored, count)
+            if over is not None:
+                raise ConfigError(over["error_code"], over["error_message"])
+            return new
+
+        try:
+            if body.validate_only:
+                validated(self._subs.get(name))
+            else:
+                await self._subs.update(name, validated)
         except ConfigError as exc:
             return {**result, "error_code": exc.error_code, "error_message": exc.message}
-        over = self._over_cap(name, new)
-        if over is not None:
-            return {**result, **over}
-        if not body.validate_only:
-            await self._subs.put(name, new)
+        except StoreError as exc:
+            log.error("subscription_store_failed", name=name, error=str(exc))
+            message = f"The subscription store failed; {name} was not changed: {exc}"
+            return {
+                **result,
+                "error_code": ErrorCode.UNKNOWN_SERVER_ERROR,
+                "error_message": message,
+            }
         return result
 
     @staticmethod

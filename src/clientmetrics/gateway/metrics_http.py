@@ -1,4 +1,9 @@
-"""The gateway's own metrics, in Prometheus text format on an admin port."""
+"""The admin port: the gateway's metrics (Prometheus text) and health endpoints.
+
+``/healthz`` answers 200 while the process serves at all (liveness: restart it
+if this fails). ``/readyz`` answers 200 only when a push can be accepted and
+landed now, else 503 with the reason (readiness: take it out of rotation).
+"""
 
 from __future__ import annotations
 
@@ -40,6 +45,15 @@ METRICS: dict[str, tuple[str, str]] = {
     "empty_pushes": ("counter", "Accepted pushes with no metrics"),
     "instances_expired": ("counter", "Client instances removed by expiry"),
     "instances_evicted": ("counter", "Client instances dropped because the registry was full"),
+    "ready": ("gauge", "1 when /readyz answers 200: pushes can be accepted and landed now"),
+    "landing_pushes_durable": ("counter", "Pushes fsynced in the landing WAL (acknowledged)"),
+    "landing_rows_landed": ("counter", "Rows written to landed Parquet files (visible)"),
+    "landing_files": ("counter", "Parquet files landed"),
+    "landing_wal_failures": ("counter", "Landing WAL writes that failed (pushes answered 89)"),
+    "landing_convert_failures": ("counter", "Segment conversions that failed (retried)"),
+    "landing_segments_waiting": ("gauge", "Sealed WAL segments waiting for conversion"),
+    "landing_ready": ("gauge", "1 while landing WAL writes succeed"),
+    "landing_converting_ok": ("gauge", "0 while segment conversions fail"),
 }
 
 
@@ -113,17 +127,22 @@ class _ExporterCollector(Collector):
 
 
 class MetricsServer:
-    """A tiny HTTP server answering ``GET /metrics``; everything else is 404."""
+    """A tiny HTTP server: ``/metrics``, ``/healthz``, ``/readyz``; everything else is 404.
+
+    ``not_ready`` returns None when the gateway is ready, else the reason.
+    """
 
     def __init__(
         self,
         read: Callable[[], Mapping[str, float]],
         exporters: Callable[[], Sequence[ExporterStats]] | None = None,
+        not_ready: Callable[[], str | None] = lambda: None,
     ) -> None:
         self._registry = CollectorRegistry(auto_describe=False)
         self._registry.register(_GatewayCollector(read))
         if exporters is not None:
             self._registry.register(_ExporterCollector(exporters))
+        self._not_ready = not_ready
         self._server: asyncio.Server | None = None
 
     async def start(self, host: str, port: int) -> int:
@@ -135,12 +154,7 @@ class MetricsServer:
         try:
             request = await asyncio.wait_for(reader.readuntil(b"\r\n\r\n"), timeout=5)
             path = request.split(b" ", 2)[1] if request.count(b" ") >= 2 else b""
-            if path.split(b"?")[0] == b"/metrics":
-                body = generate_latest(self._registry)
-                status = b"200 OK"
-                ctype = b"text/plain; version=0.0.4; charset=utf-8"
-            else:
-                body, status, ctype = b"not found\n", b"404 Not Found", b"text/plain"
+            body, status, ctype = self._answer(path.split(b"?")[0])
             writer.write(
                 b"HTTP/1.1 "
                 + status
@@ -161,6 +175,20 @@ class MetricsServer:
             pass
         finally:
             writer.close()
+
+    def _answer(self, path: bytes) -> tuple[bytes, bytes, bytes]:
+        text = b"text/plain; charset=utf-8"
+        if path == b"/metrics":
+            body = generate_latest(self._registry)
+            return body, b"200 OK", b"text/plain; version=0.0.4; charset=utf-8"
+        if path == b"/healthz":
+            return b"ok\n", b"200 OK", text
+        if path == b"/readyz":
+            reason = self._not_ready()
+            if reason is None:
+                return b"ready\n", b"200 OK", text
+            return reason.encode() + b"\n", b"503 Service Unavailable", text
+        return b"not found\n", b"404 Not Found", text
 
     async def close(self) -> None:
         if self._server is not None:

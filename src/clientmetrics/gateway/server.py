@@ -8,12 +8,13 @@ import gc
 import random
 import signal
 from collections.abc import Coroutine, Sequence
+from concurrent.futures import ThreadPoolExecutor
 from typing import TYPE_CHECKING, Any
 
 import structlog
 
 from clientmetrics.errors import ConfigurationError
-from clientmetrics.exporters.base import Exporter
+from clientmetrics.exporters.base import Exporter, HealthReporting
 from clientmetrics.exporters.child import with_exporter_process
 from clientmetrics.exporters.path import ExportPath
 from clientmetrics.exporters.queued import ExporterStats
@@ -123,10 +124,13 @@ class Gateway:
         self._dispatcher: Dispatcher | None = None
         self._proxy: ProxyServer | None = None
         self._stats = {"push": 0, "get_subscriptions": 0}
+        #: Decompresses and parses large pushes off the event loop (see telemetry_rpcs).
+        self._decoder = ThreadPoolExecutor(2, thread_name_prefix="push-decode")
         self.port = 0
         #: Listener name -> the port it is bound to.
         self.ports: dict[str, int] = {}
         self.metrics_port: int | None = None
+        self._closing = False
 
     @property
     def exporters(self) -> list[Exporter]:
@@ -167,7 +171,9 @@ class Gateway:
         self._spawn(self._expire_loop())
         self._watch_tls()
         if cfg.admin_listen is not None:
-            self._metrics = MetricsServer(self.metrics_snapshot, self.exporter_stats)
+            self._metrics = MetricsServer(
+                self.metrics_snapshot, self.exporter_stats, not_ready=self.not_ready
+            )
             self.metrics_port = await self._metrics.start(
                 cfg.admin_listen.host, cfg.admin_listen.port
             )
@@ -246,7 +252,7 @@ class Gateway:
 
         assert self._subscriptions is not None
         assert self._export_path is not None
-        telemetry = TelemetryHandlers(self.manager, self._export_path)
+        telemetry = TelemetryHandlers(self.manager, self._export_path, self._decoder)
         security = self.config.upstream_security
         self._upstream_tls = security.context()
         upstream_tls = (
@@ -297,7 +303,7 @@ class Gateway:
                 for listener in cfg.listeners
             },
         )
-        telemetry = TelemetryHandlers(self.manager, self._export_path)
+        telemetry = TelemetryHandlers(self.manager, self._export_path, self._decoder)
         configs = ConfigHandlers(
             self._subscriptions, self.authorization, max_subscriptions=cfg.max_subscriptions
         )
@@ -438,6 +444,19 @@ class Gateway:
         gc.collect(1)
         gc.freeze()
 
+    def not_ready(self) -> str | None:
+        """None when a push can be accepted and landed now; else why not (``/readyz``)."""
+        if self._closing:
+            return "shutting down"
+        if not self._servers and self._proxy is None:
+            return "not listening"
+        for exporter in self._exporters or []:
+            if isinstance(exporter, HealthReporting):
+                reason = exporter.health()
+                if reason is not None:
+                    return f"{exporter.name}: {reason}"
+        return None
+
     def metrics_snapshot(self) -> dict[str, float]:
         """Counters for ``/metrics`` and the dashboard."""
         stats = self.manager.stats
@@ -457,6 +476,10 @@ class Gateway:
         values.update({k: float(v) for k, v in self._stats.items()})
         values["connections"] = float(len(self._connections))
         values["request_budget_used_bytes"] = float(self.limits.budget.used)
+        for exporter in self._exporters or []:
+            if isinstance(exporter, HealthReporting):
+                values.update(exporter.counters())
+        values["ready"] = 0.0 if self.not_ready() else 1.0
         return values
 
     def exporter_stats(self) -> list[ExporterStats]:
@@ -466,13 +489,15 @@ class Gateway:
     async def close(self) -> None:
         """Stop listening, finish or cancel in-flight work, flush the exporters."""
         timeout = self.config.shutdown_timeout_s
+        self._closing = True
         for server in self._servers:
             server.close()
         if self._proxy is not None:
             await self._proxy.close(timeout)
+        # /readyz answers 503 while in-flight pushes drain.
+        await self._drain(timeout)
         if self._metrics is not None:
             await self._metrics.close()
-        await self._drain(timeout)
         tasks = [t for t in self._tasks if not t.done()]
         for task in tasks:
             task.cancel()
@@ -485,6 +510,7 @@ class Gateway:
                 log.exception("exporter_close_failed", exporter=exporter.name)
         if self._subscriptions is not None:
             await self._subscriptions.close()
+        self._decoder.shutdown(wait=False, cancel_futures=True)
         log.info("gateway_stopped")
 
     async def _drain(self, timeout: float) -> None:

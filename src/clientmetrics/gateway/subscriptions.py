@@ -6,7 +6,7 @@ from collections.abc import Mapping
 
 import structlog
 
-from clientmetrics.store.base import SubscriptionStore
+from clientmetrics.store.base import Change, SubscriptionStore
 from clientmetrics.telemetry.configs import ConfigError, validate
 from clientmetrics.telemetry.manager import ClientMetricsManager
 
@@ -52,9 +52,14 @@ class Subscriptions:
     def names(self) -> list[str]:
         return sorted(self._configs)
 
-    async def put(self, name: str, configs: Mapping[str, str]) -> None:
-        """Persist validated configs; the change reaches the manager via the store."""
-        await self._store.put(name, dict(configs))
+    async def update(self, name: str, change: Change) -> dict[str, str]:
+        """Apply ``change`` to the stored configs atomically, in the store.
+
+        Never on this mirror: it lags changes other workers and gateways made, and
+        concurrent alters would overwrite each other. The change reaches the
+        manager through the store's notification.
+        """
+        return await self._store.update(name, change)
 
     async def close(self) -> None:
         await self._store.close()

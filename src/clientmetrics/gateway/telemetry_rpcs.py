@@ -2,10 +2,13 @@
 
 from __future__ import annotations
 
+import asyncio
 import struct
 import time
 import uuid
-from dataclasses import replace
+from concurrent.futures import Executor
+from dataclasses import fields, replace
+from typing import Any
 
 import structlog
 
@@ -14,7 +17,12 @@ from clientmetrics.exporters.path import ExportPath
 from clientmetrics.gateway.build import build
 from clientmetrics.gateway.connection import ConnectionState
 from clientmetrics.gateway.limits import now_ms
-from clientmetrics.telemetry.manager import ClientMetricsManager, SubscriptionsResult
+from clientmetrics.telemetry.manager import (
+    ClientMetricsManager,
+    PushResult,
+    SubscriptionsResult,
+    decode_push,
+)
 from clientmetrics.telemetry.model import ZERO_UUID, AcceptedPush
 from clientmetrics.wire import (
     ErrorCode,
@@ -26,6 +34,11 @@ from clientmetrics.wire import (
 )
 
 log = structlog.get_logger("clientmetrics.gateway")
+
+#: Pushes up to this size (uncompressed) are decoded on the event loop: the
+#: thread hop would cost more than the work. Anything compressed, or larger, can
+#: expand to ``telemetry.max.bytes`` of OTLP and is decoded on the decode pool.
+INLINE_DECODE_BYTES = 4096
 
 
 class SubscriptionTemplates:
@@ -93,10 +106,18 @@ class SubscriptionTemplates:
 class TelemetryHandlers:
     """Answers the two KIP-714 RPCs (v0, and v1 with the KIP-1313 header id)."""
 
-    def __init__(self, manager: ClientMetricsManager, exporters: ExportPath) -> None:
+    def __init__(
+        self,
+        manager: ClientMetricsManager,
+        exporters: ExportPath,
+        decoder: Executor | None = None,
+    ) -> None:
         self._manager = manager
         self._exporters = exporters
         self._templates = SubscriptionTemplates()
+        #: Where heavy payloads are decompressed and parsed, so one client's push
+        #: cannot stall the event loop for everyone else (None: inline).
+        self._decoder = decoder
 
     @staticmethod
     def _instance_id(header: RequestHeader, body: object) -> uuid.UUID | None:
@@ -138,26 +159,48 @@ class TelemetryHandlers:
         body = decode_body(header, frame, offset)
         if self._missing_header_id(header):
             return self._reply(header, {"error_code": ErrorCode.INVALID_REQUEST})
-        result = self._manager.push_telemetry(
-            self._instance_id(header, body),
-            int(body.subscription_id),
-            bool(body.terminating),
-            int(body.compression_type),
-            bytes(body.metrics or b""),
-            conn.context(),
-            now_ms(),
-        )
+        result = await self._push_result(conn, header, body)
         code = result.error_code
         if result.accepted is not None:
             code = await self._export(result.accepted)
         cls = response_type(header.api_key, header.api_version)
         return encode_response(header, build(cls, {"throttle_time": 0, "error_code": code}))
 
+    async def _push_result(
+        self, conn: ConnectionState, header: RequestHeader, body: Any
+    ) -> PushResult:
+        compression_type = int(body.compression_type)
+        metrics = bytes(body.metrics or b"")
+        started = self._manager.begin_push(
+            self._instance_id(header, body),
+            int(body.subscription_id),
+            bool(body.terminating),
+            compression_type,
+            metrics,
+            conn.context(),
+            now_ms(),
+        )
+        if isinstance(started, PushResult):
+            return started
+        if self._decoder is None or (compression_type == 0 and len(metrics) <= INLINE_DECODE_BYTES):
+            code, payload = decode_push(compression_type, metrics, started.max_bytes)
+        else:
+            loop = asyncio.get_running_loop()
+            code, payload = await loop.run_in_executor(
+                self._decoder, decode_push, compression_type, metrics, started.max_bytes
+            )
+        return self._manager.finish_push(started, code, payload)
+
     @staticmethod
     def _reply(header: RequestHeader, values: dict[str, object]) -> bytes:
-        """Encode a response; fields the version lacks are dropped, missing ones defaulted."""
+        """Encode a response; fields the version lacks are dropped, missing ones defaulted.
+
+        ``build`` turns millisecond ints into the ``timedelta`` durations kio writes.
+        """
         cls = response_type(header.api_key, header.api_version)
-        return encode_response(header, blank_entity(cls, **values))
+        blank = blank_entity(cls)
+        defaults = {f.name: getattr(blank, f.name) for f in fields(blank)}
+        return encode_response(header, build(cls, {**defaults, **values}))
 
     async def _export(self, push: AcceptedPush) -> ErrorCode:
         """Land the push in the gating exporters; answer NONE once all have it durably.

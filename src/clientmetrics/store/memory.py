@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from clientmetrics.store.base import ChangeListener, ConfigMap, StoreError
+from clientmetrics.store.base import Change, ChangeListener, ConfigMap, StoreError
 
 
 class MemorySubscriptionStore:
@@ -34,6 +34,14 @@ class MemorySubscriptionStore:
             self._resources.pop(name, None)
         if self._on_change is not None:
             self._on_change(name, dict(new))
+
+    async def update(self, name: str, change: Change) -> dict[str, str]:
+        """Apply ``change`` to ``name``'s configs (atomic: nothing awaits in between)."""
+        if not self._open:
+            raise StoreError("the store is not started")
+        new = dict(change(dict(self._resources.get(name, {}))))
+        await self.put(name, new)
+        return new
 
     async def close(self) -> None:
         """Stop accepting puts (the data stays for a later ``start``)."""

@@ -20,7 +20,7 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import TypeVar
 
-from clientmetrics.store.base import ChangeListener, ConfigMap, StoreError
+from clientmetrics.store.base import Change, ChangeListener, ConfigMap, StoreError
 
 _T = TypeVar("_T")
 
@@ -67,12 +67,20 @@ class SqliteSubscriptionStore:
 
     async def put(self, name: str, configs: ConfigMap) -> None:
         """Replace ``name``'s configs in one committed transaction; empty deletes it."""
-        items = sorted(configs.items())
-        await self._call(lambda: self._replace(name, items))
-        new = dict(items)
+        fixed = dict(configs)
+        await self.update(name, lambda _stored: fixed)
+
+    async def update(self, name: str, change: Change) -> dict[str, str]:
+        """Read, change and write ``name``'s configs in one write transaction.
+
+        ``BEGIN IMMEDIATE`` takes the database's write lock before the read, so
+        no other connection (another worker or gateway) commits in between.
+        """
+        new = await self._call(lambda: self._update(name, change))
         if self._known.get(name, {}) != new:
             self._remember(name, new)
             self._notify(name, new)
+        return new
 
     async def close(self) -> None:
         """Stop polling and close the database."""
@@ -134,19 +142,28 @@ class SqliteSubscriptionStore:
             resources.setdefault(name, {})[key] = value
         return resources, int(version)
 
-    def _replace(self, name: str, items: list[tuple[str, str]]) -> None:
+    def _update(self, name: str, change: Change) -> dict[str, str]:
         conn = self._connection()
         conn.execute("BEGIN IMMEDIATE")
         try:
-            conn.execute("DELETE FROM client_metrics_configs WHERE name = ?", (name,))
-            conn.executemany(
-                "INSERT INTO client_metrics_configs (name, key, value) VALUES (?, ?, ?)",
-                [(name, key, value) for key, value in items],
+            stored = dict(
+                conn.execute(
+                    "SELECT key, value FROM client_metrics_configs WHERE name = ?", (name,)
+                ).fetchall()
             )
+            new = dict(change(dict(stored)))
+            if new != stored:
+                conn.execute("DELETE FROM client_metrics_configs WHERE name = ?", (name,))
+                conn.executemany(
+                    "INSERT INTO client_metrics_configs (name, key, value) VALUES (?, ?, ?)",
+                    [(name, key, value) for key, value in sorted(new.items())],
+                )
+            conn.execute("COMMIT")
         except BaseException:
-            conn.execute("ROLLBACK")
+            if conn.in_transaction:  # a failed COMMIT (disk full) can leave it open
+                conn.execute("ROLLBACK")
             raise
-        conn.execute("COMMIT")
+        return new
 
     def _data_version_now(self) -> int:
         return int(self._connection().execute("PRAGMA data_version").fetchone()[0])

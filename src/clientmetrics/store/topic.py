@@ -8,6 +8,16 @@ the others within the consumer's fetch wait. ``put`` returns once this gateway's
 own consumer has read the record back, so a describe right after an alter
 through the same gateway sees the new value.
 
+Alters are a compare-and-set on the log. A record written by ``update`` carries
+``base``, the offset of the record for that name it was computed from (-1: none).
+Every reader applies a record only if ``base`` is the offset of the last record
+it applied for that name, so all gateways accept and reject the same records in
+log order. A writer whose record was rejected (another alter of the same name
+landed first) computes the change again on the newer state and retries. A
+record without ``base`` (older versions, other tools) is applied as it stands,
+and a name's first record seen is accepted whatever its base: the ones before
+it may have been compacted away.
+
 The Kafka client is librdkafka (confluent-kafka): its producer and consumer are
 thread-based, so polling runs on one thread of ours and results cross into the
 event loop with ``call_soon_threadsafe``.
@@ -33,7 +43,7 @@ from confluent_kafka import (
 )
 from confluent_kafka.admin import AdminClient, NewTopic  # type: ignore[attr-defined]
 
-from clientmetrics.store.base import ChangeListener, ConfigMap, StoreError
+from clientmetrics.store.base import Change, ChangeListener, ConfigMap, StoreError
 
 __all__ = ["DEFAULT_TOPIC", "TopicSubscriptionStore"]
 
@@ -42,13 +52,32 @@ log = structlog.get_logger("clientmetrics.store")
 DEFAULT_TOPIC = "__client_metrics_subscriptions"
 _POLL_S = 0.05
 _CHECK_S = 0.1  # how often the end offsets are checked for records from other gateways
+_CAS_ATTEMPTS = 50  # an alter losing this many compare-and-sets in a row gives up
 
 
-def encode_value(configs: ConfigMap) -> bytes | None:
-    """The record value for ``configs``; ``None`` (a tombstone) deletes."""
-    if not configs:
+def encode_value(configs: ConfigMap, base: int | None = None) -> bytes | None:
+    """The record value for ``configs`` computed from the record at ``base``.
+
+    Without a base, empty configs are a tombstone (``None``); with one, a deletion
+    is an empty map so that it is compared-and-set like any other change.
+    """
+    if not configs and base is None:
         return None
-    return json.dumps({"configs": dict(sorted(configs.items()))}).encode()
+    doc: dict[str, Any] = {"configs": dict(sorted(configs.items()))}
+    if base is not None:
+        doc["base"] = base
+    return json.dumps(doc).encode()
+
+
+def decode_base(value: bytes | None) -> int | None:
+    """The ``base`` offset a record value carries, or ``None`` (apply unconditionally)."""
+    if not value:
+        return None
+    try:
+        base = json.loads(value).get("base")
+    except (ValueError, AttributeError):
+        return None
+    return base if isinstance(base, int) else None
 
 
 def decode_value(value: bytes | None) -> dict[str, str]:
@@ -80,6 +109,9 @@ class TopicSubscriptionStore:
         self._timeout = timeout_s
         self._extra = dict(client_config or {})
         self._state: dict[str, dict[str, str]] = {}
+        #: name -> offset of the last record applied for it (deletions included).
+        self._versions: dict[str, int] = {}
+        self._writing = asyncio.Lock()  # one alter at a time from this gateway
         self._consumed: dict[int, int] = {}  # partition -> next offset to read
         self._waiters: list[tuple[int, int, asyncio.Future[None]]] = []
         self._on_change: ChangeListener | None = None
@@ -164,23 +196,42 @@ class TopicSubscriptionStore:
                 raise StoreError(f"timed out reading subscription topic {self._topic}")
             if message.error():
                 continue
-            name, configs = self._record(message)
+            name, configs, base = self._record(message)
             partition, offset = int(message.partition() or 0), int(message.offset() or 0)
             self._consumed[partition] = offset + 1
-            if configs:
-                state[name] = configs
-            else:
-                state.pop(name, None)
+            self._accept(state, name, configs, base, offset)
             if offset + 1 >= ends[partition]:
                 remaining.discard(partition)
         self._state = state
         return state
 
     @staticmethod
-    def _record(message: Any) -> tuple[str, dict[str, str]]:
+    def _record(message: Any) -> tuple[str, dict[str, str], int | None]:
         key = message.key()
         name = key.decode("utf-8", "replace") if key else ""
-        return name, decode_value(message.value())
+        value = message.value()
+        return name, decode_value(value), decode_base(value)
+
+    def _accept(
+        self,
+        state: dict[str, dict[str, str]],
+        name: str,
+        configs: dict[str, str],
+        base: int | None,
+        offset: int,
+    ) -> bool:
+        """Apply one record to ``state`` if its compare-and-set holds; True if applied."""
+        if not name:
+            return False
+        last = self._versions.get(name)
+        if base is not None and last is not None and base != last:
+            return False  # computed from a state another record has replaced
+        self._versions[name] = offset
+        if configs:
+            state[name] = configs
+        else:
+            state.pop(name, None)
+        return True
 
     def _follow(self) -> None:
         """Read new records as they appear, without fetching in a loop when idle.
@@ -240,22 +291,21 @@ class TopicSubscriptionStore:
                 if message.error():
                     log.warning("subscription_topic_error", error=str(message.error()))
                     continue
-                name, configs = self._record(message)
+                name, configs, base = self._record(message)
                 partition, offset = int(message.partition() or 0), int(message.offset() or 0)
                 read_to[partition] = offset + 1
-                self._loop.call_soon_threadsafe(self._apply, name, configs, partition, offset)
+                self._loop.call_soon_threadsafe(self._apply, name, configs, base, partition, offset)
         finally:
             consumer.pause(behind)
 
-    def _apply(self, name: str, configs: dict[str, str], partition: int, offset: int) -> None:
+    def _apply(
+        self, name: str, configs: dict[str, str], base: int | None, partition: int, offset: int
+    ) -> None:
         self._consumed[partition] = offset + 1
-        if name and self._state.get(name, {}) != configs:
-            if configs:
-                self._state[name] = configs
-            else:
-                self._state.pop(name, None)
-            if self._on_change is not None:
-                self._on_change(name, dict(configs))
+        before = self._state.get(name, {})
+        applied = self._accept(self._state, name, configs, base, offset)
+        if applied and before != configs and self._on_change is not None:
+            self._on_change(name, dict(configs))
         still = []
         for p, o, future in self._waiters:
             if self._consumed.get(p, 0) > o:
@@ -266,7 +316,28 @@ class TopicSubscriptionStore:
         self._waiters = still
 
     async def put(self, name: str, configs: ConfigMap) -> None:
-        """Append a record for ``name`` and wait until this gateway has read it back."""
+        """Replace ``name``'s configs (an update that ignores the stored ones)."""
+        fixed = dict(configs)
+        await self.update(name, lambda _stored: fixed)
+
+    async def update(self, name: str, change: Change) -> dict[str, str]:
+        """Compare-and-set ``change(stored)`` on the log, retrying when another alter won.
+
+        Each attempt reads the state as of the last record this gateway has read;
+        after a lost attempt that includes the winner's record, so every round
+        some writer succeeds.
+        """
+        async with self._writing:
+            for _ in range(_CAS_ATTEMPTS):
+                base = self._versions.get(name, -1)
+                new = dict(change(dict(self._state.get(name, {}))))
+                offset = await self._append(name, encode_value(new, base))
+                if self._versions.get(name) == offset:
+                    return new
+        raise StoreError(f"subscription {name} kept changing; gave up after {_CAS_ATTEMPTS} tries")
+
+    async def _append(self, name: str, value: bytes | None) -> int:
+        """Append a record for ``name``, wait until this gateway has read it back."""
         producer = self._producer
         if producer is None or self._loop is None:
             raise StoreError("topic store is not started")
@@ -285,18 +356,17 @@ class TopicSubscriptionStore:
             loop.call_soon_threadsafe(settle)
 
         try:
-            producer.produce(
-                self._topic, key=name.encode(), value=encode_value(configs), on_delivery=on_delivery
-            )
+            producer.produce(self._topic, key=name.encode(), value=value, on_delivery=on_delivery)
         except (KafkaException, BufferError) as exc:
             raise StoreError(f"cannot write subscription {name}: {exc}") from exc
         try:
             partition, offset = await asyncio.wait_for(delivered, self._timeout)
             if self._consumed.get(partition, 0) > offset:
-                return
+                return offset
             seen: asyncio.Future[None] = loop.create_future()
             self._waiters.append((partition, offset, seen))
             await asyncio.wait_for(seen, self._timeout)
+            return offset
         except TimeoutError as exc:
             raise StoreError(f"timed out writing subscription {name}") from exc
 

@@ -19,9 +19,11 @@ from clientmetrics.telemetry.configs import (
 from clientmetrics.telemetry.instances import ClientInstance, InstanceRegistry
 from clientmetrics.telemetry.manager import (
     ClientMetricsManager,
+    PendingPush,
     PushResult,
     SubscriptionsResult,
     TelemetryConfig,
+    decode_push,
 )
 from clientmetrics.telemetry.matching import CompiledSubscription, PatternCache
 from clientmetrics.telemetry.model import (
@@ -73,6 +75,7 @@ __all__ = [
     "InstanceRegistry",
     "InvalidPayload",
     "PatternCache",
+    "PendingPush",
     "PushResult",
     "StateError",
     "Subscription",
@@ -85,6 +88,7 @@ __all__ = [
     "build_metrics_data",
     "compress",
     "compress_snappy_xerial",
+    "decode_push",
     "decompress",
     "describe",
     "gauge",

@@ -103,6 +103,42 @@ class SubscriptionsResult:
 
 
 @dataclass(frozen=True, slots=True)
+class PendingPush:
+    """A push past every check but the payload's: decode it, then ``finish_push``.
+
+    Decoding (``decode_push``) touches no manager state, so the caller may run it
+    on another thread while the manager goes on serving other clients.
+    """
+
+    instance: ClientInstance
+    client_instance_id: uuid.UUID
+    subscription_id: int
+    terminating: bool
+    compression_type: int
+    metrics: bytes
+    ctx: ClientContext
+    now_ms: int
+    max_bytes: int
+
+
+def decode_push(compression_type: int, metrics: bytes, max_bytes: int) -> tuple[ErrorCode, bytes]:
+    """Decompress and check a push's payload: the error code, and the OTLP bytes if NONE.
+
+    Pure and thread-safe; cost is linear in ``len(metrics)`` and bounded by ``max_bytes``.
+    """
+    if not metrics:
+        return ErrorCode.NONE, b""
+    try:
+        payload = decompress(compression_type, metrics, max_bytes)
+        parse_metrics_data(payload)
+    except TelemetryTooLarge:
+        return ErrorCode.TELEMETRY_TOO_LARGE, b""
+    except (CompressionError, InvalidPayload):
+        return ErrorCode.INVALID_RECORD, b""
+    return ErrorCode.NONE, payload
+
+
+@dataclass(frozen=True, slots=True)
 class PushResult:
     """The outcome of one PushTelemetry request."""
 
@@ -274,9 +310,31 @@ class ClientMetricsManager:
     ) -> PushResult:
         """Answer a PushTelemetry request; on success the push is ready to export.
 
+        ``begin_push``, ``decode_push`` and ``finish_push`` in one call.
+        """
+        started = self.begin_push(
+            client_instance_id, subscription_id, terminating, compression_type, metrics, ctx, now_ms
+        )
+        if isinstance(started, PushResult):
+            return started
+        code, payload = decode_push(compression_type, metrics, started.max_bytes)
+        return self.finish_push(started, code, payload)
+
+    def begin_push(
+        self,
+        client_instance_id: uuid.UUID | None,
+        subscription_id: int,
+        terminating: bool,
+        compression_type: int,
+        metrics: bytes,
+        ctx: ClientContext,
+        now_ms: int,
+    ) -> PushResult | PendingPush:
+        """Run a push's checks up to its payload: the final result, or what to decode.
+
         Checks, first failure wins: reserved id, already terminated, throttle
         (terminating pushes bypass it), SubscriptionId, compression id,
-        compressed size, decompressed size, OTLP decode.
+        compressed size; then (``decode_push``) decompressed size, OTLP decode.
         """
         if client_instance_id is None or client_instance_id in RESERVED_UUIDS:
             self._stats.push_answered(ErrorCode.INVALID_REQUEST, False)
@@ -290,21 +348,37 @@ class ClientMetricsManager:
             size=len(metrics),
             now_ms=now_ms,
         )
-        payload = b""
-        if code is ErrorCode.NONE and metrics:
-            code, payload = self._decode(compression_type, metrics)
+        pending = PendingPush(
+            instance,
+            client_instance_id,
+            subscription_id,
+            terminating,
+            compression_type,
+            metrics,
+            ctx,
+            now_ms,
+            self._config.max_bytes,
+        )
+        if code is not ErrorCode.NONE:
+            return self.finish_push(pending, code, b"")
+        return pending
+
+    def finish_push(self, pending: PendingPush, code: ErrorCode, payload: bytes) -> PushResult:
+        """Record a push's outcome once its payload is decoded (``decode_push``)."""
+        instance = pending.instance
         instance.last_error = code
-        self._stats.push_answered(code, not metrics)
+        self._stats.push_answered(code, not pending.metrics)
         if code is not ErrorCode.NONE:
             return PushResult(code, None)
         # Only an accepted terminating push ends the instance (KAFKA-20898).
-        instance.terminating = terminating
+        instance.terminating = pending.terminating
+        ctx = pending.ctx
         accepted = AcceptedPush(
-            received_at_ms=now_ms,
-            client_instance_id=client_instance_id,
-            subscription_id=subscription_id,
-            terminating=terminating,
-            compression_type=compression_type,
+            received_at_ms=pending.now_ms,
+            client_instance_id=pending.client_instance_id,
+            subscription_id=pending.subscription_id,
+            terminating=pending.terminating,
+            compression_type=pending.compression_type,
             push_interval_ms=instance.plan.push_interval_ms,
             payload=payload,
             **{name: getattr(ctx, name) for name in CONTEXT_LABELS},
@@ -339,16 +413,6 @@ class ClientMetricsManager:
         if size > self._config.max_bytes:
             return ErrorCode.TELEMETRY_TOO_LARGE
         return ErrorCode.NONE
-
-    def _decode(self, compression_type: int, metrics: bytes) -> tuple[ErrorCode, bytes]:
-        try:
-            payload = decompress(compression_type, metrics, self._config.max_bytes)
-            parse_metrics_data(payload)
-        except TelemetryTooLarge:
-            return ErrorCode.TELEMETRY_TOO_LARGE, b""
-        except (CompressionError, InvalidPayload):
-            return ErrorCode.INVALID_RECORD, b""
-        return ErrorCode.NONE, payload
 
     # -- broker metrics ------------------------------------------------------
 

@@ -15,6 +15,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 
 __all__ = [
+    "ATTRIBUTE_ALIASES",
     "TELEMETRY_PREFIX",
     "telemetry_attributes",
     "telemetry_name",
@@ -23,6 +24,12 @@ __all__ = [
 
 TELEMETRY_PREFIX = "org.apache.kafka"
 _EXCLUDED_TAG = "client_id"
+
+#: Point attribute keys that name the same label, to the one key kept downstream.
+#: The per-broker attribute is ``node.id`` from librdkafka but ``node_id`` from
+#: the Java client (its ``node-id`` tag cleaned) and franz-go; decoded points
+#: carry ``node.id`` either way, so a broker is one label in series and rules.
+ATTRIBUTE_ALIASES = {"node_id": "node.id"}
 
 
 def _clean(value: str, joiner: str) -> str:

@@ -16,11 +16,14 @@ windows whatever the kind.
 Attribute values become strings in a ``map<string, string>``: librdkafka sends
 ``node.id`` as an int, and a string map keeps per-broker copies of a metric as
 distinct series without a union-typed map. Array, key-list and bytes values
-(which no Kafka client sends) become null.
+(which no Kafka client sends) become null. Point attribute keys that are aliases
+of one label (``naming.ATTRIBUTE_ALIASES``: ``node_id`` for ``node.id``) come out
+under the one key.
 """
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass
 from functools import cache
 from typing import Any
@@ -29,6 +32,8 @@ import ptars
 import pyarrow as pa
 import pyarrow.compute as pc
 from opentelemetry.proto.metrics.v1 import metrics_pb2
+
+from clientmetrics.telemetry.naming import ATTRIBUTE_ALIASES
 
 #: The OTLP metric kinds, named as the ``kind`` column spells them.
 KINDS = ("gauge", "sum", "histogram", "exponential_histogram", "summary")
@@ -187,7 +192,9 @@ def _kind_points(kind: str, metric: pa.Array) -> pa.Table:
     )
     columns["start_time"] = _timestamp(pc.struct_field(point, "start_time_unix_nano"))
     columns["event_time"] = _timestamp(pc.struct_field(point, "time_unix_nano"))
-    columns["attributes"] = attributes_to_map(pc.struct_field(point, "attributes"))
+    columns["attributes"] = attributes_to_map(
+        pc.struct_field(point, "attributes"), aliases=ATTRIBUTE_ALIASES
+    )
     columns.update(_values(kind, point))
     fields = [pa.field("_metric", pa.int64())] + [
         field for field in POINT_SCHEMA if field.name not in _PER_METRIC
@@ -242,11 +249,14 @@ def _values(kind: str, point: pa.Array) -> dict[str, pa.Array]:
     return values
 
 
-def attributes_to_map(key_values: pa.Array) -> pa.MapArray:
+def attributes_to_map(
+    key_values: pa.Array, aliases: Mapping[str, str] | None = None
+) -> pa.MapArray:
     """Turn a list of OTLP ``KeyValue`` structs into a ``map<string, string>`` per row.
 
     A null list becomes an empty map. Ints, doubles and bools are rendered as
     text (``111``, ``0.5``, ``true``); array, key-list and bytes values become null.
+    Keys found in ``aliases`` are renamed to its value.
     """
     lengths = pc.fill_null(pc.list_value_length(key_values), 0)
     offsets = pa.concat_arrays(
@@ -254,6 +264,8 @@ def attributes_to_map(key_values: pa.Array) -> pa.MapArray:
     )
     pairs = pc.list_flatten(key_values)
     keys = pc.struct_field(pairs, "key")
+    for alias, key in (aliases or {}).items():
+        keys = pc.if_else(pc.equal(keys, alias), pa.scalar(key, pa.string()), keys)
     value = pc.struct_field(pairs, "value")
     text = pc.coalesce(
         pc.struct_field(value, "string_value"),

@@ -37,7 +37,7 @@ from kio.serial._introspect import (
     classify_field,
     get_schema_field_type,
 )
-from kio.serial.errors import SerialError
+from kio.serial.errors import SerialError, UnexpectedNull
 
 from clientmetrics.wire.errors import ProtocolError
 from clientmetrics.wire.fixed import fixed_writer
@@ -67,8 +67,9 @@ def read_entity(entity_type: type, frame: bytes, offset: int) -> Any:
 def _read_flat(entity_type: type, frame: bytes, offset: int) -> Any:
     try:
         value, _size = _native_reader(entity_type)(frame, offset)
-    except (KeyError, ValueError):
-        # Unknown tagged field or error code: kio's native reader is strict about both.
+    except (KeyError, ValueError, UnexpectedNull):
+        # Unknown tagged field or error code, or a null some client sends where the
+        # schema has none (reader.NULL_AS_EMPTY): kio's native reader is strict.
         value, _size = safe_reader(entity_type)(frame, offset)
     return value
 

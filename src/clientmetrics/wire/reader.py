@@ -42,6 +42,11 @@ __all__ = ["Reader", "has_arrays", "safe_reader"]
 Reader = Callable[[Any, int], tuple[Any, int]]
 """kio's reader convention: ``reader(buffer, offset) -> (value, bytes consumed)``."""
 
+#: Non-nullable fields real clients send as null, read as empty instead. librdkafka
+#: before its PR #4912 pushes a null Metrics when no metric matched; Kafka rejects
+#: that and the client reconnects in a loop (confluent-kafka-python issue #2185).
+NULL_AS_EMPTY = frozenset({("PushTelemetryRequest", "metrics")})
+
 
 @functools.cache
 def has_arrays(entity_type: type) -> bool:
@@ -100,7 +105,25 @@ def _field_reader(entity_type: type, field: Any, is_tag: bool) -> Reader:
     if get_schema_field_type(field) == "error_code":
         return _read_error_code
     is_header = entity_type.__name__ == "RequestHeader"
-    return get_field_reader(entity_type, field, is_header, is_tag)
+    reader = get_field_reader(entity_type, field, is_header, is_tag)
+    if (entity_type.__name__, field.name) in NULL_AS_EMPTY:
+        return _empty_if_null(reader, flexible)
+    return reader
+
+
+def _empty_if_null(reader: Reader, flexible: bool) -> Reader:
+    def read(buffer: Any, offset: int) -> tuple[Any, int]:
+        if flexible:
+            compact, size = read_unsigned_varint(buffer, offset)
+            null = compact == 0  # compact length + 1
+        else:
+            length, size = read_int32(buffer, offset)
+            null = length < 0
+        if null:
+            return b"", size
+        return reader(buffer, offset)
+
+    return read
 
 
 def _array_reader(item: Reader, flexible: bool, nullable: bool) -> Reader:

@@ -46,7 +46,9 @@ from clientmetrics.wire import (
     RequestHeader,
     UnsupportedApi,
     decode_request,
+    error_response,
 )
+from clientmetrics.wire.client_software import software_valid
 from clientmetrics.wire.sasl import authenticate_error_code, expects_response
 from clientmetrics.wire.server import (
     NO_RESPONSE,
@@ -189,8 +191,12 @@ class ProxySession:
         link = self._link
         assert link is not None
         header = request.header
-        if header.api_key == ApiKey.API_VERSIONS:
-            self._record_software(request.frame)
+        if header.api_key == ApiKey.API_VERSIONS and not self._record_software(request.frame):
+            # Kafka answers this itself; answering here keeps upstreams that do not
+            # validate from letting arbitrary text into the landed data.
+            self.core.complete(request.id, error_response(header, ErrorCode.INVALID_REQUEST))
+            self._flush()
+            return
         try:
             future = link.send(request.frame, expect_response=request.id != NO_RESPONSE)
         except UpstreamError:
@@ -395,9 +401,16 @@ class ProxySession:
         else:
             self._apply(self.core.fail(request, error))
 
-    def _record_software(self, frame: bytes | bytearray) -> None:
-        with contextlib.suppress(ProtocolError, UnsupportedApi):
+    def _record_software(self, frame: bytes | bytearray) -> bool:
+        """Record ApiVersions v3+ software name and version; False if Kafka rejects them."""
+        try:
             _, body = decode_request(bytes(frame))
-            name = getattr(body, "client_software_name", None)
-            if name is not None:
-                self.conn.set_software(str(name), str(getattr(body, "client_software_version", "")))
+        except (ProtocolError, UnsupportedApi):
+            return True  # upstream answers what it cannot decode either
+        name = getattr(body, "client_software_name", None)
+        version = getattr(body, "client_software_version", None)
+        if not software_valid(name, version):
+            return False
+        if name is not None:
+            self.conn.set_software(str(name), str(version or ""))
+        return True

@@ -1,0 +1,172 @@
+"""Hostile pushes against one gateway: does a clean client keep being served?
+
+Two attacker connections loop Get -> Push with payloads that are expensive to
+take apart (1 MiB of empty gzip members or lz4 frames, or a valid zstd payload
+that expands to nearly ``telemetry.max.bytes`` of OTLP). A clean client on its
+own connection sends ApiVersions round trips; its rate is printed alone and next
+to each attack, with the attackers' push rate and answers. Usage:
+
+    python bench/starvation.py --seconds 5
+"""
+
+from __future__ import annotations
+
+import argparse
+import collections
+import gzip
+import socket
+import struct
+import sys
+import tempfile
+import threading
+import time
+import uuid
+from pathlib import Path
+
+import lz4.frame
+import zstandard
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+
+from tests.procs import GatewayProcess  # noqa: E402
+
+from clientmetrics.telemetry import build_metrics_data, gauge  # noqa: E402
+from clientmetrics.wire import (  # noqa: E402
+    RequestHeader,
+    decode_response,
+    encode_request,
+    request_type,
+)
+
+T0 = 1_700_000_000_000_000_000
+
+
+def read_frame(sock: socket.socket) -> bytes:
+    def exactly(n: int) -> bytes:
+        data = bytearray()
+        while len(data) < n:
+            chunk = sock.recv(n - len(data))
+            if not chunk:
+                raise ConnectionError("closed")
+            data += chunk
+        return bytes(data)
+
+    return exactly(struct.unpack(">i", exactly(4))[0])
+
+
+def clean_rate(port: int, seconds: float) -> float:
+    frame = encode_request(RequestHeader(18, 0, 1, "clean"), request_type(18, 0)())
+    done = 0
+    with socket.create_connection(("127.0.0.1", port), timeout=30) as sock:
+        deadline = time.monotonic() + seconds
+        while time.monotonic() < deadline:
+            sock.sendall(frame)
+            read_frame(sock)
+            done += 1
+    return done / seconds
+
+
+def attacker(
+    port: int, codec: int, payload: bytes, stop: threading.Event, codes: collections.Counter[int]
+) -> None:
+    get_body = request_type(71, 0)(client_instance_id=uuid.UUID(int=0))
+    get = encode_request(RequestHeader(71, 0, 1, "attacker"), get_body)
+    # Encode the big push once; patch the instance and subscription ids per round.
+    marker = uuid.UUID(bytes=b"\xa5" * 16)
+    template = bytearray(
+        encode_request(
+            RequestHeader(72, 0, 2, "attacker"),
+            request_type(72, 0)(
+                client_instance_id=marker,
+                subscription_id=0,
+                terminating=False,
+                compression_type=codec,
+                metrics=payload,
+            ),
+        )
+    )
+    at = bytes(template).index(marker.bytes)
+    with socket.create_connection(("127.0.0.1", port), timeout=60) as sock:
+        while not stop.is_set():
+            sock.sendall(get)
+            _, sub = decode_response(71, 0, read_frame(sock))
+            template[at : at + 16] = sub.client_instance_id.bytes
+            struct.pack_into(">i", template, at + 16, sub.subscription_id)
+            sock.sendall(template)
+            _, answer = decode_response(72, 0, read_frame(sock))
+            codes[int(answer.error_code)] += 1
+
+
+def heavy_otlp(limit: int) -> bytes:
+    """A valid MetricsData of many gauges, just under ``limit`` bytes."""
+    metrics = [
+        gauge(
+            f"org.apache.kafka.bench.metric{i}",
+            float(i),
+            time_unix_nano=T0,
+            attributes={"node.id": i},
+        )
+        for i in range(200)
+    ]
+    one = build_metrics_data(metrics, resource_attributes={"client_rack": "r"}).SerializeToString()
+    copies = max(1, limit // len(one) - 1)
+    return one * copies  # concatenated messages merge: still one valid MetricsData
+
+
+def attacks(max_bytes: int) -> list[tuple[str, int, bytes]]:
+    empty_gzip = gzip.compress(b"", mtime=0)
+    empty_lz4 = lz4.frame.compress(b"")
+    mib = 1 << 20
+    otlp = heavy_otlp(max_bytes)
+    return [
+        ("1 MiB of empty gzip members", 1, empty_gzip * (mib // len(empty_gzip))),
+        ("1 MiB of empty lz4 frames", 3, empty_lz4 * (mib // len(empty_lz4))),
+        (
+            f"zstd OTLP expanding to {len(otlp) // 1024} KiB",
+            4,
+            zstandard.ZstdCompressor().compress(otlp),
+        ),
+    ]
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--seconds", type=float, default=5.0)
+    parser.add_argument("--attackers", type=int, default=2)
+    args = parser.parse_args()
+    with tempfile.TemporaryDirectory() as tmp:
+        gw = GatewayProcess(Path(tmp) / "data").start()
+        try:
+            alone = clean_rate(gw.port, args.seconds)
+            print(f"clean client alone: {alone:8.1f} requests/s")
+            for name, codec, payload in attacks(1 << 20):
+                stop = threading.Event()
+                codes: collections.Counter[int] = collections.Counter()
+                threads = [
+                    threading.Thread(
+                        target=attacker, args=(gw.port, codec, payload, stop, codes), daemon=True
+                    )
+                    for _ in range(args.attackers)
+                ]
+                for t in threads:
+                    t.start()
+                time.sleep(0.5)
+                started = sum(codes.values())
+                rate = clean_rate(gw.port, args.seconds)
+                pushes = (sum(codes.values()) - started) / args.seconds
+                stop.set()
+                for t in threads:
+                    t.join(60)
+                print(
+                    f"{args.attackers} x {name:32s} ({len(payload) // 1024:5d} KiB): clean "
+                    f"{rate:8.1f} requests/s ({rate / alone:6.1%}); attacker pushes "
+                    f"{pushes:6.1f}/s, answers {dict(codes)}"
+                )
+        finally:
+            gw.stop()
+        print(f"gateway tracebacks: {len(gw.tracebacks())}")
+
+
+if __name__ == "__main__":
+    main()

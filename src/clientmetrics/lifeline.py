@@ -1,0 +1,48 @@
+"""Child processes that die with their parent, from their first instructions on.
+
+A spawned child imports its target's module, and unpickles its arguments, before
+running any of our code; for a gateway worker or a landing converter that is a
+second or two of imports, during which a SIGKILLed parent would leave an orphan.
+So children start here: this module imports only the standard library, asks the
+kernel to SIGKILL the child when its parent dies (Linux ``PR_SET_PDEATHSIG``),
+checks the parent is still the one that started it, and only then imports and
+unpickles the real work.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import importlib
+import os
+import pickle
+import signal
+import sys
+
+__all__ = ["child_started", "run_child"]
+
+_PR_SET_PDEATHSIG = 1
+
+
+def child_started(parent_pid: int, quiet_stdout: bool = False) -> None:
+    """Die with ``parent_pid``; exit at once if it is already gone.
+
+    ``quiet_stdout`` points file descriptor 1 at /dev/null: a child holding the
+    parent's stdout would keep a pipe reader waiting after the parent exits.
+    """
+    if quiet_stdout:
+        os.dup2(os.open(os.devnull, os.O_WRONLY), 1)
+    if sys.platform == "linux":
+        libc = ctypes.CDLL(None, use_errno=True)
+        libc.prctl(_PR_SET_PDEATHSIG, signal.SIGKILL)
+    # Compared with the pid, not with 1: under a subreaper an orphan's new parent
+    # is not init.
+    if os.getppid() != parent_pid:
+        os._exit(1)
+
+
+def run_child(parent_pid: int, target: str, payload: bytes) -> None:
+    """Spawn target: die with the parent, then call ``module:function(*pickle.loads(payload))``."""
+    child_started(parent_pid)
+    module, _, name = target.partition(":")
+    function = getattr(importlib.import_module(module), name)
+    function(*pickle.loads(payload))

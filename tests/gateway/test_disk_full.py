@@ -1,0 +1,157 @@
+"""A real full disk under the landing zone: 89 while full, healed without a restart.
+
+The landing directory is a small tmpfs (we mount it; the test is skipped, with
+the reason, where mounting is not allowed; tests/exporters/test_landing_faults.py
+injects the same fault everywhere).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import errno
+import os
+import socket
+import struct
+import subprocess
+import urllib.error
+import urllib.request
+import uuid
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from clientmetrics.wire import (
+    ErrorCode,
+    RequestHeader,
+    decode_response,
+    encode_request,
+    request_type,
+)
+from tests.landed import landed_rows
+from tests.procs import GatewayProcess, wait_for
+
+pytestmark = pytest.mark.integration
+
+PAYLOAD = (
+    Path(__file__).parents[1] / "data" / "librdkafka-2.16" / "consumer-push.otlp.bin"
+).read_bytes()
+CONFIG = """
+[exporters.landing]
+roll_seconds = 0.3
+"""
+
+
+@pytest.fixture
+def small_disk(tmp_path: Path) -> Iterator[Path]:
+    landing = tmp_path / "data" / "landing"
+    landing.mkdir(parents=True)
+    mounted = subprocess.run(
+        ["mount", "-t", "tmpfs", "-o", "size=4m", "tmpfs", str(landing)],
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    if mounted.returncode != 0:
+        pytest.skip(f"cannot mount a tmpfs here ({mounted.stderr.strip()}); "
+                    "test_landing_faults.py covers the same fault by injection")  # fmt: skip
+    try:
+        yield landing
+    finally:
+        subprocess.run(["umount", "-l", str(landing)], check=False)
+
+
+def read_frame(sock: socket.socket) -> bytes:
+    def exactly(n: int) -> bytes:
+        data = b""
+        while len(data) < n:
+            chunk = sock.recv(n - len(data))
+            assert chunk, "connection closed"
+            data += chunk
+        return data
+
+    return exactly(struct.unpack(">i", exactly(4))[0])
+
+
+def push(port: int, client_id: str) -> int:
+    """Get then push the golden payload on a new connection; the push's error code."""
+    with socket.create_connection(("127.0.0.1", port), timeout=10) as sock:
+        get = request_type(71, 0)(client_instance_id=uuid.UUID(int=0))
+        sock.sendall(encode_request(RequestHeader(71, 0, 1, client_id), get))
+        _, sub = decode_response(71, 0, read_frame(sock))
+        body = request_type(72, 0)(
+            client_instance_id=sub.client_instance_id,
+            subscription_id=sub.subscription_id,
+            terminating=False,
+            compression_type=0,
+            metrics=PAYLOAD,
+        )
+        sock.sendall(encode_request(RequestHeader(72, 0, 2, client_id), body))
+        _, answer = decode_response(72, 0, read_frame(sock))
+    return int(answer.error_code)
+
+
+def http(port: int | None, path: str) -> tuple[int, str]:
+    try:
+        with urllib.request.urlopen(f"http://127.0.0.1:{port}{path}", timeout=5) as response:
+            return response.status, response.read().decode()
+    except urllib.error.HTTPError as exc:
+        return exc.code, exc.read().decode()
+
+
+def fill(directory: Path) -> Path:
+    """Write a file until the filesystem has no byte left."""
+    filler = directory / "filler"
+    fd = os.open(filler, os.O_WRONLY | os.O_CREAT, 0o644)
+    try:
+        for size in (65536, 4096, 1):
+            with contextlib.suppress(OSError):
+                while True:
+                    os.write(fd, b"\0" * size)
+    finally:
+        os.close(fd)
+    probe = os.open(directory / "probe", os.O_WRONLY | os.O_CREAT)
+    try:
+        with pytest.raises(OSError, match="No space left") as full:
+            os.write(probe, b"x" * 4096)
+    finally:
+        os.close(probe)
+    assert full.value.errno == errno.ENOSPC
+    return filler
+
+
+def test_full_disk_answers_89_reports_not_ready_and_heals_by_itself(small_disk: Path) -> None:
+    gw = GatewayProcess(small_disk.parent, config_text=CONFIG).start()
+    try:
+        assert http(gw.metrics_port, "/readyz") == (200, "ready\n")
+        acked = {f"before{i}" for i in range(5) if push(gw.port, f"before{i}") == ErrorCode.NONE}
+        assert len(acked) == 5
+        filler = fill(small_disk)
+        codes = [push(gw.port, f"full{i}") for i in range(60)]
+        acked |= {f"full{i}" for i, code in enumerate(codes) if code == ErrorCode.NONE}
+        # What still fit in a segment's last page was acknowledged; then 89, never -1.
+        assert ErrorCode.THROTTLING_QUOTA_EXCEEDED in codes
+        assert set(codes) <= {ErrorCode.NONE, ErrorCode.THROTTLING_QUOTA_EXCEEDED}
+        status, reason = http(gw.metrics_port, "/readyz")
+        assert status == 503
+        assert "No space left" in reason
+        assert http(gw.metrics_port, "/healthz") == (200, "ok\n")
+
+        filler.unlink()
+        (small_disk / "probe").unlink(missing_ok=True)
+        wait_for(lambda: http(gw.metrics_port, "/readyz")[0] == 200, 15, what="ready again")
+        after = {f"after{i}" for i in range(5) if push(gw.port, f"after{i}") == ErrorCode.NONE}
+        assert len(after) == 5
+        acked |= after
+
+        def landed() -> list[str]:
+            return sorted(str(r["client_id"]) for r in landed_rows(small_disk.parent))
+
+        wait_for(lambda: len(landed()) >= len(acked), 15, what="acknowledged rows to land")
+        assert landed() == sorted(acked), "every acknowledged push exactly once, no other"
+        metrics = http(gw.metrics_port, "/metrics")[1]
+        assert "kafka_server_client_metrics_landing_wal_failures_total" in metrics
+        assert "kafka_server_client_metrics_ready 1.0" in metrics
+    finally:
+        assert gw.stop() == 0
+    assert gw.tracebacks() == []
