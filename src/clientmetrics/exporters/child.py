@@ -31,6 +31,7 @@ from clientmetrics.exporters.base import Exporter, ExportError
 from clientmetrics.exporters.queued import ExporterStats, QueuedExporter
 from clientmetrics.exporters.registry import load_exporter
 from clientmetrics.exporters.wal import RECORD_HEADER, check_record, decode_push, encode_record
+from clientmetrics.lifeline import child_started
 from clientmetrics.telemetry.model import AcceptedPush
 
 log = structlog.get_logger(__name__)
@@ -73,7 +74,7 @@ class ChildExporters:
         ctx = multiprocessing.get_context("spawn")
         self._proc = ctx.Process(
             target=child_main,
-            args=(theirs, self.specs, str(self._data_dir)),
+            args=(os.getpid(), theirs, self.specs, str(self._data_dir)),
             name="clientmetrics-exporters",
             daemon=True,
         )
@@ -204,8 +205,10 @@ class ChildExporters:
 _LEVELS = {"debug": 10, "info": 20, "warning": 30, "error": 40, "critical": 50}
 
 
-def child_main(sock: socket.socket, specs: Specs, data_dir: str) -> None:
-    """The child process: lower priority, then run the exporters until the stream ends."""
+def child_main(parent_pid: int, sock: socket.socket, specs: Specs, data_dir: str) -> None:
+    """The child process: die with the gateway, lower priority, then run the exporters
+    until the stream ends."""
+    child_started(parent_pid)
     with contextlib.suppress(OSError):
         os.nice(NICENESS)
     asyncio.run(_serve(sock, specs, Path(data_dir)))
