@@ -32,7 +32,7 @@ from .test_session import NODE, FakeUpstream, raw_request, read_frame
 
 
 def plain_identity(mechanism: str, token: bytes) -> str | None:
-    return token.split(b"\x00")[1].decode() if mechanism == "PLAIN" else None
+    return "User:" + token.split(b"\x00")[1].decode() if mechanism == "PLAIN" else None
 
 
 @pytest.fixture

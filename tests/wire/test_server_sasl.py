@@ -271,9 +271,9 @@ def test_a_listener_without_sasl_starts_ready_with_the_transport_principal() -> 
 
 def identity(mechanism: str, token: bytes) -> str | None:
     if mechanism == "PLAIN":
-        return token.split(b"\x00")[1].decode()
+        return "User:" + token.split(b"\x00")[1].decode()
     if mechanism.startswith("SCRAM") and token.startswith(b"n,,n="):
-        return token[5:].split(b",")[0].decode()
+        return "User:" + token[5:].split(b",")[0].decode()
     return None
 
 

@@ -50,7 +50,8 @@ __all__ = [
     "expects_response",
 ]
 
-#: Reads the user a client claims from its first SaslAuthenticate token.
+#: Reads the principal (``User:<name>``) a client claims from its first SaslAuthenticate
+#: token (``security.sasl.identity_of``); None if unreadable.
 IdentityOf = Callable[[str, bytes], str | None]
 
 #: SaslAuthenticate rounds after which a passthrough exchange is complete.
@@ -237,7 +238,7 @@ class SaslSession:
             self._go(AuthEvent.UPSTREAM_CONTINUED)
             return None
         self._go(AuthEvent.UPSTREAM_SUCCEEDED)
-        self.principal = f"User:{self._claimed}" if self._claimed else ANONYMOUS
+        self.principal = self._claimed or ANONYMOUS
         self.proven = True
         self._authenticated_once = True
         return None

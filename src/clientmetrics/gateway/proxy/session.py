@@ -256,11 +256,12 @@ class ProxySession:
     # -- responses, in request order ------------------------------------------
     def _flush(self) -> None:
         protocol = self.protocol
-        if not protocol.writable or protocol.transport is None:
+        transport = protocol.transport
+        if not protocol.writable or transport is None or transport.is_closing():
             return  # resume_writing calls back: the client reads its responses slowly
         chunks = self.core.data_to_send()
         if chunks:
-            protocol.transport.writelines(chunks)
+            transport.writelines(chunks)
         if self._paused and self.core.may_resume() and len(self._inbox) < 512:
             self._paused = False
             protocol.resume_reading()
