@@ -206,9 +206,13 @@ class _Shell:
         self._tasks: set[asyncio.Task[bytes | None]] = set()
         self._wake = asyncio.Event()
         self.closing: Close | None = None
+        #: A failed authentication's answer is held back (see ``hold_failure``).
+        self.holding = False
         self.core.on_readable = self._wake.set
 
     def flush(self) -> None:
+        if self.holding:
+            return
         chunks = self.core.data_to_send()
         if chunks and not self._writer.is_closing():
             self._writer.writelines(chunks)
@@ -238,12 +242,27 @@ class _Shell:
                         self.core.complete(request.id, data)
             case Respond(error=ErrorCode.INVALID_REQUEST):
                 self._rejected(result)
+            case Respond(authenticated=True):
+                if self._dispatcher.limits is not None:
+                    self._dispatcher.limits.authenticated(self.conn.peer_host)
             case Respond():
                 pass
+            case Close(reason=CloseReason.AUTHENTICATION_FAILED):
+                self.closing = result
+                self.holding = self._dispatcher.limits is not None
             case Close():
                 self.closing = result
             case Forward(request):  # no upstream in standalone mode: the core never forwards
                 raise AssertionError(f"forward of api key {request.header.api_key}")
+
+    async def hold_failure(self) -> None:
+        """Answer a failed authentication only after the source's delay (other
+        connections and the loop go on meanwhile), as Kafka's
+        ``connection.failed.authentication.delay.ms`` does, growing with repeats."""
+        limits = self._dispatcher.limits
+        if self.holding and limits is not None:
+            await asyncio.sleep(limits.authentication_failed(self.conn.peer_host))
+        self.holding = False
 
     def _rejected(self, respond: Respond) -> None:
         conn, limits = self.conn, self._dispatcher.limits
@@ -335,6 +354,7 @@ async def serve_connection(
                     break
             shell.flush()
             await writer.drain()
+        await shell.hold_failure()
         if shell.closing is None or shell.closing.reason is not CloseReason.PROTOCOL_ERROR:
             await shell.settle()
         shell.flush()

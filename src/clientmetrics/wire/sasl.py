@@ -88,12 +88,16 @@ class ListenerPolicy:
 
 @dataclass(frozen=True, slots=True)
 class SaslStep:
-    """What one SASL request led to: an answer, a close, or a forward."""
+    """What one SASL request led to: an answer, a close, or a forward.
+
+    ``authenticated``: the answer completes a successful authentication.
+    """
 
     response: bytes | None = None
     close: str | None = None
     forward: bool = False
     verdict: bool = False
+    authenticated: bool = False
 
 
 class SaslSession:
@@ -210,7 +214,9 @@ class SaslSession:
         else:
             self.deadline_ms = None
         self._succeeded(outcome.principal)
-        return SaslStep(_authenticated(header, ErrorCode.NONE, None, answer, lifetime))
+        return SaslStep(
+            _authenticated(header, ErrorCode.NONE, None, answer, lifetime), authenticated=True
+        )
 
     def _lifetime(self, expires_at_ms: int | None, now_ms: int) -> int:
         reauth = self.policy.reauth_ms
