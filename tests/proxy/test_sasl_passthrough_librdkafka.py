@@ -107,7 +107,7 @@ def test_passthrough_authenticates_with_the_cluster_and_lands_the_principal(
     assert out.startswith(PREFIX), out
     # Nothing was stored by either attempt; alice (checked by the cluster) may alter.
     code, out, _ = tool(gw, tmp_path, scram_props(USERS["alice"]), "--list")
-    assert (code, out.split()) == (0, [])
+    assert (code, out.split()) == (0, []), out
     altered = tool(
         gw, tmp_path, scram_props(USERS["alice"]),
         "--alter", "--name", "all", "--metrics", "org.apache.kafka.", "--interval", "500",

@@ -24,7 +24,7 @@ from typing import Any
 import structlog
 
 from clientmetrics.gateway.limits import ConnectionLimits, now_ms
-from clientmetrics.security.base import ANONYMOUS
+from clientmetrics.security.base import ANONYMOUS, Operation
 from clientmetrics.telemetry.model import UNKNOWN, ClientContext
 from clientmetrics.wire import (
     SERVED,
@@ -74,6 +74,9 @@ class ConnectionState:
     software_version: str = UNKNOWN
     #: Closes the transport (the idle / session sweep calls it).
     close: Callable[[], None] = field(default=_no_close, repr=False)
+    #: Proxy passthrough: operations the cluster was
+    #: asked about for this connection's principal -> whether it refused them.
+    cluster_refuses: dict[Operation, bool] = field(default_factory=dict, repr=False)
     _context: ClientContext | None = field(default=None, repr=False)
 
     @property
@@ -84,6 +87,12 @@ class ConnectionState:
     def principal(self, principal: str) -> None:
         """The transport's identity (a TLS client certificate), before any request."""
         self.core.set_transport_principal(principal)
+
+    @property
+    def authenticated_by_cluster(self) -> bool:
+        """Proxy passthrough: the upstream cluster authenticated this connection's client."""
+        sasl = self.core.sasl
+        return sasl.policy.passthrough and sasl.proven and sasl.mechanism is not None
 
     @property
     def client_id(self) -> str | None:
