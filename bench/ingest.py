@@ -13,7 +13,8 @@ landed durably by the landing exporter. Usage:
 
 With ``--security SSL`` it instead runs the same Get and push phases twice, on a
 fresh gateway each time, over PLAINTEXT and over TLS (an SSL listener), and
-prints both and their ratio.
+prints both and their ratio. ``--security SASL_SSL`` does the same over TLS with
+every connection authenticated by SCRAM-SHA-512 (a user made in the data dir).
 
 With ``--exporters`` it instead runs the push phase twice, on fresh gateways: landing
 alone, then landing with the Prometheus (scraped every second), OTLP/HTTP (to a
@@ -88,6 +89,7 @@ def generator(
     out: mp.Queue,  # type: ignore[type-arg]
     go: Any,
     ca: str | None = None,
+    scram: tuple[str, str] | None = None,
 ) -> None:
     """One generator process: handshake its share of instances, then (optionally) push.
 
@@ -97,7 +99,7 @@ def generator(
     import uvloop
 
     async def main() -> None:
-        cs = [await loadgen.connect("127.0.0.1", port, ca) for _ in range(conns)]
+        cs = [await loadgen.connect("127.0.0.1", port, ca, scram) for _ in range(conns)]
         hs = loadgen.Results()
         t0 = time.perf_counter()
         await loadgen.handshake(cs, instances // conns, window, hs)
@@ -138,6 +140,7 @@ def run_generators(
     phase: str,
     between: Callable[[], None] = lambda: None,
     ca: str | None = None,
+    scram: tuple[str, str] | None = None,
 ) -> list[dict[str, object]]:
     """Run the generators; ``between`` runs once every instance is handshaken."""
     ctx = mp.get_context("spawn")
@@ -146,7 +149,8 @@ def run_generators(
     ps = [
         ctx.Process(
             target=generator,
-            args=(port, conns, instances // procs, window, rate / procs, payload, phase, q, go, ca),
+            args=(port, conns, instances // procs, window, rate / procs, payload, phase, q, go),
+            kwargs={"ca": ca, "scram": scram},
         )
         for _ in range(procs)
     ]
@@ -195,9 +199,11 @@ def start_gateway(
     tls: tuple[Path, Path, int] | None = None,
     extra_toml: str = "",
     admin_port: int | None = None,
+    protocol: str = "SSL",
 ) -> subprocess.Popen[bytes]:
-    """A gateway on ``port``; with ``tls`` (certificate, key, admin port) that port is an
-    SSL listener and a PLAINTEXT one on the admin port takes the subscription.
+    """A gateway on ``port``; with ``tls`` (certificate, key, admin port) that port is a
+    ``protocol`` (SSL or SASL_SSL, SCRAM-SHA-512) listener and a PLAINTEXT one on the
+    admin port takes the subscription.
     ``extra_toml`` is added to its config; ``admin_port`` serves its /metrics."""
     cfg = data / "gw.toml"
     data.mkdir(parents=True, exist_ok=True)
@@ -206,7 +212,9 @@ def start_gateway(
     if tls is not None:
         cert, key, admin = tls
         text += f'[tls]\ncertificate = "{cert}"\nprivate_key = "{key}"\n'
-        listen = ["--listen", f"SSL://127.0.0.1:{port}", "--listen", f"127.0.0.1:{admin}"]
+        listen = ["--listen", f"{protocol}://127.0.0.1:{port}", "--listen", f"127.0.0.1:{admin}"]
+        if protocol == "SASL_SSL":
+            text += '[sasl]\nmechanisms = ["SCRAM-SHA-512"]\n'
     cfg.write_text(text + extra_toml)
     metrics = ["--admin-listen", f"127.0.0.1:{admin_port}"] if admin_port else []
     return subprocess.Popen(
@@ -268,7 +276,7 @@ def tansu_gets(instances: int, procs: int, conns: int, window: int) -> float | N
 
 
 def compare_security(args: argparse.Namespace, payload: bytes, tmp: Path) -> None:
-    """The Get and push phases over PLAINTEXT, then over SSL, on fresh gateways."""
+    """The Get and push phases over PLAINTEXT, then over SSL or SASL_SSL, on fresh gateways."""
     import trustme
 
     authority = trustme.CA()
@@ -284,10 +292,23 @@ def compare_security(args: argparse.Namespace, payload: bytes, tmp: Path) -> Non
         f"{args.window}; {args.instances:,} instances; payload {len(payload)} B zstd"
     )
     figures: dict[str, tuple[float, float]] = {}
-    for protocol in ("PLAINTEXT", "SSL"):
+    secure = args.security
+    scram = ("bench", "bench-secret") if secure == "SASL_SSL" else None
+    if scram is not None:  # the gateway's own SCRAM credentials, in the data dir
+        subprocess.run(
+            [
+                *(str(Path(sys.executable).parent / "clientmetrics"), "users", "add", scram[0]),
+                *("--data-dir", str(tmp / secure), "--mechanism", "scram-sha-512"),
+                "--password-stdin",
+            ],
+            input=f"{scram[1]}\n".encode(),
+            check=True,
+            capture_output=True,
+        )
+    for protocol in ("PLAINTEXT", secure):
         port, admin = free_port(), free_port()
-        tls = (cert, key, admin) if protocol == "SSL" else None
-        gw = start_gateway(port, tmp / protocol, args.workers, tls)
+        tls = (cert, key, admin) if protocol == secure else None
+        gw = start_gateway(port, tmp / protocol, args.workers, tls, protocol=secure)
         try:
             wait_port(port)
             set_subscription(admin if tls else port)
@@ -302,6 +323,7 @@ def compare_security(args: argparse.Namespace, payload: bytes, tmp: Path) -> Non
                 payload,
                 "push",
                 ca=str(ca) if tls else None,
+                scram=scram if tls else None,
             )
         finally:
             gw.terminate()
@@ -315,9 +337,9 @@ def compare_security(args: argparse.Namespace, payload: bytes, tmp: Path) -> Non
             f"(target {args.rate:,.0f}/s) p50 {percentile(lat, 0.5):.2f} ms "
             f"p99 {p99:.2f} ms errors {errors}"
         )
-    (plain_rate, plain_p99), (tls_rate, tls_p99) = figures["PLAINTEXT"], figures["SSL"]
+    (plain_rate, plain_p99), (tls_rate, tls_p99) = figures["PLAINTEXT"], figures[secure]
     print(
-        f"ratio SSL / PLAINTEXT: pushes/s {tls_rate / plain_rate:.2f}, "
+        f"ratio {secure} / PLAINTEXT: pushes/s {tls_rate / plain_rate:.2f}, "
         f"p99 {tls_p99 / plain_p99:.2f}"
     )
 
@@ -441,9 +463,9 @@ def main() -> None:
     )
     ap.add_argument(
         "--security",
-        choices=["PLAINTEXT", "SSL"],
+        choices=["PLAINTEXT", "SSL", "SASL_SSL"],
         default="PLAINTEXT",
-        help="SSL: compare pushes over TLS with PLAINTEXT in the same run",
+        help="SSL, SASL_SSL: compare pushes over TLS (and SCRAM) with PLAINTEXT in one run",
     )
     ap.add_argument(
         "--exporters",

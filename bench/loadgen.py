@@ -15,7 +15,10 @@ import time
 import uuid
 from dataclasses import dataclass, field
 
+from clientmetrics.admin.sasl import SaslScram, authenticate
 from clientmetrics.wire import RequestHeader, decode_response, encode_request, request_type
+from clientmetrics.wire.framing import encode_frame
+from clientmetrics.wire.headers import encode_request_header
 
 GET, PUSH = 71, 72
 
@@ -77,16 +80,37 @@ class Conn(asyncio.Protocol):
         return fut
 
 
-async def connect(host: str, port: int, ca: str | None = None) -> Conn:
-    """A connection; over TLS (verified with the PEM bundle ``ca``) when ``ca`` is given."""
+class _SaslLink:
+    """The admin client's SASL exchange (``admin.sasl``) over a bench connection."""
+
+    address = "gateway"
+
+    def __init__(self, conn: Conn) -> None:
+        self.conn = conn
+
+    async def raw_request(self, api_key: int, version: int, body: bytes, what: str) -> bytes:
+        conn = self.conn
+        conn.next_id += 1
+        header = RequestHeader(api_key, version, conn.next_id, "bench-client", None, 1)
+        frame = encode_frame(encode_request_header(header) + body)
+        return (await conn.send(header.correlation_id, frame))[4:]  # response header v0
+
+
+async def connect(
+    host: str, port: int, ca: str | None = None, scram: tuple[str, str] | None = None
+) -> Conn:
+    """A connection; over TLS (verified with the PEM bundle ``ca``) when ``ca`` is given,
+    authenticated with SCRAM-SHA-512 as ``scram`` (user, password) when given."""
     loop = asyncio.get_running_loop()
     if ca is None:
         _, proto = await loop.create_connection(Conn, host, port)
-        return proto
-    context = ssl.create_default_context(cafile=ca)
-    _, proto = await loop.create_connection(
-        Conn, host, port, ssl=context, server_hostname="localhost"
-    )
+    else:
+        context = ssl.create_default_context(cafile=ca)
+        _, proto = await loop.create_connection(
+            Conn, host, port, ssl=context, server_hostname="localhost"
+        )
+    if scram is not None:
+        await authenticate(_SaslLink(proto), SaslScram("SCRAM-SHA-512", *scram))
     return proto
 
 

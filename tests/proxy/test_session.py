@@ -28,6 +28,7 @@ from clientmetrics.wire import (
     ErrorCode,
     FrameDecoder,
     RequestHeader,
+    decode_request,
     decode_response,
     encode_request,
     encode_response,
@@ -48,6 +49,8 @@ class FakeUpstream:
     hold: int = 0
     #: The error code its SaslAuthenticate answers carry (SASL passthrough tests).
     sasl_error: int = 0
+    #: Set: DescribeConfigs / IncrementalAlterConfigs get this error for every resource.
+    config_error: int | None = None
     frames: list[bytes] = field(default_factory=list)
     server: asyncio.Server | None = None
     writers: list[asyncio.StreamWriter] = field(default_factory=list)
@@ -74,6 +77,10 @@ class FakeUpstream:
                 if header.api_key in (17, 36):
                     self.frames.append(frame)
                     writer.write(self._sasl_answer(header))
+                    continue
+                if header.api_key in (32, 44) and self.config_error is not None:
+                    self.frames.append(frame)
+                    writer.write(self._config_answer(frame))
                     continue
                 self.frames.append(frame)
                 held.append(frame)
@@ -112,6 +119,22 @@ class FakeUpstream:
                  "error_code": ErrorCode.COORDINATOR_NOT_AVAILABLE},
             ],
         }  # fmt: skip
+        cls = response_type(header.api_key, header.api_version)
+        return encode_response(header, build(cls, values))
+
+    def _config_answer(self, frame: bytes) -> bytes:
+        header, body = decode_request(frame)
+        items = [
+            {
+                "resource_type": r.resource_type,
+                "resource_name": r.resource_name,
+                "error_code": ErrorCode(self.config_error or 0),
+                "error_message": None,
+                "configs": [],
+            }
+            for r in body.resources
+        ]
+        values = {"throttle_time": 0, "results": items, "responses": items}
         cls = response_type(header.api_key, header.api_version)
         return encode_response(header, build(cls, values))
 

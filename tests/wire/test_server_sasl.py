@@ -130,7 +130,7 @@ def test_plain_success_records_the_principal_and_serves_requests() -> None:
     assert int(answer.error_code) == 0
     assert list(answer.mechanisms) == ["PLAIN", "TWO-ROUNDS"]
     assert client.core.state is AuthState.AWAITING_AUTHENTICATE
-    assert client.authenticate(b"\x00alice\x00secret") == Respond(1)
+    assert client.authenticate(b"\x00alice\x00secret") == Respond(1, authenticated=True)
     answer = client.answer(36, 2)
     assert int(answer.error_code) == 0
     assert answer.auth_bytes == b"final"
@@ -192,11 +192,11 @@ def test_a_multi_round_exchange_completes_on_its_last_round() -> None:
     client = Client(sasl_core())
     client.handshake("TWO-ROUNDS")
     client.answer(17, 1)
-    client.authenticate(b"\x00bob\x00secret")
+    assert client.authenticate(b"\x00bob\x00secret") == Respond(1)  # not yet authenticated
     assert client.answer(36, 2).auth_bytes == b"challenge"
     assert client.core.state is AuthState.AUTHENTICATING
     assert client.core.principal == ANONYMOUS
-    client.authenticate(b"\x00bob\x00secret")
+    assert client.authenticate(b"\x00bob\x00secret") == Respond(2, authenticated=True)
     assert client.answer(36, 2).auth_bytes == b"final"
     assert client.core.principal == "User:bob"
 
@@ -271,9 +271,9 @@ def test_a_listener_without_sasl_starts_ready_with_the_transport_principal() -> 
 
 def identity(mechanism: str, token: bytes) -> str | None:
     if mechanism == "PLAIN":
-        return token.split(b"\x00")[1].decode()
+        return "User:" + token.split(b"\x00")[1].decode()
     if mechanism.startswith("SCRAM") and token.startswith(b"n,,n="):
-        return token[5:].split(b",")[0].decode()
+        return "User:" + token[5:].split(b",")[0].decode()
     return None
 
 

@@ -25,6 +25,8 @@ from clientmetrics.wire import DEFAULT_MAX_FRAME_BYTES
 #: Standalone mode's default maximum request size (pushes are 1 MiB by default).
 STANDALONE_MAX_REQUEST_BYTES = 2 * 1024 * 1024
 COMPRESSION_IDS = {"none": 0, "gzip": 1, "snappy": 2, "lz4": 3, "zstd": 4}
+#: ``[proxy] sasl``: who authenticates clients in proxy mode.
+PROXY_SASL_MODES = ("passthrough", "terminate")
 
 
 @dataclass(frozen=True, slots=True)
@@ -127,6 +129,9 @@ class GatewayConfig:
     sasl: SaslConfig | None = None
     #: ``[authorization]``: enforced when set; everything is allowed when None.
     authorization: AuthorizationConfig | None = None
+    #: ``[proxy] sasl``: ``passthrough`` (the cluster authenticates clients) or
+    #: ``terminate`` (the gateway does, with ``[sasl]``); None: terminate iff ``[sasl]``.
+    proxy_sasl: str | None = None
     #: The cap on client-metrics subscriptions an alter may create.
     max_subscriptions: int = 1000
     #: The TOML file this was loaded from, re-read on SIGHUP.
@@ -184,16 +189,45 @@ class GatewayConfig:
                 raise ConfigurationError(
                     f"listener {listener} needs a [sasl] section naming its mechanisms"
                 )
-        if self.upstream and self.sasl is not None and self.upstream_security.protocol.sasl:
-            # Terminating needs the gateway's own SASL login on every client's upstream
-            # link; until then a SASL cluster authenticates its clients itself.
-            raise ConfigurationError(
-                "[sasl] in proxy mode terminates client authentication at the gateway, "
-                "which needs a cluster without SASL; remove [sasl] to pass clients' "
-                "authentication through to the cluster"
-            )
+        self._check_proxy_sasl()
         if self.upstream and len(self.listeners) > 1:
             raise ConfigurationError("proxy mode serves exactly one listener")
+
+    def _check_proxy_sasl(self) -> None:
+        mode = self.proxy_sasl
+        if mode is not None and mode not in PROXY_SASL_MODES:
+            raise ConfigurationError(
+                f'[proxy] sasl must be "passthrough" or "terminate", got {mode!r}'
+            )
+        if mode is not None and not self.upstream:
+            raise ConfigurationError("[proxy] needs proxy mode (an upstream cluster)")
+        if mode == "terminate" and self.sasl is None:
+            raise ConfigurationError(
+                '[proxy] sasl = "terminate" needs a [sasl] section naming the mechanisms'
+            )
+        if mode == "passthrough" and self.sasl is not None:
+            raise ConfigurationError(
+                '[proxy] sasl = "passthrough" leaves client authentication to the cluster; '
+                'remove [sasl] (it is for sasl = "terminate")'
+            )
+        if self.proxy_sasl_terminates and self.upstream_security.protocol.sasl:
+            # Terminating needs the gateway's own SASL login on every client's upstream
+            # link; until then a SASL cluster authenticates its clients itself.
+            protocol = self.upstream_security.protocol.value
+            raise ConfigurationError(
+                f'[proxy] sasl = "terminate" needs a cluster without SASL ([upstream] '
+                f'security_protocol is {protocol}); use sasl = "passthrough" (and no [sasl]) '
+                "so clients authenticate with the cluster through the gateway"
+            )
+
+    @property
+    def proxy_sasl_terminates(self) -> bool:
+        """Proxy mode: the gateway authenticates clients itself (else the cluster does)."""
+        if not self.upstream:
+            return False
+        if self.proxy_sasl is None:
+            return self.sasl is not None
+        return self.proxy_sasl == "terminate"
 
     @property
     def listen(self) -> Address:
@@ -308,6 +342,7 @@ def load_config(
         "upstream",
         "sasl",
         "authorization",
+        "proxy",
     }
     if unknown:
         raise ConfigurationError(f"unknown config section(s): {', '.join(sorted(unknown))}")
@@ -323,6 +358,9 @@ def load_config(
     tls_section = {**doc.get("tls", {}), **env.get("tls", {})}
     tls = tls_from(tls_section) if "tls" in doc or tls_section else None
     upstream = upstream_from({**doc.get("upstream", {}), **env.get("upstream", {})})
+    sections = _security_sections(doc)
+    # Checked once the upstream (a [gateway] value or an override) is known.
+    late = {"proxy_sasl": sections.pop("proxy_sasl")} if "proxy_sasl" in sections else {}
     try:
         config = GatewayConfig(
             data_dir=Path(root),
@@ -331,9 +369,9 @@ def load_config(
             tls=tls,
             upstream_security=upstream,
             source=path,
-            **_security_sections(doc),
+            **sections,
         )
-        config = replace(config, **_gateway_values(gateway))
+        config = replace(config, **_gateway_values(gateway), **late)
     except TypeError as exc:
         raise ConfigurationError(f"[gateway]: {exc}") from exc
     return _with_upstream_topic(config)
@@ -394,6 +432,13 @@ def _security_sections(doc: Mapping[str, Any]) -> dict[str, Any]:
         out["sasl"] = parse_sasl(doc["sasl"])
     if "authorization" in doc:
         out["authorization"] = parse_authorization(doc["authorization"])
+    if "proxy" in doc:
+        section = doc["proxy"]
+        unknown = set(section) - {"sasl"} if isinstance(section, dict) else {"?"}
+        if unknown:
+            raise ConfigurationError(f"unknown [proxy] setting(s): {', '.join(sorted(unknown))}")
+        if "sasl" in section:
+            out["proxy_sasl"] = str(section["sasl"])
     return out
 
 

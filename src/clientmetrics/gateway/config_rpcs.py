@@ -86,8 +86,16 @@ class ConfigHandlers:
 
     # -- authorization and the subscription cap --------------------------------
     def _allowed(self, conn: ConnectionState | None, operation: Operation) -> bool:
-        """Whether ``conn`` may; ``None`` is a caller that has decided already."""
-        return conn is None or self._authz.allowed(conn, operation)
+        """Whether ``conn`` may; ``None`` is a caller that has decided already.
+
+        In proxy passthrough the cluster's own refusal (``conn.cluster_refuses``,
+        learned by ``proxy.configs``) comes first; otherwise ``[authorization]``.
+        """
+        if conn is None:
+            return True
+        if conn.cluster_refuses.get(operation, False):
+            return False
+        return self._authz.allowed(conn, operation)
 
     def _over_cap(
         self, name: str, new: Mapping[str, str], stored: Mapping[str, str], count: int

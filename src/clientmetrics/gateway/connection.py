@@ -24,7 +24,7 @@ from typing import Any
 import structlog
 
 from clientmetrics.gateway.limits import ConnectionLimits, now_ms
-from clientmetrics.security.base import ANONYMOUS
+from clientmetrics.security.base import ANONYMOUS, Operation
 from clientmetrics.telemetry.model import UNKNOWN, ClientContext
 from clientmetrics.wire import (
     SERVED,
@@ -74,6 +74,9 @@ class ConnectionState:
     software_version: str = UNKNOWN
     #: Closes the transport (the idle / session sweep calls it).
     close: Callable[[], None] = field(default=_no_close, repr=False)
+    #: Proxy passthrough: operations the cluster was
+    #: asked about for this connection's principal -> whether it refused them.
+    cluster_refuses: dict[Operation, bool] = field(default_factory=dict, repr=False)
     _context: ClientContext | None = field(default=None, repr=False)
 
     @property
@@ -84,6 +87,12 @@ class ConnectionState:
     def principal(self, principal: str) -> None:
         """The transport's identity (a TLS client certificate), before any request."""
         self.core.set_transport_principal(principal)
+
+    @property
+    def authenticated_by_cluster(self) -> bool:
+        """Proxy passthrough: the upstream cluster authenticated this connection's client."""
+        sasl = self.core.sasl
+        return sasl.policy.passthrough and sasl.proven and sasl.mechanism is not None
 
     @property
     def client_id(self) -> str | None:
@@ -206,9 +215,13 @@ class _Shell:
         self._tasks: set[asyncio.Task[bytes | None]] = set()
         self._wake = asyncio.Event()
         self.closing: Close | None = None
+        #: A failed authentication's answer is held back (see ``hold_failure``).
+        self.holding = False
         self.core.on_readable = self._wake.set
 
     def flush(self) -> None:
+        if self.holding:
+            return
         chunks = self.core.data_to_send()
         if chunks and not self._writer.is_closing():
             self._writer.writelines(chunks)
@@ -238,12 +251,27 @@ class _Shell:
                         self.core.complete(request.id, data)
             case Respond(error=ErrorCode.INVALID_REQUEST):
                 self._rejected(result)
+            case Respond(authenticated=True):
+                if self._dispatcher.limits is not None:
+                    self._dispatcher.limits.authenticated(self.conn.peer_host)
             case Respond():
                 pass
+            case Close(reason=CloseReason.AUTHENTICATION_FAILED):
+                self.closing = result
+                self.holding = self._dispatcher.limits is not None
             case Close():
                 self.closing = result
             case Forward(request):  # no upstream in standalone mode: the core never forwards
                 raise AssertionError(f"forward of api key {request.header.api_key}")
+
+    async def hold_failure(self) -> None:
+        """Answer a failed authentication only after the source's delay (other
+        connections and the loop go on meanwhile), as Kafka's
+        ``connection.failed.authentication.delay.ms`` does, growing with repeats."""
+        limits = self._dispatcher.limits
+        if self.holding and limits is not None:
+            await asyncio.sleep(limits.authentication_failed(self.conn.peer_host))
+        self.holding = False
 
     def _rejected(self, respond: Respond) -> None:
         conn, limits = self.conn, self._dispatcher.limits
@@ -335,6 +363,7 @@ async def serve_connection(
                     break
             shell.flush()
             await writer.drain()
+        await shell.hold_failure()
         if shell.closing is None or shell.closing.reason is not CloseReason.PROTOCOL_ERROR:
             await shell.settle()
         shell.flush()

@@ -15,6 +15,7 @@ from typing import Any
 
 import structlog
 
+from clientmetrics.security.throttle import FailureThrottle
 from clientmetrics.wire.limits import RequestBudget, SourceLimit, WarningLimiter
 from clientmetrics.wire.server import ListenerPolicy
 
@@ -70,6 +71,8 @@ class ConnectionLimits:
     budget: RequestBudget = field(init=False)
     sources: SourceLimit = field(init=False)
     warnings: WarningLimiter = field(init=False)
+    #: Failed authentications per source: their answers are held back longer and longer.
+    failures: FailureThrottle = field(default_factory=FailureThrottle)
     open_connections: int = 0
 
     def __post_init__(self) -> None:
@@ -88,6 +91,14 @@ class ConnectionLimits:
             log.error(event, peer=source, **fields)
         else:
             log.warning(event, peer=source, **fields)
+
+    def authentication_failed(self, host: str) -> float:
+        """Seconds to hold back the answer to a failed authentication from ``host``."""
+        return self.failures.failed(host, now_ms()) / 1000
+
+    def authenticated(self, host: str) -> None:
+        """A successful authentication from ``host`` forgets its failures."""
+        self.failures.succeeded(host)
 
     def accept(self, host: str) -> bool:
         """Count a new connection from ``host``, or refuse it (with a log line)."""

@@ -50,7 +50,8 @@ __all__ = [
     "expects_response",
 ]
 
-#: Reads the user a client claims from its first SaslAuthenticate token.
+#: Reads the principal (``User:<name>``) a client claims from its first SaslAuthenticate
+#: token (``security.sasl.identity_of``); None if unreadable.
 IdentityOf = Callable[[str, bytes], str | None]
 
 #: SaslAuthenticate rounds after which a passthrough exchange is complete.
@@ -87,12 +88,16 @@ class ListenerPolicy:
 
 @dataclass(frozen=True, slots=True)
 class SaslStep:
-    """What one SASL request led to: an answer, a close, or a forward."""
+    """What one SASL request led to: an answer, a close, or a forward.
+
+    ``authenticated``: the answer completes a successful authentication.
+    """
 
     response: bytes | None = None
     close: str | None = None
     forward: bool = False
     verdict: bool = False
+    authenticated: bool = False
 
 
 class SaslSession:
@@ -209,7 +214,9 @@ class SaslSession:
         else:
             self.deadline_ms = None
         self._succeeded(outcome.principal)
-        return SaslStep(_authenticated(header, ErrorCode.NONE, None, answer, lifetime))
+        return SaslStep(
+            _authenticated(header, ErrorCode.NONE, None, answer, lifetime), authenticated=True
+        )
 
     def _lifetime(self, expires_at_ms: int | None, now_ms: int) -> int:
         reauth = self.policy.reauth_ms
@@ -237,7 +244,7 @@ class SaslSession:
             self._go(AuthEvent.UPSTREAM_CONTINUED)
             return None
         self._go(AuthEvent.UPSTREAM_SUCCEEDED)
-        self.principal = f"User:{self._claimed}" if self._claimed else ANONYMOUS
+        self.principal = self._claimed or ANONYMOUS
         self.proven = True
         self._authenticated_once = True
         return None

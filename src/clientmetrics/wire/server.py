@@ -103,10 +103,12 @@ class Respond:
     """The core answered request ``request_id`` itself (errors, SASL).
 
     ``error``: the code a refused request got (the shell may log it).
+    ``authenticated``: the answer completes a successful SASL authentication.
     """
 
     request_id: int
     error: ErrorCode = ErrorCode.NONE
+    authenticated: bool = False
 
 
 @dataclass(frozen=True, slots=True)
@@ -355,7 +357,7 @@ class ServerConnection:
             self._answer(request.id, step.response)
         if step.close is not None:
             return self._close(CloseReason.AUTHENTICATION_FAILED, step.close)
-        return Respond(request.id)
+        return Respond(request.id, authenticated=step.authenticated)
 
     # -- answers in -----------------------------------------------------------
     def reject(self, request: Request, code: ErrorCode) -> Respond | Close:
@@ -406,7 +408,10 @@ class ServerConnection:
         self.complete(request_id, data)
 
     def upstream_authenticated(self, error_code: int) -> Close | None:
-        """Passthrough: the upstream answered a forwarded SaslAuthenticate with ``error_code``."""
+        """Passthrough: the upstream answered a forwarded SaslAuthenticate with ``error_code``.
+
+        None and ``state`` READY: the exchange is complete and the client authenticated.
+        """
         detail = self.sasl.upstream_verdict(error_code)
         if detail is not None:
             return self._close(CloseReason.AUTHENTICATION_FAILED, detail)

@@ -6,6 +6,18 @@ resources is answered by the gateway. A mixed one is split: the gateway sends th
 upstream its part as a request of its own (own correlation id, same version and
 client id), answers its part, and merges both in the request's resource order.
 ListConfigResources merges the upstream's list with the gateway's subscriptions.
+
+When the cluster authenticated the client (SASL passthrough), the cluster stays
+the authority on who may describe or alter client-metrics configs. Before the
+gateway answers such a request it asks the upstream, on the client's own link and
+so as the client's own principal, a question that needs the same permission and
+changes nothing (KIP-714 puts both on the CLUSTER resource, as Kafka does for
+BROKER configs): DESCRIBE_CONFIGS with a DescribeConfigs of the cluster-wide
+BROKER defaults, ALTER_CONFIGS with a validate-only
+IncrementalAlterConfigs of those defaults changing nothing. CLUSTER_AUTHORIZATION_FAILED
+refuses the client's resources; any other answer (success, or a cluster that
+does not implement the request) leaves the decision to ``[authorization]``, or
+allows. The answer is kept for the connection.
 """
 
 from __future__ import annotations
@@ -20,6 +32,7 @@ from clientmetrics.gateway.config_rpcs import CLIENT_METRICS, LISTABLE_TYPES, Co
 from clientmetrics.gateway.connection import ConnectionState
 from clientmetrics.gateway.proxy.cluster_map import ClusterMap
 from clientmetrics.gateway.proxy.upstream import UpstreamLink
+from clientmetrics.security.base import Operation
 from clientmetrics.wire import (
     ApiKey,
     ErrorCode,
@@ -28,8 +41,10 @@ from clientmetrics.wire import (
     decode_response,
     encode_request,
     encode_response,
+    request_type,
     response_type,
 )
+from clientmetrics.wire.headers import request_header_version
 
 __all__ = ["Slot", "SplitConfigs"]
 
@@ -42,6 +57,32 @@ _ITEMS: dict[int, str] = {
     ApiKey.DESCRIBE_CONFIGS: "results",
     ApiKey.ALTER_CONFIGS: "responses",
     ApiKey.INCREMENTAL_ALTER_CONFIGS: "responses",
+}
+
+
+#: The BROKER resource (type 4) named "": the cluster-wide defaults, checked on CLUSTER.
+_CLUSTER_DEFAULTS: dict[str, Any] = {"resource_type": 4, "resource_name": ""}
+#: Per operation: the request that needs it and changes nothing, the versions to
+#: try (newest first), and the response field holding the per-resource errors.
+_PROBES: dict[Operation, tuple[ApiKey, tuple[int, ...], dict[str, Any], str]] = {
+    Operation.DESCRIBE_CONFIGS: (
+        ApiKey.DESCRIBE_CONFIGS,
+        (4, 3, 2, 1, 0),
+        {
+            # All keys: the cluster-wide dynamic defaults are few (often none), and
+            # some brokers (Tansu 0.6) cannot read a key list here.
+            "resources": [{**_CLUSTER_DEFAULTS, "configuration_keys": None}],
+            "include_synonyms": False,
+            "include_documentation": False,
+        },
+        "results",
+    ),
+    Operation.ALTER_CONFIGS: (
+        ApiKey.INCREMENTAL_ALTER_CONFIGS,
+        (1, 0),
+        {"resources": [{**_CLUSTER_DEFAULTS, "configs": []}], "validate_only": True},
+        "responses",
+    ),
 }
 
 
@@ -74,10 +115,38 @@ class SplitConfigs:
             request = dataclasses.replace(body, resources=others)
             upstream = link.inject(encode_request(_injected_header(header), request)[4:])
         own = tuple(r for r, m in zip(resources, mine, strict=True) if m)
+        if own:
+            describe = header.api_key == ApiKey.DESCRIBE_CONFIGS
+            operation = Operation.DESCRIBE_CONFIGS if describe else Operation.ALTER_CONFIGS
+            await self.ask_cluster(conn, header, link, operation)
         ours = await self._local(header, dataclasses.replace(body, resources=own), conn)
         if not others:
             return self._response(header, ours, 0)
         return asyncio.ensure_future(self._merge(header, resources, mine, ours, upstream))
+
+    async def ask_cluster(
+        self, conn: ConnectionState, header: RequestHeader, link: UpstreamLink, op: Operation
+    ) -> None:
+        """Learn (once per connection) whether the cluster refuses ``op`` to the client."""
+        if not conn.authenticated_by_cluster or op in conn.cluster_refuses:
+            return
+        key, versions, values, field = _PROBES[op]
+        version = next((v for v in versions if self._cluster.upstream_supports(key, v)), None)
+        if version is None:  # the cluster does not serve it: no verdict
+            conn.cluster_refuses[op] = False
+            return
+        probe = RequestHeader(
+            key,
+            version,
+            0,  # the link assigns its own correlation id
+            header.client_id,
+            header.client_instance_id,
+            request_header_version(key, version),
+        )
+        frame = encode_request(probe, build(request_type(key, version), values))[4:]
+        _, response = decode_response(key, version, await link.inject(frame))
+        codes = [int(item.error_code) for item in getattr(response, field)]
+        conn.cluster_refuses[op] = ErrorCode.CLUSTER_AUTHORIZATION_FAILED in codes
 
     async def _local(self, header: RequestHeader, body: Any, conn: ConnectionState) -> list[Any]:
         if header.api_key == ApiKey.DESCRIBE_CONFIGS:
@@ -123,6 +192,8 @@ class SplitConfigs:
         _, body = decode_request(frame)
         types = {int(t) for t in getattr(body, "resource_types", (CLIENT_METRICS,)) or ()}
         wants_upstream = not types or bool(types - {CLIENT_METRICS})
+        if not types or CLIENT_METRICS in types:
+            await self.ask_cluster(conn, header, link, Operation.DESCRIBE_CONFIGS)
         if (
             types - LISTABLE_TYPES
             or not wants_upstream

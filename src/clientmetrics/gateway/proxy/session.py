@@ -48,6 +48,7 @@ from clientmetrics.wire import (
     decode_request,
     error_response,
 )
+from clientmetrics.wire.auth import AuthState
 from clientmetrics.wire.client_software import software_valid
 from clientmetrics.wire.sasl import authenticate_error_code, expects_response
 from clientmetrics.wire.server import (
@@ -107,6 +108,7 @@ class ProxySession:
         self._busy = True  # until the upstream link is up, frames wait in the inbox
         self._lost = False
         self._paused = False
+        self._holding = False  # a failed authentication's answer waits (see _close)
         self._accepted = False
         self._link: UpstreamLink | None = None
         self.core = ServerConnection(
@@ -173,7 +175,9 @@ class ProxySession:
         match result:
             case Forward(request, verdict):
                 self._forward(request, verdict)
-            case Respond(error=code):
+            case Respond(error=code, authenticated=authenticated):
+                if authenticated:
+                    self._limits.authenticated(self.conn.peer_host)
                 if code is ErrorCode.INVALID_REQUEST:
                     self._limits.warn(
                         self.conn.peer_host,
@@ -226,6 +230,8 @@ class ProxySession:
             if verdict:
                 code = authenticate_error_code(request.header.api_version, data)
                 close = self.core.upstream_authenticated(code)
+                if close is None and self.core.state is AuthState.READY:
+                    self._limits.authenticated(self.conn.peer_host)
             if rewrite is not None:
                 rewritten = rewrite(data)
                 if not isinstance(rewritten, bytes | bytearray):  # must first learn a node
@@ -237,9 +243,10 @@ class ProxySession:
             self._undeliverable(exc)
             return
         self.core.complete(request.id, data, framed=False)
-        self._flush()
         if close is not None:
-            self._close(close)
+            self._close(close)  # writes the answer, after the failure delay
+            return
+        self._flush()
 
     def _rewritten(self, request: Request, task: asyncio.Future[bytes]) -> None:
         if task.cancelled() or task.exception() is not None:
@@ -256,11 +263,12 @@ class ProxySession:
     # -- responses, in request order ------------------------------------------
     def _flush(self) -> None:
         protocol = self.protocol
-        if not protocol.writable or protocol.transport is None:
+        transport = protocol.transport
+        if self._holding or not protocol.writable or transport is None or transport.is_closing():
             return  # resume_writing calls back: the client reads its responses slowly
         chunks = self.core.data_to_send()
         if chunks:
-            protocol.transport.writelines(chunks)
+            transport.writelines(chunks)
         if self._paused and self.core.may_resume() and len(self._inbox) < 512:
             self._paused = False
             protocol.resume_reading()
@@ -280,7 +288,17 @@ class ProxySession:
             )
         self.protocol.abort()
 
-    def _close(self, close: Close) -> None:
+    def _close(self, close: Close, *, held: bool = False) -> None:
+        """Write what is ready and close. A failed authentication is answered only
+        after the source's delay (growing with repeated failures), without blocking
+        anything else; the client is not read meanwhile."""
+        if close.reason is CloseReason.AUTHENTICATION_FAILED and not held:
+            delay = self._limits.authentication_failed(self.conn.peer_host)
+            if delay > 0:
+                self._holding = True
+                self.protocol.pause_reading()
+                asyncio.get_running_loop().call_later(delay, self._release_close, close)
+                return
         self._flush()
         conn = self.conn
         fields: dict[str, Any] = {"connection": conn.connection_id, "reason": close.reason.value}
@@ -292,6 +310,10 @@ class ProxySession:
                 conn.peer_host, "connection_closed_on_protocol_error", error=close.detail, **fields
             )
             self.protocol.abort()
+
+    def _release_close(self, close: Close) -> None:
+        self._holding = False
+        self._close(close, held=True)
 
     # -- the connection's task ------------------------------------------------
     async def run(self) -> None:
@@ -333,7 +355,8 @@ class ProxySession:
     async def _abort_when_closed(self, link: UpstreamLink) -> None:
         # A broker going away closes its clients' connections, idle ones too.
         await link.closed.wait()
-        self.protocol.abort()
+        if not self._holding:  # else the held answer is written, then the client closed
+            self.protocol.abort()
 
     async def _handle_inbox(self) -> None:
         inbox = self._inbox

@@ -1,0 +1,121 @@
+"""Failed authentications are answered later and later per source; a success resets it.
+
+Measured from outside, over the wire, in both modes: standalone terminating SASL
+(the gateway checks the password) and proxy passthrough (the upstream refuses).
+Kafka delays a failed authentication by 100 ms; the gateway doubles the delay
+with each recent failure from the same address (100, 200, 400 ms ...), and a
+held answer must not hold up anyone else.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections.abc import AsyncIterator
+from pathlib import Path
+
+import pytest
+
+from clientmetrics.exporters.memory import InMemoryExporter
+from clientmetrics.gateway.config import Address, GatewayConfig, Listener
+from clientmetrics.gateway.server import Gateway
+from clientmetrics.store.memory import MemorySubscriptionStore
+from clientmetrics.wire import ErrorCode, RequestHeader, encode_request, request_type
+from clientmetrics.wire.server import ListenerPolicy
+from tests.gateway.test_sasl_terminate import PlainServerForTests
+from tests.procs import free_port_block
+from tests.proxy.test_sasl_passthrough import authenticate, plain_identity
+from tests.proxy.test_session import NODE, FakeUpstream, read_frame
+
+
+class Setup:
+    def __init__(self, gateway: Gateway, upstream: FakeUpstream | None) -> None:
+        self.gateway = gateway
+        self.upstream = upstream
+
+    def refuse(self, refused: bool) -> None:
+        """Passthrough: whether the upstream refuses (terminate mode checks the password)."""
+        if self.upstream is not None:
+            self.upstream.sasl_error = ErrorCode.SASL_AUTHENTICATION_FAILED if refused else 0
+
+
+@pytest.fixture(params=["terminate", "passthrough"])
+async def setup(request: pytest.FixtureRequest, tmp_path: Path) -> AsyncIterator[Setup]:
+    upstream = None
+    if request.param == "terminate":
+        config = GatewayConfig(data_dir=tmp_path, listeners=(Listener.parse("127.0.0.1:0"),))
+        policy = ListenerPolicy(requires_sasl=True, sasl=PlainServerForTests())
+    else:
+        upstream = await FakeUpstream().start()
+        config = GatewayConfig(
+            data_dir=tmp_path,
+            listeners=(Listener.parse("127.0.0.1:0"),),
+            upstream=(Address("127.0.0.1", upstream.port),),
+            broker_port_base=free_port_block(NODE + 1),
+        )
+        policy = ListenerPolicy(requires_sasl=True, passthrough=True, identity_of=plain_identity)
+    gw = Gateway(
+        config, store=MemorySubscriptionStore(), exporters=[InMemoryExporter()], policy=policy
+    )
+    await gw.start()
+    try:
+        yield Setup(gw, upstream)
+    finally:
+        await gw.close()
+        if upstream is not None and upstream.server is not None:
+            upstream.server.close()
+
+
+async def attempt(setup: Setup, password: str) -> tuple[int, float]:
+    """One connection's authentication: its error code and how long the answer took."""
+    setup.refuse(password != "alice-secret")
+    reader, writer = await asyncio.open_connection("127.0.0.1", setup.gateway.port)
+    try:
+        started = time.monotonic()
+        code = await asyncio.wait_for(
+            authenticate(reader, writer, f"\x00alice\x00{password}".encode()), 10
+        )
+        return code, time.monotonic() - started
+    finally:
+        writer.close()
+
+
+async def handshake_time(port: int) -> float:
+    """How long another connection waits for its SaslHandshake answer."""
+    reader, writer = await asyncio.open_connection("127.0.0.1", port)
+    try:
+        started = time.monotonic()
+        handshake = request_type(17, 1)(mechanism="PLAIN")
+        writer.write(encode_request(RequestHeader(17, 1, 1, "c", None, 1), handshake))
+        await asyncio.wait_for(read_frame(reader), 5)
+        return time.monotonic() - started
+    finally:
+        writer.close()
+
+
+async def test_repeated_failures_are_answered_slower_and_a_success_resets(setup: Setup) -> None:
+    failed = ErrorCode.SASL_AUTHENTICATION_FAILED
+    timings = []
+    for _ in range(3):
+        code, took = await attempt(setup, "wrong")
+        assert code == failed
+        timings.append(took)
+    # 100, 200, 400 ms (the SASL exchange itself is a few ms on loopback).
+    assert timings[0] >= 0.1
+    assert timings[1] >= 0.2
+    assert timings[2] >= 0.4
+    assert timings[2] - timings[0] >= 0.25, timings
+
+    # A fourth failure is held 800 ms; meanwhile another connection is served at once.
+    held = asyncio.ensure_future(attempt(setup, "wrong"))
+    await asyncio.sleep(0.1)
+    assert await handshake_time(setup.gateway.port) < 0.3
+    code, took = await held
+    assert (code, took >= 0.8) == (failed, True), took
+
+    code, took = await attempt(setup, "alice-secret")
+    assert code == ErrorCode.NONE
+    assert took < 0.1  # successes are never delayed
+    code, took = await attempt(setup, "wrong")
+    assert code == failed
+    assert 0.1 <= took < 0.3, took  # back to the first delay
