@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import argparse
 import shutil
+import sys
 import tempfile
 import time
 import uuid
@@ -32,7 +33,10 @@ import pyarrow.parquet as pq
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
 
-from clientmetrics.pipeline.synthetic import (
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))  # the landed pushes are the tests' (tests/synthetic.py)
+
+from tests.synthetic import (  # noqa: E402
     Push,
     land,
     points_per_producer_payload,

@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from clientmetrics.dashboard import Dashboard, DashboardConfig
-from clientmetrics.pipeline.synthetic import Push, land, producer_payload
+from tests.synthetic import Push, land, producer_payload
 from tests.dashboard.conftest import NOW
 from tests.dashboard.tables import LATENCY, REQUESTS, DataDir, write_subscriptions
 

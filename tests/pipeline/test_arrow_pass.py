@@ -30,7 +30,7 @@ from clientmetrics.pipeline.schemas import (
     SERIES_STATE,
     WINDOW_STATE,
 )
-from clientmetrics.pipeline.synthetic import Push, landing_table, producer_payload
+from tests.synthetic import Push, landing_table, producer_payload
 from tests.pipeline.frames import at, naive
 from tests.pipeline.test_normalised_points import mixed_pushes
 

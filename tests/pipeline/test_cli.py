@@ -13,7 +13,7 @@ from pyspark.sql import SparkSession
 
 from clientmetrics.cli import cli
 from clientmetrics.pipeline import submit
-from clientmetrics.pipeline.synthetic import (
+from tests.synthetic import (
     Push,
     land,
     points_per_producer_payload,

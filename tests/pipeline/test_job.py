@@ -15,7 +15,7 @@ from pyspark.testing import assertDataFrameEqual
 
 from clientmetrics.pipeline.job import PipelineConfig, PipelineJob
 from clientmetrics.pipeline.rules import parse_rules
-from clientmetrics.pipeline.synthetic import (
+from tests.synthetic import (
     Push,
     land,
     points_per_producer_payload,

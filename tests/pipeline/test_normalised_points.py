@@ -19,7 +19,7 @@ from clientmetrics.pipeline.points import (
     with_series_key,
 )
 from clientmetrics.pipeline.schemas import LANDING, SERIES_STATE
-from clientmetrics.pipeline.synthetic import (
+from tests.synthetic import (
     Push,
     landing_table,
     points_per_producer_payload,

@@ -1,4 +1,4 @@
-"""Landed pushes made up on demand, following docs/landing.md, for tests, demos and the bench.
+"""Landed pushes made up on demand, following docs/landing.md, for the tests and the bench.
 
 The payloads have librdkafka's shape: a producer's gauges and cumulative sums,
 per-broker copies of latency metrics with an int ``node.id`` attribute, the
