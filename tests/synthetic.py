@@ -19,7 +19,7 @@ from opentelemetry.proto.common.v1 import common_pb2
 from opentelemetry.proto.metrics.v1 import metrics_pb2 as m
 from opentelemetry.proto.resource.v1 import resource_pb2
 
-from clientmetrics.pipeline.schemas import LANDING_ARROW
+from clientmetrics.pipeline.core.schemas import LANDING_ARROW
 
 PREFIX = "org.apache.kafka.producer."
 GAUGES = (

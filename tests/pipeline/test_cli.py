@@ -12,7 +12,7 @@ from click.testing import CliRunner
 from pyspark.sql import SparkSession
 
 from clientmetrics.cli import cli
-from clientmetrics.pipeline import submit
+from clientmetrics.pipeline.jobs import submit
 from tests.synthetic import (
     Push,
     land,

@@ -8,8 +8,8 @@ from pathlib import Path
 import pytest
 from pyspark.sql import SparkSession
 
-from clientmetrics.pipeline.job import PipelineConfig, PipelineJob
-from clientmetrics.pipeline.rules import parse_rules
+from clientmetrics.pipeline.core.rules import parse_rules
+from clientmetrics.pipeline.jobs.job import PipelineConfig, PipelineJob
 from tests.pipeline.golden import (
     RULES,
     TABLES,
