@@ -14,6 +14,8 @@ from typing import Any
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from clientmetrics.pipeline.core.clients import silent
+
 #: Columns the inventory shows, in order (``active_alerts`` is added here).
 COLUMNS = (
     "client_instance_id",
@@ -44,8 +46,6 @@ SEARCHED = (
 
 SORTABLE = frozenset(COLUMNS)
 PAGE_SIZE = 50
-#: A client is silent after this many push intervals without a push (the pipeline's rule).
-SILENT_AFTER_INTERVALS = 3
 
 
 @dataclass(frozen=True, slots=True)
@@ -80,11 +80,19 @@ class InventoryPage:
         return max(1, -(-self.matched // self.query.page_size))
 
 
-def with_status(clients: pa.Table, open_alerts: Mapping[str, int], now: datetime) -> pa.Table:
-    """The clients table with ``silent`` recomputed for ``now`` and ``active_alerts`` added.
+def newest_push(clients: pa.Table) -> datetime | None:
+    """The newest push the inventory knows of (tables and landing zone): ``silent``'s clock."""
+    newest = pc.max(clients.column("last_seen")).as_py() if clients.num_rows else None
+    return newest if isinstance(newest, datetime) else None
 
-    The pipeline computes ``silent`` when it writes the table; recomputing it here
-    keeps the flag right when the pipeline is behind or stopped.
+
+def with_status(clients: pa.Table, open_alerts: Mapping[str, int], as_of: datetime) -> pa.Table:
+    """The clients table with ``silent`` judged as of ``as_of`` and ``active_alerts`` added.
+
+    ``as_of`` is the newest landed push (``newest_push``), not the wall clock:
+    a pipeline that lags must not make live clients look silent, and a
+    stopped gateway does not make every client silent either. The rule is the
+    pipeline's (``pipeline.core.clients.silent``).
     """
     columns: dict[str, pa.ChunkedArray | pa.Array] = {}
     for name in COLUMNS[:-2]:
@@ -92,12 +100,13 @@ def with_status(clients: pa.Table, open_alerts: Mapping[str, int], now: datetime
             columns[name] = clients.column(name)
         else:
             columns[name] = pa.nulls(clients.num_rows, pa.string())
-    now_us = pa.scalar(now, pa.timestamp("us", tz="UTC"))
-    idle_ms = pc.divide(pc.cast(pc.subtract(now_us, clients.column("last_seen")), pa.int64()), 1000)
-    interval = pc.fill_null(pc.cast(clients.column("push_interval_ms"), pa.int64()), 300_000)
-    overdue = pc.greater(idle_ms, pc.multiply(interval, SILENT_AFTER_INTERVALS))
-    terminated = pc.fill_null(clients.column("terminated"), False)
-    columns["silent"] = pc.and_(pc.invert(terminated), pc.fill_null(overdue, True))
+    as_of_us = int(as_of.timestamp() * 1_000_000)
+    columns["silent"] = silent(
+        clients.column("last_seen"),
+        clients.column("push_interval_ms"),
+        clients.column("terminated"),
+        as_of_us,
+    )
     ids = clients.column("client_instance_id").to_pylist()
     columns["active_alerts"] = pa.array([open_alerts.get(i or "", 0) for i in ids], pa.int64())
     return pa.table(columns)
@@ -120,15 +129,17 @@ _LATEST = LANDING_LABELS[2:]
 
 
 def with_landed_clients(clients: pa.Table | None, landed: pa.Table | None) -> pa.Table | None:
-    """Add the clients only the landing zone knows yet, from their latest push.
+    """The inventory topped up from the landing zone: new clients, and newer pushes of known ones.
 
     The pipeline lags the gateway (Spark's first batch takes a while); a client
-    that has pushed should be in the inventory at once.
+    that has pushed should be in the inventory at once, and a known client's
+    ``last_seen`` (and ``terminated``) should be its latest landed push.
     """
     if landed is None or landed.num_rows == 0:
         return clients
     ids = landed.column("client_instance_id")
     if clients is not None:
+        clients = _with_newer_pushes(clients, landed)
         landed = landed.filter(pc.invert(pc.is_in(ids, clients.column("client_instance_id"))))
     if landed.num_rows == 0:
         return clients
@@ -155,6 +166,34 @@ def with_landed_clients(clients: pa.Table | None, landed: pa.Table | None) -> pa
     if clients is None:
         return fresh
     return pa.concat_tables([clients, fresh], promote_options="permissive")
+
+
+def _with_newer_pushes(clients: pa.Table, landed: pa.Table) -> pa.Table:
+    """Known clients' ``last_seen`` and ``terminated`` from their landed pushes, where newer."""
+    latest = (
+        landed.take(
+            pc.sort_indices(
+                landed, [("client_instance_id", "ascending"), ("received_at", "descending")]
+            )
+        )
+        .group_by("client_instance_id", use_threads=False)
+        .aggregate([("received_at", "first"), ("terminating", "first")])
+    )
+    found = pc.index_in(clients.column("client_instance_id"), latest.column("client_instance_id"))
+    landed_at = pc.cast(
+        latest.column("received_at_first").take(found), pa.timestamp("us", tz="UTC")
+    )
+    seen = pc.cast(clients.column("last_seen"), pa.timestamp("us", tz="UTC"))
+    newer = pc.fill_null(pc.greater(landed_at, seen), False)
+    terminating = latest.column("terminating_first").take(found)
+    names = clients.column_names
+    clients = clients.set_column(
+        names.index("last_seen"), "last_seen", pc.if_else(newer, landed_at, seen)
+    )
+    if "terminated" in names:
+        terminated = pc.if_else(newer, terminating, clients.column("terminated"))
+        clients = clients.set_column(names.index("terminated"), "terminated", terminated)
+    return clients
 
 
 def _matches(table: pa.Table, text: str) -> pa.Array | pa.ChunkedArray:
