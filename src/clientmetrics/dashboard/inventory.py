@@ -14,7 +14,18 @@ from typing import Any
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from clientmetrics.pipeline.core.clients import silent
+from clientmetrics.pipeline.core.clients import (
+    client_views,
+    clients_table,
+    merge_inventory,
+    silent,
+)
+from clientmetrics.pipeline.core.schemas import (
+    INVENTORY_ARROW,
+    LANDING_ARROW,
+    PUSH_LABELS,
+    TIMESTAMP,
+)
 
 #: Columns the inventory shows, in order (``active_alerts`` is added here).
 COLUMNS = (
@@ -113,19 +124,7 @@ def with_status(clients: pa.Table, open_alerts: Mapping[str, int], as_of: dateti
 
 
 #: Landing columns that make an inventory row for a client the pipeline has not seen yet.
-LANDING_LABELS = (
-    "received_at",
-    "client_instance_id",
-    "client_id",
-    "client_software_name",
-    "client_software_version",
-    "client_source_address",
-    "client_source_port",
-    "principal",
-    "push_interval_ms",
-    "terminating",
-)
-_LATEST = LANDING_LABELS[2:]
+LANDING_LABELS = ("received_at", "client_instance_id", *PUSH_LABELS, "terminating")
 
 
 def with_landed_clients(clients: pa.Table | None, landed: pa.Table | None) -> pa.Table | None:
@@ -133,67 +132,52 @@ def with_landed_clients(clients: pa.Table | None, landed: pa.Table | None) -> pa
 
     The pipeline lags the gateway (Spark's first batch takes a while); a client
     that has pushed should be in the inventory at once, and a known client's
-    ``last_seen`` (and ``terminated``) should be its latest landed push.
+    ``last_seen`` (and ``terminated``) should be its latest landed push. The
+    pushes newer than the table are folded in by the pipeline's own rule
+    (``pipeline.core.clients``).
     """
     if landed is None or landed.num_rows == 0:
         return clients
-    ids = landed.column("client_instance_id")
-    if clients is not None:
-        clients = _with_newer_pushes(clients, landed)
-        landed = landed.filter(pc.invert(pc.is_in(ids, clients.column("client_instance_id"))))
-    if landed.num_rows == 0:
+    pushes = _as_pushes(landed)
+    carried = INVENTORY_ARROW.empty_table() if clients is None else _as_inventory(clients)
+    if carried.num_rows:
+        ids = carried.column("client_instance_id")
+        found = pc.index_in(pushes.column("client_instance_id"), ids)
+        seen = carried.column("last_seen").take(found)
+        newer = pc.fill_null(pc.greater(pushes.column("received_at"), seen), True)
+        pushes = pushes.filter(newer)
+    if pushes.num_rows == 0:
         return clients
-    newest_first = landed.take(
-        pc.sort_indices(
-            landed, [("client_instance_id", "ascending"), ("received_at", "descending")]
-        )
-    )
-    grouped = newest_first.group_by("client_instance_id", use_threads=False).aggregate(
-        [(name, "first") for name in _LATEST]
-        + [("received_at", "max"), ("received_at", "min"), ("received_at", "count")]
-    )
-    fresh = pa.table(
-        {
-            "client_instance_id": grouped.column("client_instance_id"),
-            **{name: grouped.column(f"{name}_first") for name in _LATEST[:-1]},
-            "group_id": pa.nulls(grouped.num_rows, pa.string()),
-            "first_seen": grouped.column("received_at_min"),
-            "last_seen": grouped.column("received_at_max"),
-            "pushes": grouped.column("received_at_count"),
-            "terminated": grouped.column("terminating_first"),
-        }
-    )
-    if clients is None:
-        return fresh
-    return pa.concat_tables([clients, fresh], promote_options="permissive")
+    view = client_views(pushes, _NO_POINTS)
+    return clients_table(merge_inventory(carried, view), None)
 
 
-def _with_newer_pushes(clients: pa.Table, landed: pa.Table) -> pa.Table:
-    """Known clients' ``last_seen`` and ``terminated`` from their landed pushes, where newer."""
-    latest = (
-        landed.take(
-            pc.sort_indices(
-                landed, [("client_instance_id", "ascending"), ("received_at", "descending")]
-            )
-        )
-        .group_by("client_instance_id", use_threads=False)
-        .aggregate([("received_at", "first"), ("terminating", "first")])
-    )
-    found = pc.index_in(clients.column("client_instance_id"), latest.column("client_instance_id"))
-    landed_at = pc.cast(
-        latest.column("received_at_first").take(found), pa.timestamp("us", tz="UTC")
-    )
-    seen = pc.cast(clients.column("last_seen"), pa.timestamp("us", tz="UTC"))
-    newer = pc.fill_null(pc.greater(landed_at, seen), False)
-    terminating = latest.column("terminating_first").take(found)
-    names = clients.column_names
-    clients = clients.set_column(
-        names.index("last_seen"), "last_seen", pc.if_else(newer, landed_at, seen)
-    )
-    if "terminated" in names:
-        terminated = pc.if_else(newer, terminating, clients.column("terminated"))
-        clients = clients.set_column(names.index("terminated"), "terminated", terminated)
-    return clients
+_NO_POINTS = pa.schema(
+    [
+        ("client_instance_id", pa.string()),
+        ("received_at", TIMESTAMP),
+        ("resource_attributes", INVENTORY_ARROW.field("resource_attributes").type),
+    ]
+).empty_table()
+
+
+def _column_or_nulls(table: pa.Table, field: pa.Field) -> pa.Array | pa.ChunkedArray:
+    if field.name in table.column_names:
+        return pc.cast(table.column(field.name), field.type)
+    return pa.nulls(table.num_rows, field.type)
+
+
+def _as_pushes(landed: pa.Table) -> pa.Table:
+    fields = [LANDING_ARROW.field(name) for name in LANDING_LABELS]
+    return pa.table([_column_or_nulls(landed, f) for f in fields], schema=pa.schema(fields))
+
+
+def _as_inventory(clients: pa.Table) -> pa.Table:
+    """The clients table as the inventory it was made from (resources as seen at ``last_seen``)."""
+    columns = [_column_or_nulls(clients, field) for field in INVENTORY_ARROW]
+    inventory = pa.table(columns, schema=INVENTORY_ARROW)
+    index = INVENTORY_ARROW.get_field_index("resource_seen")
+    return inventory.set_column(index, "resource_seen", inventory.column("last_seen"))
 
 
 def _matches(table: pa.Table, text: str) -> pa.Array | pa.ChunkedArray:

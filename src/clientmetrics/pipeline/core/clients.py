@@ -59,6 +59,8 @@ def client_views(pushes: pa.Table, points: pa.Table) -> pa.Table:
 
     ``last_push`` is the last push that carried metrics; ``last_seen`` counts
     empty pushes too; ``terminated`` is whether the latest push was terminating.
+    Without a ``payload`` column, whether a push carried metrics is unknown
+    and ``last_push`` is null.
     """
     if pushes.num_rows == 0:
         return INVENTORY_ARROW.empty_table()
@@ -67,7 +69,10 @@ def client_views(pushes: pa.Table, points: pa.Table) -> pa.Table:
     first, last = runs(pushes.column("client_instance_id"))
     latest = take_rows(pushes, last)
     received_at, received_ok = micros(pushes.column("received_at"))
-    with_metrics = filled(pc.greater(pc.binary_length(pushes.column("payload")), 0), False)
+    if "payload" in pushes.column_names:
+        with_metrics = filled(pc.greater(pc.binary_length(pushes.column("payload")), 0), False)
+    else:
+        with_metrics = np.zeros(pushes.num_rows, dtype=bool)
     floor = np.iinfo(np.int64).min
     pushed = np.maximum.reduceat(
         np.where(with_metrics.astype(bool) & received_ok, received_at, floor), first
