@@ -102,6 +102,18 @@ def _core_task(args: tuple[str, str, int, int, object]) -> int:
     return sum(count for kind, count in zip(kinds, counts, strict=True) if kind == "points")
 
 
+def task_slots(master: str) -> int:
+    """How many tasks a local master runs at once (its cores)."""
+    import os
+    import re
+
+    found = re.fullmatch(r"local(?:\[(\*|\d+)(?:,\d+)?\])?", master)
+    if found is None:
+        raise SystemExit("the bench compares against the core on this machine: use a local master")
+    threads = found.group(1) or "1"
+    return (os.cpu_count() or 1) if threads == "*" else int(threads)
+
+
 def core_alone(work: Path, cores: int, rules: object) -> tuple[int, float]:
     """The core over the landed files on ``cores`` processes, no Spark: points, seconds."""
     import multiprocessing
@@ -195,7 +207,7 @@ def main() -> None:
 
     spark = build_session(args.master, conf={"spark.ui.enabled": "false"})
     spark.sparkContext.setLogLevel("ERROR")
-    cores = spark.sparkContext.defaultParallelism
+    cores = task_slots(args.master)
     rules = parse_rules(
         {
             "rule": [
