@@ -21,11 +21,10 @@ def decode_pushes(pushes: pa.Table | pa.RecordBatch) -> pa.Table:
     decoded = decode_points(pushes.column("payload")).points
     rows = decoded.column("row")
     labels = [pushes.column(name).take(rows) for name in LABEL_COLUMNS]
-    index = decoded.schema.get_field_index("attributes")
-    decoded = decoded.set_column(
-        index, "attributes", one_attribute_name(decoded.column("attributes"))
-    )
-    return pa.Table.from_arrays(labels + decoded.columns[1:], schema=DECODED_ARROW)
+    columns = list(decoded.columns[1:])
+    index = decoded.schema.get_field_index("attributes") - 1
+    columns[index] = one_attribute_name(columns[index])
+    return pa.Table.from_arrays(labels + columns, schema=DECODED_ARROW)
 
 
 def one_attribute_name(attributes: pa.Array | pa.ChunkedArray) -> pa.ChunkedArray:
