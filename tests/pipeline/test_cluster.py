@@ -23,7 +23,8 @@ from tests.pipeline.golden import TABLES, canonical_rows, golden_rows, read_tabl
 from tests.pipeline.test_golden import land_golden
 from tests.procs import free_port
 
-pytestmark = [pytest.mark.spark, pytest.mark.integration]
+# A cluster start and a whole job on two shared cores can take longer than the default timeout.
+pytestmark = [pytest.mark.spark, pytest.mark.integration, pytest.mark.timeout(900)]
 
 SPARK_HOME = Path(pyspark.__file__).parent
 CLI = Path(sys.executable).parent / "clientmetrics"
