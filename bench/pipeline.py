@@ -1,4 +1,4 @@
-"""Benchmark: `pipeline run` end to end against Spark's bare Parquet scan, in the same run.
+"""Benchmark: `pipeline run` end to end against the core alone, in the same run.
 
     .venv/bin/python bench/pipeline.py [--points 5000000] [--master local[*]] [--decoders]
                                        [--points-writer auto|arrow|spark]
@@ -8,8 +8,10 @@
    until at least ``--points`` data points are landed.
 2. Runs the pipeline job (the code behind ``clientmetrics pipeline run``) over
    them: decode, normalise, points / client_windows / clients / alerts.
-3. Writes a flat Parquet file with the same number of rows and times Spark
-   scanning it into a no-op sink: the ceiling for this machine.
+3. Runs the core alone over the same landed files, with no Spark: as many
+   processes as Spark has cores, each reading the landed files with pyarrow,
+   keeping its share of the instances, and running the same task
+   (``spark.files.run_pass``: every rule, and the Parquet writing).
 
 Prints both rates and their ratio. ``--decoders`` also times the pure decoders
 (columnar ptars + Arrow compute against upb protobuf + a Python loop).
@@ -19,6 +21,7 @@ from __future__ import annotations
 
 import argparse
 import shutil
+import sys
 import tempfile
 import time
 import uuid
@@ -27,12 +30,14 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 import pyarrow as pa
-import pyarrow.parquet as pq
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
 
-from clientmetrics.pipeline.synthetic import (
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))  # the landed pushes are the tests' (tests/synthetic.py)
+
+from tests.synthetic import (  # noqa: E402
     Push,
     land,
     points_per_producer_payload,
@@ -67,29 +72,66 @@ def land_pushes(data: Path, points: int, clients: int) -> int:
     return landed * per_push
 
 
-def flat_file(path: Path, rows: int) -> None:
-    """A flat Parquet file of ``rows`` point-like rows (strings, a timestamp, a double)."""
-    chunk = 1_000_000
-    schema = pa.schema(
-        [
-            ("client_instance_id", pa.string()),
-            ("metric_name", pa.string()),
-            ("node_id", pa.string()),
-            ("event_time", pa.timestamp("us", tz="UTC")),
-            ("value", pa.float64()),
-        ]
+def _core_task(args: tuple[str, str, int, int, object]) -> int:
+    """One process of the core alone: its share of the instances, through ``run_pass``."""
+    import pyarrow.compute as pc
+    import pyarrow.dataset as ds
+
+    from clientmetrics.pipeline.core.schemas import LABEL_COLUMNS, PASS_INPUT_ARROW
+    from clientmetrics.pipeline.spark.files import run_pass
+
+    landing, _staging, share, shares, plan = args
+    pushes = ds.dataset(landing, format="parquet", partitioning="hive").to_table(
+        columns=[*LABEL_COLUMNS, "payload"]
     )
-    with pq.ParquetWriter(path, schema) as writer:
-        for start in range(0, rows, chunk):
-            size = min(chunk, rows - start)
-            ids = pa.array([f"{uuid.UUID(int=i % 1000)}" for i in range(start, start + size)])
-            names = pa.array([f"org.apache.kafka.producer.m{i % 18}" for i in range(size)])
-            nodes = pa.array([str(i % 6) for i in range(size)])
-            times = pa.array(range(T0_US + start, T0_US + start + size), pa.int64()).cast(
-                schema.field("event_time").type
-            )
-            values = pa.array([float(i) for i in range(size)])
-            writer.write_table(pa.table([ids, names, nodes, times, values], schema=schema))
+    codes = pc.dictionary_encode(pushes.column("client_instance_id")).combine_chunks().indices
+    mine = pushes.filter(pc.equal(pc.remainder(codes, shares), share))
+    mine = mine.take(pc.sort_indices(mine, [("client_instance_id", "ascending")]))
+    rows = pa.table(
+        {
+            field.name: mine.column(field.name)
+            if field.name in mine.column_names
+            else pa.nulls(mine.num_rows, field.type)
+            for field in PASS_INPUT_ARROW
+        },
+        schema=PASS_INPUT_ARROW,
+    )
+    manifest = run_pass(iter(rows.to_batches(max_chunksize=10_000)), plan, f"{share:05d}-0")  # type: ignore[arg-type]
+    kinds = manifest.column(0).to_pylist()
+    counts = manifest.column(2).to_pylist()
+    return sum(count for kind, count in zip(kinds, counts, strict=True) if kind == "points")
+
+
+def task_slots(master: str) -> int:
+    """How many tasks a local master runs at once (its cores)."""
+    import os
+    import re
+
+    found = re.fullmatch(r"local(?:\[(\*|\d+)(?:,\d+)?\])?", master)
+    if found is None:
+        raise SystemExit("the bench compares against the core on this machine: use a local master")
+    threads = found.group(1) or "1"
+    return (os.cpu_count() or 1) if threads == "*" else int(threads)
+
+
+def core_alone(work: Path, cores: int, rules: object) -> tuple[int, float]:
+    """The core over the landed files on ``cores`` processes, no Spark: points, seconds."""
+    import multiprocessing
+
+    from clientmetrics.pipeline.core.batch import PassPlan
+
+    staging = work / "core-alone"
+    shutil.rmtree(staging, ignore_errors=True)
+    plan = PassPlan(staging=str(staging), window_seconds=60, rules=rules)  # type: ignore[arg-type]
+    jobs = [(str(work / "landing" / "pushes"), str(staging), k, cores, plan) for k in range(cores)]
+    context = multiprocessing.get_context("spawn")
+    with context.Pool(cores) as pool:
+        pool.map(_core_task, [(*jobs[0][:2], 0, 1, plan)])  # start the processes, imports warm
+        started = time.perf_counter()
+        points = sum(pool.map(_core_task, jobs))
+        seconds = time.perf_counter() - started
+    shutil.rmtree(staging, ignore_errors=True)
+    return points, seconds
 
 
 def _start_python_workers(spark: SparkSession) -> None:
@@ -97,7 +139,7 @@ def _start_python_workers(spark: SparkSession) -> None:
     cores = spark.sparkContext.defaultParallelism
 
     def touch(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
-        import clientmetrics.pipeline.arrow_pass  # noqa: F401  (what the job's workers import)
+        import clientmetrics.pipeline.spark.files  # noqa: F401  (what the job's workers import)
 
         yield from batches
 
@@ -153,21 +195,19 @@ def main() -> None:
     if args.decoders:
         bench_decoders()
 
-    from pyspark.sql import functions as F
-
-    from clientmetrics.pipeline.job import PipelineConfig, PipelineJob
-    from clientmetrics.pipeline.rules import parse_rules
-    from clientmetrics.pipeline.session import build_session
+    from clientmetrics.pipeline.core.rules import parse_rules
+    from clientmetrics.pipeline.jobs.job import PipelineConfig, PipelineJob
+    from clientmetrics.pipeline.spark.session import build_session
 
     work = args.workdir or Path(tempfile.mkdtemp(prefix="cm-bench-"))
     shutil.rmtree(work, ignore_errors=True)
     started = time.perf_counter()
     points = land_pushes(work, args.points, args.clients)
-    flat_file(work / "flat.parquet", points)
     print(f"landed {points:,} data points in {time.perf_counter() - started:.1f} s ({work})")
 
     spark = build_session(args.master, conf={"spark.ui.enabled": "false"})
     spark.sparkContext.setLogLevel("ERROR")
+    cores = task_slots(args.master)
     rules = parse_rules(
         {
             "rule": [
@@ -187,11 +227,9 @@ def main() -> None:
         alert_sink=str(work / "alerts.jsonl"),
         points_writer=args.points_writer,
     )
-    # Warm the JVM (on the scan) and start the Python workers (a tiny Arrow job), so
-    # neither side's timing includes process start-up, as neither includes the JVM's.
-    spark.read.parquet(str(work / "flat.parquet")).limit(1000).write.format("noop").mode(
-        "overwrite"
-    ).save()
+    # Warm the JVM and start the Python workers (a tiny Arrow job), so that
+    # neither side's timing includes process start-up.
+    spark.range(1000).write.format("noop").mode("overwrite").save()
     started = time.perf_counter()
     _start_python_workers(spark)
     print(f"python workers started in {time.perf_counter() - started:.1f} s (not timed below)")
@@ -200,27 +238,25 @@ def main() -> None:
     job.run()
     pipeline_seconds = time.perf_counter() - started
     stages = ", ".join(f"{name} {seconds:.1f} s" for name, seconds in job.stage_seconds.items())
-    print(f"stages ({job.points_writer} points writer): {stages}")
+    print(f"stages ({job.points_writer} writer): {stages}")
     written = spark.read.parquet(str(work / "tables" / "points")).count()
     assert written == points, (written, points)
-
-    started = time.perf_counter()
-    scan = spark.read.parquet(str(work / "flat.parquet"))
-    scan.select(F.col("*")).write.format("noop").mode("overwrite").save()
-    scan_seconds = time.perf_counter() - started
     spark.stop()
 
+    core_points, core_seconds = core_alone(work, cores, rules.rules)
+    assert core_points == points, (core_points, points)
+
     pipeline_rate = points / pipeline_seconds
-    scan_rate = points / scan_seconds
+    core_rate = points / core_seconds
     print(
-        f"pipeline run ({args.master}): {points:,} points in {pipeline_seconds:.1f} s = "
-        f"{pipeline_rate:,.0f} points/s"
+        f"pipeline run ({args.master}, {cores} cores): {points:,} points in "
+        f"{pipeline_seconds:.1f} s = {pipeline_rate:,.0f} points/s"
     )
     print(
-        f"parquet scan ceiling:        {points:,} rows in {scan_seconds:.1f} s = "
-        f"{scan_rate:,.0f} rows/s"
+        f"core alone (pyarrow, {cores} processes, no Spark): {points:,} points in "
+        f"{core_seconds:.1f} s = {core_rate:,.0f} points/s"
     )
-    print(f"ratio: {pipeline_rate / scan_rate:.3f} of the ceiling")
+    print(f"ratio: {pipeline_rate / core_rate:.3f} of the core alone")
     if args.workdir is None:
         shutil.rmtree(work, ignore_errors=True)
 

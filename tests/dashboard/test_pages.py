@@ -10,9 +10,9 @@ from pathlib import Path
 import pytest
 
 from clientmetrics.dashboard import Dashboard, DashboardConfig
-from clientmetrics.pipeline.synthetic import Push, land, producer_payload
 from tests.dashboard.conftest import NOW
 from tests.dashboard.tables import LATENCY, REQUESTS, DataDir, write_subscriptions
+from tests.synthetic import Push, land, producer_payload
 
 
 def dashboard(data: DataDir, **options: object) -> Dashboard:

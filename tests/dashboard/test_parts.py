@@ -21,7 +21,7 @@ from clientmetrics.dashboard import (
     line_chart,
     parse_gateway_metrics,
 )
-from clientmetrics.dashboard.inventory import with_status
+from clientmetrics.dashboard.inventory import newest_push, with_landed_clients, with_status
 from clientmetrics.dashboard.svg import nice_ticks
 from tests.dashboard.conftest import NOW
 from tests.dashboard.tables import CLIENTS_SCHEMA, client_row, write
@@ -108,19 +108,43 @@ def test_inventory_of_ten_thousand_clients_searches_sorts_and_pages(tmp_path: Pa
     assert [r["client_source_address"] for r in found.rows][:2] == ["10.0.39.249", "10.0.39.248"]
 
 
-def test_silent_is_recomputed_for_now() -> None:
+def test_silent_is_judged_against_the_newest_landed_push_not_the_clock() -> None:
     rows = [
         client_row(0, NOW, last_seen=(NOW - timedelta(seconds=14)).replace(tzinfo=None)),
         client_row(1, NOW, last_seen=(NOW - timedelta(seconds=16)).replace(tzinfo=None)),
         client_row(2, NOW, last_seen=(NOW - timedelta(hours=1)).replace(tzinfo=None)),
+        client_row(3, NOW, last_seen=NOW.replace(tzinfo=None)),
     ]
     rows[2]["terminated"] = True
     table = pa.Table.from_pylist(rows, schema=CLIENTS_SCHEMA)
     from clientmetrics.dashboard.tables import normalise_timestamps
 
-    status = with_status(normalise_timestamps(table), {}, NOW)
+    clients = normalise_timestamps(table)
+    assert newest_push(clients) == NOW
+    status = with_status(clients, {}, NOW)
     # 3 x 5000 ms: 14 s is still pushing, 16 s is silent, a goodbye is never silent.
-    assert status.column("silent").to_pylist() == [False, True, False]
+    assert status.column("silent").to_pylist() == [False, True, False, False]
+    # A page loaded an hour later, with nothing landed since, sees the same.
+    assert with_status(clients, {}, newest_push(clients) or NOW).equals(status)
+
+
+def test_landed_pushes_refresh_known_clients_last_seen() -> None:
+    stale = (NOW - timedelta(minutes=5)).replace(tzinfo=None)
+    table = pa.Table.from_pylist([client_row(0, NOW, last_seen=stale)], schema=CLIENTS_SCHEMA)
+    from clientmetrics.dashboard.tables import normalise_timestamps
+
+    clients = normalise_timestamps(table)
+    landed = pa.table(
+        {
+            "received_at": pa.array([NOW - timedelta(seconds=2)], pa.timestamp("us", tz="UTC")),
+            "client_instance_id": clients.column("client_instance_id"),
+            "terminating": [False],
+        }
+    )
+    merged = with_landed_clients(clients, landed)
+    assert merged is not None
+    assert merged.column("last_seen")[0].as_py() == NOW - timedelta(seconds=2)
+    assert with_status(merged, {}, NOW).column("silent").to_pylist() == [False]
 
 
 def test_gateway_metrics_are_parsed_from_prometheus_text() -> None:

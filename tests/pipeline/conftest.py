@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 from pyspark.sql import SparkSession
 
-from clientmetrics.pipeline.session import FAST_START_JAVA_OPTIONS, build_session
+from clientmetrics.pipeline.spark.session import FAST_START_JAVA_OPTIONS, build_session
 
 
 @pytest.fixture(scope="session")

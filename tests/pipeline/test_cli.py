@@ -12,8 +12,8 @@ from click.testing import CliRunner
 from pyspark.sql import SparkSession
 
 from clientmetrics.cli import cli
-from clientmetrics.pipeline import submit
-from clientmetrics.pipeline.synthetic import (
+from clientmetrics.pipeline.jobs import submit
+from tests.synthetic import (
     Push,
     land,
     points_per_producer_payload,

@@ -9,8 +9,8 @@ import pytest
 from confluent_kafka import Consumer, Producer
 from pyspark.sql import SparkSession
 
-from clientmetrics.pipeline.job import PipelineConfig, PipelineJob
-from clientmetrics.pipeline.rules import parse_rules
+from clientmetrics.pipeline.core.rules import parse_rules
+from clientmetrics.pipeline.jobs.job import PipelineConfig, PipelineJob
 from tests.kadmin import set_subscription
 from tests.landed import landed_rows
 from tests.procs import GatewayProcess, wait_for

@@ -10,12 +10,11 @@ from collections.abc import Callable
 from pathlib import Path
 
 import pytest
-from pyspark.sql import DataFrame, SparkSession
-from pyspark.testing import assertDataFrameEqual
+from pyspark.sql import SparkSession
 
-from clientmetrics.pipeline.job import PipelineConfig, PipelineJob
-from clientmetrics.pipeline.rules import parse_rules
-from clientmetrics.pipeline.synthetic import (
+from clientmetrics.pipeline.core.rules import parse_rules
+from clientmetrics.pipeline.jobs.job import PipelineConfig, PipelineJob
+from tests.synthetic import (
     Push,
     land,
     points_per_producer_payload,
@@ -196,27 +195,3 @@ def test_a_batch_spanning_midnight_is_split_by_event_day(
         "2026-11-22": PER_PAYLOAD,
         "2026-11-23": PER_PAYLOAD,
     }
-
-
-def test_both_points_writers_make_the_same_tables(spark: SparkSession, tmp_path: Path) -> None:
-    batches = [
-        _pushes(0, 3, 6000.0, SLOW) + _pushes(0, 3, 10.0, FAST),
-        [*_pushes(3, 3, 7000.0, SLOW), Push(T0_US + 400000000, FAST, b"")],
-        _pushes(6, 2, 10.0, SLOW),
-    ]
-    tables: dict[str, dict[str, DataFrame]] = {}
-    for writer in ("spark", "arrow"):
-        data = tmp_path / writer
-        _land_in_order(data, *batches)
-        job = PipelineJob(spark, _config(data, points_writer=writer, flush_windows=True))
-        assert job.points_writer == writer
-        job.run()
-        root = data / "tables"
-        tables[writer] = {
-            name: spark.read.parquet(str(root / name))
-            for name in ("points", "client_windows", "clients", "alerts")
-        }
-    for name, frame in tables["spark"].items():
-        assert frame.count() > 0, name
-        assertDataFrameEqual(tables["arrow"][name], frame)
-    assert tables["arrow"]["alerts"].where("status = 'resolved'").count() == 4

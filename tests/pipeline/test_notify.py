@@ -12,7 +12,7 @@ from typing import ClassVar
 
 import pytest
 
-from clientmetrics.pipeline.notify import AlertNotifier
+from clientmetrics.pipeline.jobs.notify import AlertNotifier
 
 
 class _Recorder(BaseHTTPRequestHandler):

@@ -7,7 +7,7 @@ from pathlib import Path
 import pytest
 
 from clientmetrics.errors import ConfigurationError
-from clientmetrics.pipeline.rules import AlertRule, load_rules, parse_condition, parse_rules
+from clientmetrics.pipeline.core.rules import AlertRule, load_rules, parse_condition, parse_rules
 
 
 def test_the_kip_example_is_expressible_as_written(tmp_path: Path) -> None:

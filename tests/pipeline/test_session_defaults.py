@@ -6,7 +6,7 @@ import os
 
 import pytest
 
-from clientmetrics.pipeline.session import local_defaults
+from clientmetrics.pipeline.spark.session import local_defaults
 
 
 @pytest.mark.parametrize(

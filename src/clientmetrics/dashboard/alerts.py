@@ -9,7 +9,7 @@ from typing import Any
 
 import pyarrow as pa
 
-from clientmetrics.pipeline.arrow_alerts import ALERT_EVENT_COLUMNS
+from clientmetrics.pipeline.core.schemas import ALERTS_ARROW
 
 #: The labels KIP-714's proactive-monitoring workflow collects for an alert, in its order.
 WORKFLOW_LABELS = (
@@ -80,7 +80,7 @@ def episodes(events: pa.Table | None) -> list[Alert]:
     """
     if events is None:
         return []
-    present = [name for name in ALERT_EVENT_COLUMNS if name in events.column_names]
+    present = [name for name in ALERTS_ARROW.names if name in events.column_names]
     by_id: dict[str, Alert] = {}
     for row in events.select(present).to_pylist():
         alert_id = row.get("alert_id") or ""

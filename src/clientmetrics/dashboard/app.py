@@ -26,6 +26,7 @@ from clientmetrics.dashboard.inventory import (
     LANDING_LABELS,
     InventoryQuery,
     inventory_page,
+    newest_push,
     with_landed_clients,
     with_status,
 )
@@ -146,7 +147,8 @@ class Dashboard:
                 f"<code>{self.config.tables}/clients</code>.</p>"
             )
             return pages.layout("Clients", "/", body)
-        table = with_status(clients, open_counts(self.alerts()), self.now())
+        as_of = newest_push(clients) or self.now()
+        table = with_status(clients, open_counts(self.alerts()), as_of)
         return pages.inventory(inventory_page(table, request))
 
     def _client(self, instance_id: str, query: dict[str, str]) -> str:

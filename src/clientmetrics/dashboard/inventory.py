@@ -14,6 +14,19 @@ from typing import Any
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from clientmetrics.pipeline.core.clients import (
+    client_views,
+    clients_table,
+    merge_inventory,
+    silent,
+)
+from clientmetrics.pipeline.core.schemas import (
+    INVENTORY_ARROW,
+    LANDING_ARROW,
+    PUSH_LABELS,
+    TIMESTAMP,
+)
+
 #: Columns the inventory shows, in order (``active_alerts`` is added here).
 COLUMNS = (
     "client_instance_id",
@@ -44,8 +57,6 @@ SEARCHED = (
 
 SORTABLE = frozenset(COLUMNS)
 PAGE_SIZE = 50
-#: A client is silent after this many push intervals without a push (the pipeline's rule).
-SILENT_AFTER_INTERVALS = 3
 
 
 @dataclass(frozen=True, slots=True)
@@ -80,11 +91,19 @@ class InventoryPage:
         return max(1, -(-self.matched // self.query.page_size))
 
 
-def with_status(clients: pa.Table, open_alerts: Mapping[str, int], now: datetime) -> pa.Table:
-    """The clients table with ``silent`` recomputed for ``now`` and ``active_alerts`` added.
+def newest_push(clients: pa.Table) -> datetime | None:
+    """The newest push the inventory knows of (tables and landing zone): ``silent``'s clock."""
+    newest = pc.max(clients.column("last_seen")).as_py() if clients.num_rows else None
+    return newest if isinstance(newest, datetime) else None
 
-    The pipeline computes ``silent`` when it writes the table; recomputing it here
-    keeps the flag right when the pipeline is behind or stopped.
+
+def with_status(clients: pa.Table, open_alerts: Mapping[str, int], as_of: datetime) -> pa.Table:
+    """The clients table with ``silent`` judged as of ``as_of`` and ``active_alerts`` added.
+
+    ``as_of`` is the newest landed push (``newest_push``), not the wall clock:
+    a pipeline that lags must not make live clients look silent, and a
+    stopped gateway does not make every client silent either. The rule is the
+    pipeline's (``pipeline.core.clients.silent``).
     """
     columns: dict[str, pa.ChunkedArray | pa.Array] = {}
     for name in COLUMNS[:-2]:
@@ -92,69 +111,73 @@ def with_status(clients: pa.Table, open_alerts: Mapping[str, int], now: datetime
             columns[name] = clients.column(name)
         else:
             columns[name] = pa.nulls(clients.num_rows, pa.string())
-    now_us = pa.scalar(now, pa.timestamp("us", tz="UTC"))
-    idle_ms = pc.divide(pc.cast(pc.subtract(now_us, clients.column("last_seen")), pa.int64()), 1000)
-    interval = pc.fill_null(pc.cast(clients.column("push_interval_ms"), pa.int64()), 300_000)
-    overdue = pc.greater(idle_ms, pc.multiply(interval, SILENT_AFTER_INTERVALS))
-    terminated = pc.fill_null(clients.column("terminated"), False)
-    columns["silent"] = pc.and_(pc.invert(terminated), pc.fill_null(overdue, True))
+    as_of_us = int(as_of.timestamp() * 1_000_000)
+    columns["silent"] = silent(
+        clients.column("last_seen"),
+        clients.column("push_interval_ms"),
+        clients.column("terminated"),
+        as_of_us,
+    )
     ids = clients.column("client_instance_id").to_pylist()
     columns["active_alerts"] = pa.array([open_alerts.get(i or "", 0) for i in ids], pa.int64())
     return pa.table(columns)
 
 
 #: Landing columns that make an inventory row for a client the pipeline has not seen yet.
-LANDING_LABELS = (
-    "received_at",
-    "client_instance_id",
-    "client_id",
-    "client_software_name",
-    "client_software_version",
-    "client_source_address",
-    "client_source_port",
-    "principal",
-    "push_interval_ms",
-    "terminating",
-)
-_LATEST = LANDING_LABELS[2:]
+LANDING_LABELS = ("received_at", "client_instance_id", *PUSH_LABELS, "terminating")
 
 
 def with_landed_clients(clients: pa.Table | None, landed: pa.Table | None) -> pa.Table | None:
-    """Add the clients only the landing zone knows yet, from their latest push.
+    """The inventory topped up from the landing zone: new clients, and newer pushes of known ones.
 
     The pipeline lags the gateway (Spark's first batch takes a while); a client
-    that has pushed should be in the inventory at once.
+    that has pushed should be in the inventory at once, and a known client's
+    ``last_seen`` (and ``terminated``) should be its latest landed push. The
+    pushes newer than the table are folded in by the pipeline's own rule
+    (``pipeline.core.clients``).
     """
     if landed is None or landed.num_rows == 0:
         return clients
-    ids = landed.column("client_instance_id")
-    if clients is not None:
-        landed = landed.filter(pc.invert(pc.is_in(ids, clients.column("client_instance_id"))))
-    if landed.num_rows == 0:
+    pushes = _as_pushes(landed)
+    carried = INVENTORY_ARROW.empty_table() if clients is None else _as_inventory(clients)
+    if carried.num_rows:
+        ids = carried.column("client_instance_id")
+        found = pc.index_in(pushes.column("client_instance_id"), ids)
+        seen = carried.column("last_seen").take(found)
+        newer = pc.fill_null(pc.greater(pushes.column("received_at"), seen), True)
+        pushes = pushes.filter(newer)
+    if pushes.num_rows == 0:
         return clients
-    newest_first = landed.take(
-        pc.sort_indices(
-            landed, [("client_instance_id", "ascending"), ("received_at", "descending")]
-        )
-    )
-    grouped = newest_first.group_by("client_instance_id", use_threads=False).aggregate(
-        [(name, "first") for name in _LATEST]
-        + [("received_at", "max"), ("received_at", "min"), ("received_at", "count")]
-    )
-    fresh = pa.table(
-        {
-            "client_instance_id": grouped.column("client_instance_id"),
-            **{name: grouped.column(f"{name}_first") for name in _LATEST[:-1]},
-            "group_id": pa.nulls(grouped.num_rows, pa.string()),
-            "first_seen": grouped.column("received_at_min"),
-            "last_seen": grouped.column("received_at_max"),
-            "pushes": grouped.column("received_at_count"),
-            "terminated": grouped.column("terminating_first"),
-        }
-    )
-    if clients is None:
-        return fresh
-    return pa.concat_tables([clients, fresh], promote_options="permissive")
+    view = client_views(pushes, _NO_POINTS)
+    return clients_table(merge_inventory(carried, view), None)
+
+
+_NO_POINTS = pa.schema(
+    [
+        ("client_instance_id", pa.string()),
+        ("received_at", TIMESTAMP),
+        ("resource_attributes", INVENTORY_ARROW.field("resource_attributes").type),
+    ]
+).empty_table()
+
+
+def _column_or_nulls(table: pa.Table, field: pa.Field) -> pa.Array | pa.ChunkedArray:
+    if field.name in table.column_names:
+        return pc.cast(table.column(field.name), field.type)
+    return pa.nulls(table.num_rows, field.type)
+
+
+def _as_pushes(landed: pa.Table) -> pa.Table:
+    fields = [LANDING_ARROW.field(name) for name in LANDING_LABELS]
+    return pa.table([_column_or_nulls(landed, f) for f in fields], schema=pa.schema(fields))
+
+
+def _as_inventory(clients: pa.Table) -> pa.Table:
+    """The clients table as the inventory it was made from (resources as seen at ``last_seen``)."""
+    columns = [_column_or_nulls(clients, field) for field in INVENTORY_ARROW]
+    inventory = pa.table(columns, schema=INVENTORY_ARROW)
+    index = INVENTORY_ARROW.get_field_index("resource_seen")
+    return inventory.set_column(index, "resource_seen", inventory.column("last_seen"))
 
 
 def _matches(table: pa.Table, text: str) -> pa.Array | pa.ChunkedArray:

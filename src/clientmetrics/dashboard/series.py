@@ -1,8 +1,10 @@
 """Per-client time series for the charts: the points table, topped up from the landing zone.
 
 The pipeline lags the gateway by a trigger or two; pushes landed after the
-newest point the pipeline wrote for a client are decoded here (with the same
-pure decoder the pipeline uses), so a chart reaches the last few seconds.
+newest point the pipeline wrote for a client are decoded and normalised here
+with the pipeline's own core (``pipeline.core``: the same decoder, series
+keys and rate rule, carried on from each series' latest point in the table),
+so a chart reaches the last few seconds and agrees with the tables.
 """
 
 from __future__ import annotations
@@ -21,7 +23,9 @@ import pyarrow.compute as pc
 
 from clientmetrics.dashboard.svg import Line
 from clientmetrics.dashboard.tables import TableReader
-from clientmetrics.telemetry.otlp_arrow import decode_points
+from clientmetrics.pipeline.core.decode import decode_pushes
+from clientmetrics.pipeline.core.rates import fresh_rates, series_state_of
+from clientmetrics.pipeline.core.schemas import LABEL_COLUMNS, POINTS_ARROW
 
 POINT_COLUMNS = (
     "client_instance_id",
@@ -30,12 +34,15 @@ POINT_COLUMNS = (
     "metric_unit",
     "kind",
     "series",
+    "start_time",
     "event_time",
     "value",
+    "cumulative_value",
     "rate_per_second",
 )
-LANDING_COLUMNS = ("received_at", "client_instance_id", "payload")
+LANDING_COLUMNS = (*LABEL_COLUMNS, "payload")
 _UTC_US = pa.timestamp("us", tz="UTC")
+_NO_STATE = series_state_of(POINTS_ARROW.empty_table())
 
 
 @dataclass(frozen=True, slots=True)
@@ -57,7 +64,6 @@ class _Sample:
     label: str
     time_s: float
     value: float | None
-    cumulative: bool
 
 
 def _label(series: str, metric: str) -> str:
@@ -67,8 +73,9 @@ def _label(series: str, metric: str) -> str:
 
 
 def _from_points(table: pa.Table) -> list[_Sample]:
+    """Chart samples: a sum's rate per second, any other kind's value."""
     samples = []
-    for row in table.to_pylist():
+    for row in table.select(list(POINT_COLUMNS)).to_pylist():
         is_sum = row["kind"] == "sum"
         value = row["rate_per_second"] if is_sum else row["value"]
         samples.append(
@@ -79,63 +86,16 @@ def _from_points(table: pa.Table) -> list[_Sample]:
                 label=_label(row["series"] or "", row["metric_name"] or ""),
                 time_s=row["event_time"].timestamp(),
                 value=value,
-                cumulative=False,
             )
         )
     return samples
 
 
-def _from_payloads(payloads: pa.Table) -> list[_Sample]:
-    decoded = decode_points(payloads.column("payload")).points
-    samples = []
-    for row in decoded.select(
-        ["metric_name", "metric_unit", "kind", "temporality", "event_time", "value", "attributes"]
-    ).to_pylist():
-        attributes = ",".join(f"{k}={v or ''}" for k, v in sorted(row["attributes"] or []))
-        samples.append(
-            _Sample(
-                metric=row["metric_name"] or "",
-                unit=row["metric_unit"] or "",
-                kind=row["kind"] or "",
-                label=attributes or (row["metric_name"] or "").rsplit(".", 1)[-1],
-                time_s=row["event_time"].timestamp(),
-                value=row["value"],
-                cumulative=row["kind"] == "sum" and row["temporality"] == "cumulative",
-            )
-        )
-    return _cumulative_to_rates(samples)
-
-
-def _cumulative_to_rates(samples: list[_Sample]) -> list[_Sample]:
-    """Sums become per-second rates between consecutive points, as the pipeline's are."""
-    out: list[_Sample] = []
-    last: dict[tuple[str, str], _Sample] = {}
-    for sample in sorted(samples, key=lambda s: s.time_s):
-        if sample.kind != "sum":
-            out.append(sample)
-            continue
-        key = (sample.metric, sample.label)
-        before = last.get(key)
-        last[key] = sample
-        if sample.value is None or before is None or before.value is None:
-            continue
-        elapsed = sample.time_s - before.time_s
-        amount = sample.value - before.value if sample.cumulative else sample.value
-        if elapsed > 0 and amount >= 0:
-            out.append(_replace_value(sample, amount / elapsed))
-    return out
-
-
-def _replace_value(sample: _Sample, value: float) -> _Sample:
-    return _Sample(
-        sample.metric,
-        sample.unit,
-        sample.kind,
-        sample.label,
-        sample.time_s,
-        value,
-        sample.cumulative,
-    )
+def _from_payloads(payloads: pa.Table, table_points: pa.Table | None) -> list[_Sample]:
+    """Samples of landed pushes the tables lack, continuing each series from the table."""
+    state = series_state_of(table_points) if table_points is not None else None
+    points = fresh_rates(decode_pushes(payloads), state if state is not None else _NO_STATE)
+    return _from_points(points)
 
 
 def build_charts(samples: Iterable[_Sample]) -> list[Chart]:
@@ -187,18 +147,24 @@ class SeriesReader:
         """Charts of every metric the client pushed since ``since`` (all time when None)."""
         samples: list[_Sample] = []
         newest: Any = None
+        mine: pa.Table | None = None
         points = self._tables.read("points", POINT_COLUMNS)
         if points is not None:
             mine = points.filter(pc.equal(points.column("client_instance_id"), client_instance_id))
             newest = pc.max(mine.column("received_at")).as_py() if mine.num_rows else None
+            shown = mine
             if since is not None:
-                mine = mine.filter(pc.greater_equal(mine.column("event_time"), _ts(since)))
-            samples += _from_points(mine)
-        samples += self._landed_after(client_instance_id, newest, since)
+                shown = mine.filter(pc.greater_equal(mine.column("event_time"), _ts(since)))
+            samples += _from_points(shown)
+        samples += self._landed_after(client_instance_id, newest, since, mine)
         return build_charts(samples)
 
     def _landed_after(
-        self, client_instance_id: str, newest: datetime | None, since: datetime | None
+        self,
+        client_instance_id: str,
+        newest: datetime | None,
+        since: datetime | None,
+        table_points: pa.Table | None,
     ) -> list[_Sample]:
         if self._landing is None:
             return []
@@ -210,7 +176,7 @@ class SeriesReader:
             if bound is not None:
                 mask = pc.and_(mask, pc.greater(landed.column("received_at"), _ts(bound)))
         mine = landed.filter(mask)
-        return _from_payloads(mine) if mine.num_rows else []
+        return _from_payloads(mine, table_points) if mine.num_rows else []
 
 
 def _ts(moment: datetime) -> pa.Scalar:

@@ -10,7 +10,7 @@ from typing import Any
 import click
 
 from clientmetrics.errors import ConfigurationError
-from clientmetrics.pipeline.rules import RuleSet, load_rules
+from clientmetrics.pipeline.core.rules import RuleSet, load_rules
 
 
 def _options(function: Callable[..., Any]) -> Callable[..., Any]:
@@ -49,6 +49,13 @@ def _options(function: Callable[..., Any]) -> Callable[..., Any]:
             help="Who writes the points table: the decode pass with pyarrow (arrow: fast;"
             " auto picks it for local paths) or Spark (any Hadoop path).",
         ),
+        click.option(
+            "--retention-seconds",
+            type=click.IntRange(min=1),
+            default=7 * 86_400,
+            show_default=True,
+            help="Drop the carried state of instances silent this long (event time).",
+        ),
         click.option("--conf", multiple=True, help="Extra Spark setting KEY=VALUE (repeatable)."),
     ]
     for decorator in reversed(decorators):
@@ -57,7 +64,7 @@ def _options(function: Callable[..., Any]) -> Callable[..., Any]:
 
 
 def _config(options: dict[str, Any], trigger_seconds: float, flush_windows: bool) -> Any:
-    from clientmetrics.pipeline.job import PipelineConfig
+    from clientmetrics.pipeline.jobs.job import PipelineConfig
 
     data: Path = options["data_dir"]
     rules = load_rules(options["rules"]) if options["rules"] else RuleSet()
@@ -75,12 +82,13 @@ def _config(options: dict[str, Any], trigger_seconds: float, flush_windows: bool
         trigger_seconds=trigger_seconds,
         flush_windows=flush_windows,
         points_writer=options["points_writer"],
+        retention_seconds=options["retention_seconds"],
     )
 
 
 def _start(options: dict[str, Any], *, trigger_seconds: float, flush: bool, once: bool) -> None:
-    from clientmetrics.pipeline.job import PipelineJob
-    from clientmetrics.pipeline.session import build_session
+    from clientmetrics.pipeline.jobs.job import PipelineJob
+    from clientmetrics.pipeline.spark.session import build_session
 
     try:
         config = _config(options, trigger_seconds, flush)

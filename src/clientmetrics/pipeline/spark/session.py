@@ -11,6 +11,7 @@ import re
 import shutil
 import sys
 import tempfile
+import zipfile
 from pathlib import Path
 
 from pyspark.sql import SparkSession
@@ -62,12 +63,23 @@ def build_session(
     """A Spark session for the pipeline (UTC session time zone, Arrow enabled).
 
     Without ``master``, the master is whatever launched us: ``spark-submit
-    --master …``, or ``local[*]`` under plain Python.
+    --master …``, or ``local[*]`` under plain Python. On any master but a
+    local one the job ships itself: executors get this package as a zip
+    (``addPyFile``) and run this same Python interpreter (``PYSPARK_PYTHON``),
+    which has the compiled dependencies: right on one machine or on nodes
+    built from one image. Elsewhere, ship a packed environment with
+    ``--conf spark.archives=env.tar.gz#env --conf
+    spark.pyspark.python=./env/bin/python`` (docs/pipeline.md).
     """
     ensure_java()
+    settings = {**local_defaults(master), **(conf or {})}
     if master is not None and master.startswith("local"):
         # The hostname may resolve to loopback; keep every port on it instead of eth0.
         os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
+    if not ({"spark.archives", "spark.pyspark.python"} & settings.keys()):
+        # Executors run this interpreter, which has pyarrow, ptars and the rest
+        # (same machine, or the same image on every node), unless the
+        # operator ships an environment of their own.
         os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
     builder = SparkSession.builder.appName(app_name)
     if master is not None:
@@ -78,10 +90,39 @@ def build_session(
         .config("spark.sql.execution.arrow.pyspark.enabled", "true")
         .config("spark.sql.sources.partitionOverwriteMode", "static")
     )
-    settings = {**local_defaults(master), **(conf or {})}
     for key, value in settings.items():
         builder = builder.config(key, value)
-    return builder.getOrCreate()
+    session = builder.getOrCreate()
+    if not (session.sparkContext.master or "local").startswith("local"):
+        # Executors elsewhere import this package from the zip, the very code the driver runs.
+        session.sparkContext.addPyFile(str(package_zip()))
+    return session
+
+
+def package_zip() -> Path:
+    """A zip of the ``clientmetrics`` package as the driver has it (``addPyFile`` takes zips).
+
+    Written under the temp directory, named by a digest of the sources, so a
+    changed package is shipped afresh.
+    """
+    import hashlib
+
+    import clientmetrics
+
+    root = Path(clientmetrics.__file__).parent
+    sources = sorted(p for p in root.rglob("*") if p.is_file() and p.suffix != ".pyc")
+    digest = hashlib.sha256()
+    for path in sources:
+        digest.update(str(path.relative_to(root)).encode())
+        digest.update(path.read_bytes())
+    target = Path(tempfile.gettempdir()) / f"clientmetrics-{digest.hexdigest()[:16]}.zip"
+    if not target.exists():
+        partial = target.with_suffix(f".{os.getpid()}.tmp")
+        with zipfile.ZipFile(partial, "w", zipfile.ZIP_DEFLATED) as archive:
+            for path in sources:
+                archive.write(path, Path("clientmetrics") / path.relative_to(root))
+        os.replace(partial, target)
+    return target
 
 
 def local_defaults(master: str | None) -> dict[str, str]:

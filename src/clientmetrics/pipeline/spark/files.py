@@ -1,35 +1,47 @@
-"""The decode pass's files: what its tasks write, and the manifests they return.
+"""What the pass's tasks do with the core's rows: write them, or hand them to Spark.
 
-The job module of the pass (with ``job`` and ``storage``, the only code that
-reads or writes): ``run_pass`` drives ``arrow_pass`` over one task's rows and
-writes the points and the side outputs as Parquet under the batch's staging
-directory, through pyarrow's filesystems; ``close_windows`` writes the windows
-the watermark closed. Each returns a manifest of the files it wrote; the
-driver publishes only those.
+Runs in the Python workers. ``run_pass`` drives the core
+(``core.batch.process_group``) over one task's rows and writes the points and
+the side outputs as Parquet under the batch's staging directory, through
+pyarrow's filesystems; ``close_windows`` writes the windows the watermark
+closed. Each returns a manifest of the files it wrote; the driver publishes
+only those. Where pyarrow cannot open the output location, ``pass_rows`` and
+``close_rows`` return the same rows, tagged, for Spark's writer instead.
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from functools import cache
 
-import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
 from pyarrow import fs
 
-from clientmetrics.pipeline.arrow_pass import (
-    CLIENT_WINDOWS_ARROW,
+from clientmetrics.pipeline.core.batch import (
     SIDE_OUTPUTS,
     GroupResult,
     PassPlan,
     instance_groups,
     process_group,
 )
-from clientmetrics.pipeline.schemas import WINDOW_STATE_ARROW
+from clientmetrics.pipeline.core.schemas import (
+    CLIENT_WINDOWS_ARROW,
+    POINTS_ARROW,
+    WINDOW_STATE_ARROW,
+)
+from clientmetrics.pipeline.core.windows import split_windows
 
 _TIMESTAMP = pa.timestamp("us", tz="UTC")
+
+#: Where each kind of row goes, and what time's day partitions it (None: not partitioned).
+DAY_OF: dict[str, Callable[[pa.Table], pa.ChunkedArray] | None] = {
+    "points": lambda table: table.column("event_time"),
+    **{name: day for name, (_, day) in SIDE_OUTPUTS.items()},
+    "client_windows": lambda table: table.column("window_start"),
+    "open_windows": None,
+}
 
 #: What each task returns: a row per file written (``kind`` is ``points`` or a
 #: side output), and one row with no file carrying its highest event time.
@@ -94,9 +106,19 @@ class _TaskFiles:
         )
         self._files.append((kind, f"{self._staging}/{relative}", table.num_rows))
 
-    def write_by_day(self, kind: str, directory: str, table: pa.Table, time_column: str) -> None:
-        """Write ``table`` under ``directory/date=D``, D being the UTC day of ``time_column``."""
-        days = pc.cast(table.column(time_column), pa.date32())
+    def write_kind(self, kind: str, table: pa.Table) -> None:
+        """Write rows of one kind under its directory (by day if it is a table)."""
+        day = DAY_OF[kind]
+        if day is None:
+            self.write(kind, kind, table)
+        else:
+            self.write_by_day(kind, kind, table, day(table))
+
+    def write_by_day(
+        self, kind: str, directory: str, table: pa.Table, moments: pa.ChunkedArray
+    ) -> None:
+        """Write ``table`` under ``directory/date=D``, D being the UTC day of ``moments``."""
+        days = pc.cast(moments, pa.date32())
         bounds = pc.min_max(days)
         first, last = bounds["min"].as_py(), bounds["max"].as_py()
         if first == last and days.null_count == 0:  # nearly always: one day, as it is
@@ -153,13 +175,13 @@ class _TaskWriter:
         if self._points:
             table = pa.concat_tables(self._points)
             self._points, self._buffered = [], 0
-            self._files.write_by_day("points", "points", table, "event_time")
+            self._files.write_kind("points", table)
 
     def close(self) -> pa.RecordBatch:
         self._flush_points()
         for name, tables in self._sides.items():
             if tables:
-                self._files.write(name, name, pa.concat_tables(tables).cast(SIDE_OUTPUTS[name]))
+                self._files.write_kind(name, pa.concat_tables(tables).cast(SIDE_OUTPUTS[name][0]))
         return self._files.manifest(self._highest)
 
 
@@ -179,32 +201,98 @@ def run_pass(batches: Iterator[pa.RecordBatch], plan: PassPlan, task: str) -> pa
 def close_windows(
     batches: Iterator[pa.RecordBatch], staging: str, watermark_us: int | None, task: str
 ) -> pa.RecordBatch:
-    """Split windows by the watermark: closed ones as client_windows rows, open ones as state.
+    """Split windows by the watermark (``core.windows.split_windows``) and write both parts.
 
-    ``windows.select_closed_windows`` and ``select_open_windows`` in Arrow;
-    ``batches`` have the ``WINDOW_STATE_ARROW`` columns. Closed rows go under
-    ``client_windows/date=D`` (D the UTC day of the window's start), open ones
-    under ``windows``; the manifest lists the files.
+    Closed ones go under ``client_windows/date=D`` (D the UTC day of the
+    window's start), open ones under ``open_windows``; the manifest lists the files.
     """
     files = _TaskFiles(staging, task)
     for batch in batches:
-        table = pa.Table.from_batches([batch]).cast(WINDOW_STATE_ARROW)
-        end = pc.cast(table.column("window_end"), pa.int64())
-        if watermark_us is None:
-            closed = pa.array(np.zeros(table.num_rows, dtype=bool))
-            still_open = pa.array(np.ones(table.num_rows, dtype=bool))
-        else:
-            closed = pc.fill_null(pc.less_equal(end, watermark_us), False)
-            still_open = pc.fill_null(pc.greater(end, watermark_us), False)
-        done = table.filter(closed)
-        if done.num_rows:
-            average = pc.divide(pc.cast(done.column("sum"), pa.float64()), done.column("count"))
-            rows = done.select(["client_instance_id", "metric_name", "attributes"])
-            for name in CLIENT_WINDOWS_ARROW.names[3:]:
-                column = average if name == "avg" else done.column(name)
-                rows = rows.append_column(CLIENT_WINDOWS_ARROW.field(name), column)
-            files.write_by_day("client_windows", "client_windows", rows, "window_start")
-        kept = table.filter(still_open)
-        if kept.num_rows:
-            files.write("windows", "windows", kept)
+        closed, still_open = split_windows(pa.Table.from_batches([batch]), watermark_us)
+        if closed.num_rows:
+            files.write_kind("client_windows", closed)
+        if still_open.num_rows:
+            files.write_kind("open_windows", still_open)
     return files.manifest()
+
+
+# --- rows for Spark's writer ---------------------------------------------------------------------
+
+#: Every kind of row a task can return, each as a struct column (null in other kinds' rows).
+ROW_KINDS: dict[str, pa.Schema] = {
+    "points": POINTS_ARROW,
+    **{name: schema for name, (schema, _) in SIDE_OUTPUTS.items()},
+    "client_windows": CLIENT_WINDOWS_ARROW,
+    "open_windows": WINDOW_STATE_ARROW,
+}
+
+#: The tagged rows ``pass_rows`` and ``close_rows`` return: ``kind``, the
+#: task's highest event time (on ``progress`` rows), the row's partition day
+#: (table rows), and a struct per kind.
+TAGGED_ARROW = pa.schema(
+    [
+        ("kind", pa.string()),
+        ("max_event_time", _TIMESTAMP),
+        ("date", pa.date32()),
+        *((name, pa.struct(list(schema))) for name, schema in ROW_KINDS.items()),
+    ]
+)
+
+
+def _tagged(kind: str, table: pa.Table) -> Iterator[pa.RecordBatch]:
+    table = table.cast(ROW_KINDS[kind]).combine_chunks()
+    day = DAY_OF[kind]
+    if day is not None:
+        table = table.append_column("_date", pc.cast(day(table), pa.date32()))
+    for chunk in table.to_batches(max_chunksize=65_536):
+        size = chunk.num_rows
+        columns = [pa.array([kind] * size, pa.string()), pa.nulls(size, _TIMESTAMP)]
+        if day is not None:
+            columns.append(chunk.column(chunk.num_columns - 1))
+        else:
+            columns.append(pa.nulls(size, pa.date32()))
+        batch = chunk.drop_columns(["_date"]) if day is not None else chunk
+        for name, schema in ROW_KINDS.items():
+            kind_type = TAGGED_ARROW.field(name).type
+            if name == kind:
+                columns.append(pa.StructArray.from_arrays(batch.columns, fields=list(schema)))
+            else:
+                columns.append(pa.nulls(size, kind_type))
+        yield pa.RecordBatch.from_arrays(columns, schema=TAGGED_ARROW)
+
+
+def _progress(highest: int | None) -> pa.RecordBatch:
+    columns = [
+        pa.array(["progress"]),
+        pa.array([highest], pa.int64()).cast(_TIMESTAMP),
+        pa.nulls(1, pa.date32()),
+    ]
+    columns += [pa.nulls(1, TAGGED_ARROW.field(name).type) for name in ROW_KINDS]
+    return pa.RecordBatch.from_arrays(columns, schema=TAGGED_ARROW)
+
+
+def pass_rows(batches: Iterator[pa.RecordBatch], plan: PassPlan) -> Iterator[pa.RecordBatch]:
+    """``run_pass`` for Spark's writer: the same rows, tagged by kind, instead of files."""
+    highest: int | None = None
+    for group in instance_groups(batches):
+        result = process_group(group, plan)
+        if result.max_event_time is not None:
+            highest = max(highest or result.max_event_time, result.max_event_time)
+        if result.points.num_rows:
+            yield from _tagged("points", result.points)
+        for name, table in result.sides.items():
+            if table.num_rows:
+                yield from _tagged(name, table)
+    yield _progress(highest)
+
+
+def close_rows(
+    batches: Iterator[pa.RecordBatch], watermark_us: int | None
+) -> Iterator[pa.RecordBatch]:
+    """``close_windows`` for Spark's writer: closed and open windows as tagged rows."""
+    for batch in batches:
+        closed, still_open = split_windows(pa.Table.from_batches([batch]), watermark_us)
+        if closed.num_rows:
+            yield from _tagged("client_windows", closed)
+        if still_open.num_rows:
+            yield from _tagged("open_windows", still_open)

@@ -1,77 +1,55 @@
-"""Alert episodes in Arrow: ``alerts.track_alert_episodes`` for the decode pass.
+"""Alerts: a rule fires when its condition holds for the whole duration, and resolves after.
 
-The decode pass sees each instance whole, with its open episodes carried in as
-state rows, so it can track episodes itself, on the few points that can change
-one (``arrow_pass.rule_candidates``), and hand Spark one row per episode
-touched. The rules are the same as the Spark transform's, and
-``tests/pipeline/test_arrow_pass.py`` holds the two to the same answers:
+An *episode* is a run of consecutive points of one series on which a rule's
+condition holds. It starts at its first such point (or, for the run that
+continues an episode carried from an earlier batch, where that one started),
+fires at its first point at which it has held for the rule's duration ("more
+than" makes that strict) and resolves at the first later point on which the
+condition fails. Episodes still open at the end of a batch are carried to the
+next one as state, so an episode may span any number of batches.
 
-* an episode is a run of consecutive points of one series on which the rule
-  holds; it starts at its first such point (or, for the run that continues an
-  episode carried from an earlier batch, where that one started);
-* it fires at its first point at which it has held for the rule's duration;
-* it resolves at the first later point on which the rule does not hold.
+The alerts table is an event log: one ``firing`` row when an episode fires and
+one ``resolved`` row when a fired episode ends, both carrying the client's
+labels, the start, the peak value and, for ``resolved``, when it ended.
 """
 
 from __future__ import annotations
+
+import hashlib
 
 import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from clientmetrics.pipeline.rules import AlertRule
+from clientmetrics.pipeline.core.arrays import flags, floats, runs, timestamps
+from clientmetrics.pipeline.core.arrays import micros as _micros_ok
+from clientmetrics.pipeline.core.clients import client_labels
+from clientmetrics.pipeline.core.rules import AlertRule
+from clientmetrics.pipeline.core.schemas import (
+    ALERT_STATE_ARROW,
+    ALERTS_ARROW,
+    EPISODES_ARROW,
+    STRING_MAP,
+    TIMESTAMP,
+)
 
-_TIMESTAMP = pa.timestamp("us", tz="UTC")
-_STRING_MAP = pa.map_(pa.string(), pa.string())
 _NEVER = np.iinfo(np.int64).max
 
-#: Open alert episodes (``schemas.ALERT_STATE``).
-ALERT_STATE_ARROW = pa.schema(
+#: The points alert rules must see (see ``rule_candidates``).
+CANDIDATES_ARROW = pa.schema(
     [
-        ("rule", pa.string()),
         ("series", pa.string()),
         ("client_instance_id", pa.string()),
         ("metric_name", pa.string()),
-        ("attributes", _STRING_MAP),
-        ("started_at", _TIMESTAMP),
-        ("last_true_at", _TIMESTAMP),
-        ("high", pa.float64()),
-        ("low", pa.float64()),
-        ("fired_at", _TIMESTAMP),
-    ]
-)
-
-#: The alerts table's columns, as written (its ``date`` is the partition directory).
-ALERT_EVENT_COLUMNS = (
-    "alert_id",
-    "rule",
-    "status",
-    "client_instance_id",
-    "metric_name",
-    "attributes",
-    "labels",
-    "started_at",
-    "fired_at",
-    "resolved_at",
-    "peak",
-    "op",
-    "threshold",
-    "duration_seconds",
-)
-
-#: Every episode a batch touched: ``alerts.track_alert_episodes``'s columns.
-EPISODES_ARROW = pa.schema(
-    [
-        *ALERT_STATE_ARROW,
-        ("episode", pa.int64()),
-        ("resolved_at", _TIMESTAMP),
-        ("newly_fired", pa.bool_()),
+        ("attributes", STRING_MAP),
+        ("event_time", TIMESTAMP),
+        ("value", pa.float64()),
     ]
 )
 
 
 def holds(op: str, value: np.ndarray, threshold: float) -> np.ndarray:
-    """A rule's comparison, with Spark's NaN semantics (NaN equals NaN and is largest)."""
+    """A rule's comparison; NaN equals NaN and is larger than every number."""
     nan_value, nan_bound = np.isnan(value), bool(np.isnan(threshold))
     equal = (value == threshold) | (nan_value & nan_bound)
     greater = (value > threshold) | (nan_value & (not nan_bound))
@@ -95,29 +73,7 @@ def rule_matches(metric: pa.Array | pa.ChunkedArray, rule: AlertRule) -> np.ndar
 
 
 def _micros(array: pa.Array | pa.ChunkedArray) -> np.ndarray:
-    values = pc.fill_null(pc.cast(array, pa.int64()), 0)
-    return np.asarray(values.to_numpy(zero_copy_only=False), dtype=np.int64)
-
-
-def runs(*columns: pa.Array | pa.ChunkedArray | np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """Where each run of equal keys starts and ends (inclusive)."""
-    size = len(columns[0])
-    if size == 0:
-        return np.zeros(0, dtype=np.int64), np.zeros(0, dtype=np.int64)
-    starts = np.zeros(size, dtype=bool)
-    starts[0] = True
-    for column in columns:
-        if isinstance(column, np.ndarray):
-            starts[1:] |= column[1:] != column[:-1]
-        else:
-            change = pc.fill_null(pc.not_equal(column[1:], column[:-1]), True)
-            starts[1:] |= np.asarray(change.to_numpy(zero_copy_only=False), dtype=bool)
-    first = np.flatnonzero(starts)
-    return first, np.append(first[1:], size) - 1
-
-
-def _timestamps(micros: np.ndarray, missing: np.ndarray) -> pa.Array:
-    return pa.array(micros, pa.int64(), mask=missing).cast(_TIMESTAMP)
+    return _micros_ok(array)[0]
 
 
 def track_episodes(points: pa.Table, state: pa.Table, rules: tuple[AlertRule, ...]) -> pa.Table:
@@ -191,8 +147,8 @@ def _track_rule(points: pa.Table, state: pa.Table, rule: AlertRule) -> pa.Table:
             "client_instance_id": described.column("client_instance_id"),
             "metric_name": described.column("metric_name"),
             "attributes": described.column("attributes"),
-            "started_at": _timestamps(start, np.zeros(len(start), dtype=bool)),
-            "last_true_at": _timestamps(held_times[runs_last], np.zeros(len(start), dtype=bool)),
+            "started_at": timestamps(start, np.zeros(len(start), dtype=bool)),
+            "last_true_at": timestamps(held_times[runs_last], np.zeros(len(start), dtype=bool)),
             "high": pa.array(
                 np.maximum.reduceat(held_values, runs_first) if len(runs_first) else [],
                 pa.float64(),
@@ -200,7 +156,7 @@ def _track_rule(points: pa.Table, state: pa.Table, rule: AlertRule) -> pa.Table:
             "low": pa.array(
                 np.fmin.reduceat(held_values, runs_first) if len(runs_first) else [], pa.float64()
             ),
-            "fired_at": _timestamps(fired, fired == _NEVER),
+            "fired_at": timestamps(fired, fired == _NEVER),
         }
     )
     # A point the rule fails on ends the episode before it.
@@ -238,16 +194,16 @@ def _merge(trues: pa.Table, state: pa.Table, closes: pa.Table, rule: str) -> pa.
         a, b = t.column(name).combine_chunks(), p.column(name).combine_chunks()
         a_ok = np.asarray(pc.is_valid(a).to_numpy(zero_copy_only=False))
         b_ok = np.asarray(pc.is_valid(b).to_numpy(zero_copy_only=False))
-        timestamps = pa.types.is_timestamp(a.type)
-        if timestamps:
+        is_time = pa.types.is_timestamp(a.type)
+        if is_time:
             x, y = _micros(a), _micros(b)
         else:
             x = np.asarray(pc.fill_null(a, 0.0).to_numpy(), dtype=np.float64)
             y = np.asarray(pc.fill_null(b, 0.0).to_numpy(), dtype=np.float64)
         result = np.where(a_ok & b_ok, numpy_op(x, y), np.where(a_ok, x, y))
         missing = ~(a_ok | b_ok)
-        if timestamps:
-            return _timestamps(result, missing)
+        if is_time:
+            return timestamps(result, missing)
         return pa.array(result, pa.float64(), mask=missing)
 
     fired_at = pick("fired_at")
@@ -261,7 +217,7 @@ def _merge(trues: pa.Table, state: pa.Table, closes: pa.Table, rule: str) -> pa.
         "metric_name": pick("metric_name"),
         "attributes": pick("attributes"),
         "started_at": pick("started_at"),
-        # Spark's greatest and least skip nulls; NaN is the largest number.
+        # Nulls are skipped; NaN is the largest number.
         "last_true_at": extreme("last_true_at", np.maximum),
         "high": extreme("high", np.maximum),
         "low": extreme("low", np.fmin),
@@ -274,3 +230,99 @@ def _merge(trues: pa.Table, state: pa.Table, closes: pa.Table, rule: str) -> pa.
         [pc.cast(columns[name], EPISODES_ARROW.field(name).type) for name in EPISODES_ARROW.names],
         schema=EPISODES_ARROW,
     )
+
+
+def rule_candidates(points: pa.Table, order: pa.Array, rules: tuple[AlertRule, ...]) -> pa.Table:
+    """The points alert episodes need: those of metrics a rule names, less what cannot matter.
+
+    Of a series a rule names, every point when the rule's condition holds on
+    one of them in this batch; otherwise only its first point, which is all
+    that can resolve an episode carried from an earlier batch. ``order``
+    groups the points by series in event-time order.
+    """
+    metric = points.column("metric_name")
+    has_value = flags(pc.is_valid(points.column("value")))
+    named = np.zeros(points.num_rows, dtype=bool)
+    holding = np.zeros(points.num_rows, dtype=bool)
+    values = floats(points.column("value"))[0]
+    for rule in rules:
+        hit = rule_matches(metric, rule) & has_value
+        named |= hit
+        holding |= hit & holds(rule.op, values, rule.threshold)
+    if not named.any():
+        return CANDIDATES_ARROW.empty_table()
+    sorted_rows = order.to_numpy()
+    chosen = sorted_rows[named[sorted_rows]]  # named points, grouped and in time order
+    series = points.column("series").take(pa.array(chosen))
+    active = pc.unique(points.column("series").filter(pa.array(holding)))
+    keep = flags(pc.is_in(series, active))
+    first, _ = runs(series)
+    keep[first] = True
+    rows = pa.array(chosen[keep])
+    return points.select(CANDIDATES_ARROW.names).take(rows).cast(CANDIDATES_ARROW)
+
+
+def _sql_text(moment: object) -> str:
+    """A timestamp as SQL spells it in UTC: ``2026-11-21 22:26:40[.ffffff, zeros trimmed]``."""
+    text = f"{moment:%Y-%m-%d %H:%M:%S}"
+    fraction = f"{moment.microsecond:06d}".rstrip("0")  # type: ignore[attr-defined]
+    return f"{text}.{fraction}" if fraction else text
+
+
+def alert_id(rule: str, series: str, started_at: object) -> str:
+    """An event's stable id: a hash of rule, series and start (incident tools deduplicate on it)."""
+    key = f"{rule}|{series}|{_sql_text(started_at)}"
+    return hashlib.sha256(key.encode()).hexdigest()[:32]
+
+
+def alert_events(episodes: pa.Table, rules: tuple[AlertRule, ...], inventory: pa.Table) -> pa.Table:
+    """The alerts table rows a batch adds (``ALERTS_ARROW``): ``firing`` and ``resolved`` events.
+
+    ``episodes`` are the batch's (``track_episodes``); ``inventory`` has the
+    rows of their instances, whose labels each event carries.
+    """
+    by_name = {rule.name: rule for rule in rules}
+    fired = flags(episodes.column("newly_fired"))
+    resolved = flags(pc.is_valid(episodes.column("fired_at"))) & flags(
+        pc.is_valid(episodes.column("resolved_at"))
+    )
+    rows = np.concatenate([np.flatnonzero(fired), np.flatnonzero(resolved)])
+    status = ["firing"] * int(fired.sum()) + ["resolved"] * int(resolved.sum())
+    chosen = episodes.take(pa.array(rows, pa.int64()))
+    labels = client_labels(inventory)
+    found = pc.index_in(chosen.column("client_instance_id"), inventory.column("client_instance_id"))
+    events = []
+    for index, row in enumerate(chosen.to_pylist()):
+        rule = by_name[row["rule"]]
+        low = rule.op in ("<", "<=")
+        events.append(
+            {
+                "alert_id": alert_id(row["rule"], row["series"], row["started_at"]),
+                "rule": row["rule"],
+                "status": status[index],
+                "client_instance_id": row["client_instance_id"],
+                "metric_name": row["metric_name"],
+                "attributes": row["attributes"],
+                "started_at": row["started_at"],
+                "fired_at": row["fired_at"],
+                "resolved_at": row["resolved_at"] if status[index] == "resolved" else None,
+                "peak": row["low"] if low else row["high"],
+                "op": rule.op,
+                "threshold": rule.threshold,
+                "duration_seconds": rule.duration_seconds,
+            }
+        )
+    table = pa.Table.from_pylist(events, schema=ALERTS_ARROW.remove(6))
+    return table.add_column(6, ALERTS_ARROW.field("labels"), labels.take(found))
+
+
+def open_episodes(episodes: pa.Table) -> pa.Table:
+    """The alert state to carry into the next batch: episodes that have not resolved."""
+    still_open = episodes.filter(pc.is_null(episodes.column("resolved_at")))
+    return still_open.select(ALERT_STATE_ARROW.names).cast(ALERT_STATE_ARROW)
+
+
+def event_time(events: pa.Table) -> pa.ChunkedArray:
+    """When each alert event happened: its resolution, else its firing (its ``date``)."""
+    moment = pc.coalesce(events.column("resolved_at"), events.column("fired_at"))
+    return moment if isinstance(moment, pa.ChunkedArray) else pa.chunked_array([moment])

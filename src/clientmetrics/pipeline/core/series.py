@@ -1,13 +1,11 @@
-"""Series keys and per-series running values on Arrow tables, for the decode pass.
+"""Series keys and each series' running values, on whole Arrow columns.
 
-The job decodes each client instance's pushes in one Arrow call (the pushes are
-partitioned and sorted by instance first), so every series of a batch is whole
-inside one table. Its running sum and previous point can then be taken here, on
-whole columns, instead of by a Spark window that would sort and shuffle every
-wide point row. What needs the state carried between batches (the series'
-previous cumulative value) is joined on afterwards in Spark (``points``).
-
-Nothing here needs Spark, and there is no Python loop per data point.
+A series is one client instance's metric with one set of data-point
+attributes; its key is ``instance|metric|k=v,k=v`` (attributes sorted by key,
+values as text). The pass sees every series of a batch whole (pushes are
+grouped by instance first), so each series' running sum and previous point
+are taken here in one sort of integer codes; what a series carries between
+batches is joined on in ``rates``.
 """
 
 from __future__ import annotations
@@ -38,8 +36,7 @@ RUNNING_FIELDS = (
 def attributes_text(attributes: pa.MapArray) -> pa.Array:
     """Each map's entries as sorted ``key=value`` text, joined by commas.
 
-    The same text as Spark's ``points.attributes_text``: a null value gives
-    ``key=``, an empty (or null) map gives the empty string.
+    A null value gives ``key=``, an empty (or null) map gives the empty string.
     """
     # Offsets are positions in the whole child arrays, even for a slice.
     offsets = attributes.offsets
@@ -58,7 +55,11 @@ def attributes_text(attributes: pa.MapArray) -> pa.Array:
 
 
 def series_keys(client_ids: pa.Array, metric_names: pa.Array, attributes: pa.MapArray) -> pa.Array:
-    """``instance|metric|sorted attributes``, as ``points.with_series_key`` spells it."""
+    """``instance|metric|sorted attributes``: the series key.
+
+    librdkafka sends one Metric per broker with an int ``node.id`` attribute;
+    those copies get distinct keys.
+    """
     text = attributes_text(attributes)
     return pc.binary_join_element_wise(client_ids, metric_names, text, "|", null_handling="skip")
 
@@ -69,9 +70,8 @@ def with_running_values(points: pa.Table) -> pa.Table:
     ``points`` needs ``client_instance_id``, ``metric_name``, ``attributes``,
     ``kind``, ``temporality``, ``value``, ``event_time`` and ``received_at``.
     The result is grouped by series (each series' rows together, series in no
-    particular order) and sorted by event time and receipt within each: the
-    order Spark's normaliser uses. Running columns are null for points whose
-    kind does not accumulate.
+    particular order) and sorted by event time and receipt within each.
+    Running columns are null for points whose kind does not accumulate.
     """
     running, order = running_values(points)
     return running.take(order)
@@ -120,13 +120,13 @@ def _append_running(acc: pa.Table) -> pa.Table:
     value = _array(acc, "value")
     valid = pc.is_valid(value).to_numpy(zero_copy_only=False)
     numbers = pc.fill_null(value, 0.0).to_numpy(zero_copy_only=False)
-    # pandas sums each group in order, exactly as Spark's running window does.
+    # pandas sums each group in order, left to right.
     frame = pd.DataFrame(
         {"v": numbers, "n": valid.astype(np.int64), "nan": np.isnan(numbers).astype(np.int64)}
     )
     cumulative = frame.groupby(group, sort=False).cumsum()
     running = cumulative["v"].to_numpy(copy=True)
-    running[cumulative["nan"].to_numpy() > 0] = np.nan  # NaN stays NaN, as in Spark
+    running[cumulative["nan"].to_numpy() > 0] = np.nan  # a NaN poisons the rest of the run
     run = pa.array(running, pa.float64(), mask=cumulative["n"].to_numpy() == 0)
     has_prev = pa.array(~starts)
     delta = pc.fill_null(pc.equal(_array(acc, "temporality"), "delta"), False)

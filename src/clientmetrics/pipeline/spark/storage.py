@@ -11,6 +11,9 @@ exactly what one successful run would have:
   batch before the current one, so a replay sees the state it saw the first time;
 * snapshot tables (clients) are replaced whole.
 
+Files come from the pass's tasks (pyarrow) or from Spark's writer
+(``write_rows``): the same publishing either way.
+
 Paths go through Hadoop's FileSystem API (via the JVM), so any
 Hadoop-compatible location works, not only local directories.
 """
@@ -20,7 +23,6 @@ from __future__ import annotations
 from typing import Any
 
 from pyspark.sql import DataFrame, SparkSession
-from pyspark.sql import functions as F
 from pyspark.sql.types import StructType
 
 _STATE_KEEP = 2
@@ -50,43 +52,6 @@ class TableStore:
     def _path(self, path: str) -> Any:
         return self._path_class(path)
 
-    def append(self, frame: DataFrame, table: str, batch_id: int) -> list[str]:
-        """Add a batch's rows to a date-partitioned table, replacing any earlier try.
-
-        Returns the paths of the files written, so the batch can read its rows back.
-        """
-        staging = f"{self._root}/_staging/{table}/{batch_id}"
-        frame.write.mode("overwrite").partitionBy("date").parquet(staging)
-        return self._publish(staging, table, batch_id)
-
-    def append_by_day(
-        self, frame: DataFrame, table: str, batch_id: int, time_column: str
-    ) -> list[str]:
-        """Like ``append``, for a table whose ``date`` is the UTC day of ``time_column``.
-
-        The rows are written once, unpartitioned; when they all fall on one day
-        (nearly every batch) the files are moved into that day's partition as
-        they are, sparing Spark a sort of every row by date. A batch spanning
-        midnight is re-split from the staged copy.
-        """
-        flat = f"{self._root}/_staging/{table}-flat/{batch_id}"
-        frame.drop("date").write.mode("overwrite").parquet(flat)
-        staged = self._spark.read.parquet(flat)
-        days = staged.select(F.to_date(time_column).alias("d")).distinct().collect()
-        staging = f"{self._root}/_staging/{table}/{batch_id}"
-        self._fs.delete(self._path(staging), True)
-        if len(days) == 1:
-            day = days[0][0]
-            name = _HIVE_NULL if day is None else day.isoformat()
-            self._fs.mkdirs(self._path(staging))
-            self._fs.rename(self._path(flat), self._path(f"{staging}/date={name}"))
-        elif days:
-            with_day = staged.select("*", F.to_date(time_column).alias("date"))
-            with_day.write.mode("overwrite").partitionBy("date").parquet(staging)
-        written = self._publish(staging, table, batch_id)
-        self._fs.delete(self._path(flat), True)
-        return written
-
     def staging_path(self, name: str, batch_id: int) -> str:
         """A batch's scratch directory (deleted by ``clear``)."""
         return f"{self._root}/_staging/{name}/{batch_id}"
@@ -98,12 +63,6 @@ class TableStore:
     def publish(self, paths: list[str], table: str, batch_id: int) -> list[str]:
         """Move files staged under ``.../date=D/`` into a table, replacing any earlier try."""
         return self._publish_paths([self._path(path) for path in paths], table, batch_id)
-
-    def _publish(self, staging: str, table: str, batch_id: int) -> list[str]:
-        sources = [status.getPath() for status in self._glob(f"{staging}/date=*/part-*")]
-        written = self._publish_paths(sources, table, batch_id)
-        self._fs.delete(self._path(staging), True)
-        return written
 
     def _publish_paths(self, sources: list[Any], table: str, batch_id: int) -> list[str]:
         prefix = f"b{batch_id:012d}-"
@@ -132,10 +91,28 @@ class TableStore:
         reader = self._spark.read.option("basePath", self.table_path(table))
         return reader.schema(schema).parquet(*paths)
 
-    def replace(self, frame: DataFrame, table: str, batch_id: int) -> None:
-        """Replace a snapshot table whole."""
-        staging = f"{self._root}/_staging/{table}/{batch_id}"
-        frame.write.mode("overwrite").partitionBy("date").parquet(staging)
+    def write_rows(self, frame: DataFrame, directory: str, *, by_day: bool) -> list[str]:
+        """Write rows with Spark's writer under ``directory`` (by its ``date`` column if
+        ``by_day``); the files written, as ``publish`` and ``adopt_state`` take them."""
+        writer = frame.write.mode("overwrite")
+        if by_day:
+            writer.partitionBy("date").parquet(directory)
+            return [str(s.getPath().toString()) for s in self._glob(f"{directory}/date=*/part-*")]
+        writer.parquet(directory)
+        return [str(s.getPath().toString()) for s in self._glob(f"{directory}/part-*")]
+
+    def replace_files(self, paths: list[str], table: str, batch_id: int) -> None:
+        """Replace a snapshot table whole by files staged under ``.../date=D/``."""
+        staging = f"{self._root}/_staging/{table}-snapshot/{batch_id}"
+        self._fs.delete(self._path(staging), True)
+        self._fs.mkdirs(self._path(staging))
+        for path in paths:
+            source = self._path(path)
+            target_dir = self._path(f"{staging}/{source.getParent().getName()}")
+            self._fs.mkdirs(target_dir)
+            self._fs.rename(
+                source, self._path_class(target_dir, f"b{batch_id:012d}-{source.getName()}")
+            )
         target = self._path(self.table_path(table))
         self._fs.delete(target, True)
         self._fs.rename(self._path(staging), target)

@@ -1,4 +1,4 @@
-"""Landed pushes made up on demand, following docs/landing.md, for tests, demos and the bench.
+"""Landed pushes made up on demand, following docs/landing.md, for the tests and the bench.
 
 The payloads have librdkafka's shape: a producer's gauges and cumulative sums,
 per-broker copies of latency metrics with an int ``node.id`` attribute, the
@@ -19,7 +19,7 @@ from opentelemetry.proto.common.v1 import common_pb2
 from opentelemetry.proto.metrics.v1 import metrics_pb2 as m
 from opentelemetry.proto.resource.v1 import resource_pb2
 
-from clientmetrics.pipeline.schemas import LANDING_ARROW
+from clientmetrics.pipeline.core.schemas import LANDING_ARROW
 
 PREFIX = "org.apache.kafka.producer."
 GAUGES = (

@@ -1,0 +1,167 @@
+"""One micro-batch's pass over whole client instances: every rule of the pipeline, in order.
+
+The shell partitions a batch's pushes by client instance, with each instance's
+carried state (series, open windows, open alert episodes, its inventory row)
+as extra rows, and sorts them by instance, so one call sees whole instances.
+For each group, on whole Arrow columns (no loop per data point):
+
+1. decode the payloads (``decode``);
+2. key the series and normalise temporality to cumulative values and rates (``series``, ``rates``);
+3. reduce: window partials merged with the carried windows (``windows``),
+   each series' new state, the inventory rows (``clients``), alert episodes
+   and their events (``alerts``);
+4. drop the state of instances silent for longer than the retention.
+
+What comes out is the group's points and its side outputs (``SIDE_OUTPUTS``),
+ready to be written: the shell only moves rows and files.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+
+import pyarrow as pa
+import pyarrow.compute as pc
+
+from clientmetrics.pipeline.core.alerts import (
+    alert_events,
+    event_time,
+    open_episodes,
+    rule_candidates,
+    track_episodes,
+)
+from clientmetrics.pipeline.core.clients import client_views, clients_table, merge_inventory, retire
+from clientmetrics.pipeline.core.decode import decode_pushes
+from clientmetrics.pipeline.core.rates import merge_series, normalise, series_lasts
+from clientmetrics.pipeline.core.rules import AlertRule
+from clientmetrics.pipeline.core.schemas import (
+    ALERT_STATE_ARROW,
+    ALERTS_ARROW,
+    CARRIED,
+    CLIENTS_ARROW,
+    INVENTORY_ARROW,
+    POINTS_ARROW,
+    SERIES_STATE_ARROW,
+    WINDOW_STATE_ARROW,
+)
+from clientmetrics.pipeline.core.series import running_values
+from clientmetrics.pipeline.core.windows import merge_windows, window_partials
+
+
+def _column(name: str) -> Callable[[pa.Table], pa.ChunkedArray]:
+    return lambda table: table.column(name)
+
+
+#: The side outputs of a pass, by name: their schema, and for table rows what
+#: time's UTC day partitions them (None: state, unpartitioned).
+SIDE_OUTPUTS: dict[str, tuple[pa.Schema, Callable[[pa.Table], pa.ChunkedArray] | None]] = {
+    "windows": (WINDOW_STATE_ARROW, None),
+    "series": (SERIES_STATE_ARROW, None),
+    "inventory": (INVENTORY_ARROW, None),
+    "alert_state": (ALERT_STATE_ARROW, None),
+    "clients": (CLIENTS_ARROW, _column("last_seen")),
+    "retired_clients": (INVENTORY_ARROW, _column("last_seen")),
+    "alerts": (ALERTS_ARROW, event_time),
+}
+
+
+@dataclass(frozen=True, slots=True)
+class PassPlan:
+    """What one micro-batch's pass needs to know, sent to every task."""
+
+    #: Where the batch's files go (when the pass writes them): a directory URI.
+    staging: str
+    window_seconds: int
+    #: Points older than this (µs since the epoch) are late: no window takes them.
+    late_before_us: int | None = None
+    rules: tuple[AlertRule, ...] = ()
+    #: The newest push received so far, this batch's included (µs): ``silent``'s clock.
+    as_of_us: int | None = None
+    #: Instances that sent nothing since this (µs) retire: their state is dropped.
+    retire_before_us: int | None = None
+    #: Points rows buffered before a file is written.
+    flush_rows: int = 1_000_000
+
+
+@dataclass(slots=True)
+class GroupResult:
+    """What the pass makes of one group of whole instances."""
+
+    points: pa.Table
+    sides: dict[str, pa.Table]
+    max_event_time: int | None
+
+
+def _instance_of_series(series: pa.Array | pa.ChunkedArray) -> pa.Array | pa.ChunkedArray:
+    return pc.list_element(pc.split_pattern(series, "|", max_splits=1), 0)
+
+
+def _without(table: pa.Table, instances: pa.Array | pa.ChunkedArray, ids: pa.Array) -> pa.Table:
+    return table.filter(pc.invert(pc.is_in(ids, value_set=instances)))
+
+
+def process_group(rows: pa.Table, plan: PassPlan) -> GroupResult:
+    """Every rule, over a group of whole instances (``PASS_INPUT_ARROW`` rows).
+
+    The state side outputs are the instances' whole new state, carried rows
+    included (less retired instances').
+    """
+    carried = rows.column("carried")
+    pushes = rows.filter(pc.is_null(carried))
+    state = {
+        tag: rows.filter(pc.equal(carried, tag)).select(schema.names)
+        for tag, schema in CARRIED.items()
+    }
+    if pushes.num_rows:
+        running, order = running_values(decode_pushes(pushes))
+        points = normalise(running, state["series"])
+    else:
+        points, order = POINTS_ARROW.empty_table(), pa.array([], pa.int64())
+    highest = pc.max(pc.cast(points.column("event_time"), pa.int64())).as_py()
+    partials = window_partials(points, order, plan.window_seconds, plan.late_before_us)
+    windows = merge_windows(state["window"], partials)
+    series = merge_series(state["series"], series_lasts(points, order))
+    inventory = merge_inventory(state["client"], client_views(pushes, points))
+    if plan.rules:
+        candidates = rule_candidates(points, order, plan.rules)
+        episodes = track_episodes(candidates, state["alert"], plan.rules)
+        events = alert_events(episodes, plan.rules, inventory)
+        alert_state = open_episodes(episodes)
+    else:
+        events, alert_state = ALERTS_ARROW.empty_table(), ALERT_STATE_ARROW.empty_table()
+    kept, retired = retire(inventory, plan.retire_before_us)
+    if retired.num_rows:
+        gone = retired.column("client_instance_id")
+        series = _without(series, gone, _instance_of_series(series.column("series")))
+        windows = _without(windows, gone, windows.column("client_instance_id"))
+        alert_state = _without(alert_state, gone, alert_state.column("client_instance_id"))
+    sides = {
+        "windows": windows,
+        "series": series,
+        "inventory": kept,
+        "alert_state": alert_state,
+        "clients": clients_table(kept, plan.as_of_us),
+        "retired_clients": retired,
+        "alerts": events,
+    }
+    return GroupResult(points=points, sides=sides, max_event_time=highest)
+
+
+def instance_groups(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.Table]:
+    """Tables of whole instances, from batches sorted by ``client_instance_id``.
+
+    Arrow batches end anywhere, so the last instance of each batch is held back
+    and joined to the next: an instance is never split between two tables.
+    """
+    held: list[pa.RecordBatch] = []
+    for batch in batches:
+        ids = batch.column("client_instance_id")
+        last = ids[len(ids) - 1] if len(ids) else None
+        cut = pc.index(ids, last).as_py() if last is not None and last.is_valid else 0
+        if cut > 0:
+            yield pa.Table.from_batches([*held, batch.slice(0, cut)]).combine_chunks()
+            held = []
+        held.append(batch.slice(cut))
+    if held and sum(len(batch) for batch in held):
+        yield pa.Table.from_batches(held).combine_chunks()

@@ -1,0 +1,1 @@
+"""The jobs: ``clientmetrics pipeline run|stream`` and the ``spark-submit`` entry point."""
