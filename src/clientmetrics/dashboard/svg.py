@@ -29,6 +29,8 @@ def nice_ticks(low: float, high: float, count: int = 5) -> list[float]:
     if not (math.isfinite(low) and math.isfinite(high)) or high <= low:
         return [low]
     raw = (high - low) / max(count - 1, 1)
+    if raw <= 0.0 or not math.isfinite(raw):  # a range too narrow (or wide) to divide
+        return [low, high]
     power = 10.0 ** math.floor(math.log10(raw))
     step = next(power * m for m in (1.0, 2.0, 5.0, 10.0) if power * m >= raw)
     first = math.floor(low / step)
