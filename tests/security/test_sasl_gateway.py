@@ -190,3 +190,30 @@ def test_reauthentication_keeps_pushes_flowing(gateway: GatewayProcess) -> None:
     )
     assert received[-1] - start > 6, received
     assert len({r["client_instance_id"] for r in rows_of(gateway, "long-lived")}) == 1
+
+
+def test_kafka_python_reporter_over_sasl_ssl_lands_its_principal(gateway: GatewayProcess) -> None:
+    from kafka import KafkaProducer
+
+    from clientmetrics.reporter import enable_telemetry
+
+    producer = KafkaProducer(
+        bootstrap_servers=gateway.bootstrap,
+        client_id="py-reporter",
+        security_protocol="SASL_SSL",
+        ssl_cafile=str(gateway.ca.ca),  # type: ignore[attr-defined]
+        ssl_check_hostname=False,
+        sasl_mechanism="SCRAM-SHA-256",
+        sasl_plain_username="bob",
+        sasl_plain_password=PASSWORD,
+    )
+    enable_telemetry(producer)
+    try:
+        wait_for(
+            lambda: any(r["payload"] for r in rows_of(gateway, "py-reporter")),
+            30,
+            what="a reporter push over SASL_SSL",
+        )
+    finally:
+        producer.close()
+    assert {r["principal"] for r in rows_of(gateway, "py-reporter")} == {"User:bob"}
