@@ -40,6 +40,8 @@ def _pushes(count: int, payload_size: int) -> list[AcceptedPush]:
             client_source_port=40000 + i % 1000,
             principal="User:ANONYMOUS",
             node_id=0,
+            listener="PLAINTEXT",
+            security_protocol="PLAINTEXT",
             compression_type=4,
             push_interval_ms=5000,
             payload=payloads[i % len(payloads)],

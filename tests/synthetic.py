@@ -130,6 +130,8 @@ def landing_table(pushes: Sequence[Push]) -> pa.Table:
         "client_source_port": [p.client_source_port for p in pushes],
         "principal": ["User:ANONYMOUS"] * len(pushes),
         "node_id": [0] * len(pushes),
+        "listener": ["PLAINTEXT"] * len(pushes),
+        "security_protocol": ["PLAINTEXT"] * len(pushes),
         "compression_type": [4] * len(pushes),
         "push_interval_ms": [p.push_interval_ms for p in pushes],
         "payload": [p.payload for p in pushes],

@@ -28,6 +28,8 @@ def _push(i: int) -> AcceptedPush:
         client_source_port=1234,
         principal="User:ANONYMOUS",
         node_id=0,
+        listener="PLAINTEXT",
+        security_protocol="PLAINTEXT",
         compression_type=0,
         push_interval_ms=1000,
         payload=b"x" * 300,

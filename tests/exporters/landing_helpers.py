@@ -30,6 +30,8 @@ def build_push(i: int, **overrides: object) -> AcceptedPush:
         "client_source_port": 40000 + i,
         "principal": "User:ANONYMOUS",
         "node_id": 3,
+        "listener": "SSL",
+        "security_protocol": "SSL",
         "compression_type": 4,
         "push_interval_ms": 30000,
         "payload": bytes([i % 256]) * (i % 7),

@@ -21,7 +21,22 @@ from clientmetrics.telemetry.model import AcceptedPush
 
 def push(n: int = 0) -> AcceptedPush:
     return AcceptedPush(
-        n, uuid.uuid4(), 7, False, "c", "n", "v", "a", 1, "User:ANONYMOUS", 0, 0, 5, b""
+        n,
+        uuid.uuid4(),
+        7,
+        False,
+        "c",
+        "n",
+        "v",
+        "a",
+        1,
+        "User:ANONYMOUS",
+        0,
+        "PLAINTEXT",
+        "PLAINTEXT",
+        0,
+        5,
+        b"",
     )
 
 

@@ -24,7 +24,22 @@ def push(n: int) -> AcceptedPush:
         [otlp.gauge("queue.depth", n, time_unix_nano=10**18)]
     ).SerializeToString()
     return AcceptedPush(
-        n, uuid.UUID(int=n + 1), 1, False, f"c{n}", "sw", "1", "a", 1, "User:x", 0, 0, 1000, payload
+        n,
+        uuid.UUID(int=n + 1),
+        1,
+        False,
+        f"c{n}",
+        "sw",
+        "1",
+        "a",
+        1,
+        "User:x",
+        0,
+        "PLAINTEXT",
+        "PLAINTEXT",
+        0,
+        1000,
+        payload,
     )
 
 

@@ -86,6 +86,8 @@ async def test_rows_land_with_exact_types_and_values(
             "client_source_port": p.client_source_port,
             "principal": "User:ANONYMOUS",
             "node_id": 3,
+            "listener": "SSL",
+            "security_protocol": "SSL",
             "compression_type": 4,
             "push_interval_ms": 30000,
             "payload": p.payload,

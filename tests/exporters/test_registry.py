@@ -21,7 +21,22 @@ from clientmetrics.exporters import (
 from clientmetrics.telemetry.model import AcceptedPush
 
 PUSH = AcceptedPush(
-    1, uuid.uuid4(), 7, False, "c", "n", "v", "a", 1, "User:ANONYMOUS", 0, 0, 5, b"x"
+    1,
+    uuid.uuid4(),
+    7,
+    False,
+    "c",
+    "n",
+    "v",
+    "a",
+    1,
+    "User:ANONYMOUS",
+    0,
+    "PLAINTEXT",
+    "PLAINTEXT",
+    0,
+    5,
+    b"x",
 )
 
 

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import uuid
 
+from crc32c import crc32c
 from hypothesis import given
 from hypothesis import strategies as st
 
@@ -24,6 +25,8 @@ pushes = st.builds(
     client_source_port=int32,
     principal=st.text(max_size=20),
     node_id=int32,
+    listener=st.text(max_size=20),
+    security_protocol=st.text(max_size=20),
     compression_type=st.integers(-128, 127),
     push_interval_ms=int32,
     payload=st.binary(max_size=300),
@@ -109,7 +112,7 @@ def test_flipped_byte_is_detected(push: AcceptedPush, data: st.DataObject) -> No
 
 
 def test_missing_magic_reads_as_empty() -> None:
-    push = AcceptedPush(0, uuid.uuid4(), 1, False, "", "", "", "", 0, "", 0, 0, 0, b"")
+    push = AcceptedPush(0, uuid.uuid4(), 1, False, "", "", "", "", 0, "", 0, "", "", 0, 0, b"")
     assert len(decode_segment(encode_record(push)).columns) == 0
 
 
@@ -118,8 +121,31 @@ def test_record_layout_is_pinned_to_the_magic() -> None:
     or segments written before the change would be misread after it."""
     from clientmetrics.exporters import wal
 
-    layouts = {b"CMWAL001": "<q16siBiibiIIIII"}
+    layouts = {b"CMWAL002": "<q16siBiibiIIIIIII"}
     assert layouts.get(MAGIC) == wal._FIXED.format
+
+
+def test_a_segment_of_the_previous_version_still_decodes() -> None:
+    """CMWAL001 (before the listener labels): hand-built with its own layout, read
+    after an upgrade with the listener labels as PLAINTEXT."""
+    import struct
+
+    texts = [b"c1", b"librdkafka", b"2.16.0", b"127.0.0.1", b"User:alice"]
+    fixed = struct.pack(
+        "<q16siBiibiIIIII", 5_000, uuid.UUID(int=7).bytes, 9, 1, 4242, 3, 4, 1000,
+        *map(len, texts),
+    )  # fmt: skip
+    body = fixed + b"".join(texts) + b"\x0a\x00"
+    record = struct.pack("<II", len(body), crc32c(body)) + body
+    cols = decode_segment(b"CMWAL001" + record).columns
+    assert len(cols) == 1
+    assert cols.client_id == ["c1"]
+    assert cols.principal == ["User:alice"]
+    assert cols.client_source_port == [4242]
+    assert cols.node_id == [3]
+    assert cols.payload == [b"\x0a\x00"]
+    assert cols.listener == ["PLAINTEXT"]
+    assert cols.security_protocol == ["PLAINTEXT"]
 
 
 @given(pushes)

@@ -39,7 +39,7 @@ def push(n: int, *, client_id: str = "c") -> AcceptedPush:
     ).SerializeToString()
     return AcceptedPush(
         n, uuid.UUID(int=n + 1), 7, False, client_id, "sw", "1.0", "10.0.0.1", 4000 + n,
-        "User:alice", 3, 0, 1000, payload,
+        "User:alice", 3, "SASL_SSL", "SASL_SSL", 0, 1000, payload,
     )  # fmt: skip
 
 

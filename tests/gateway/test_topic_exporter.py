@@ -111,7 +111,22 @@ def test_librdkafka_pushes_become_records_keyed_by_instance(tmp_path: Path) -> N
 def push(n: int) -> AcceptedPush:
     payload = otlp.build_metrics_data([otlp.gauge("m", n, time_unix_nano=1)]).SerializeToString()
     return AcceptedPush(
-        n, uuid.UUID(int=n + 1), 7, False, "c", "sw", "1", "a", 1, "User:x", 0, 0, 1000, payload
+        n,
+        uuid.UUID(int=n + 1),
+        7,
+        False,
+        "c",
+        "sw",
+        "1",
+        "a",
+        1,
+        "User:x",
+        0,
+        "PLAINTEXT",
+        "PLAINTEXT",
+        0,
+        1000,
+        payload,
     )
 
 

@@ -20,9 +20,9 @@ from typing import Any
 
 import crc32c
 
-from clientmetrics.telemetry.model import PUSH_FIELDS, AcceptedPush, Kind
+from clientmetrics.telemetry.model import PUSH_FIELDS, AcceptedPush, Kind, PushField
 
-MAGIC = b"CMWAL001"
+MAGIC = b"CMWAL002"
 SUFFIX = ".wal"
 
 _HEADER = struct.Struct("<II")
@@ -48,6 +48,30 @@ if len(_FIXED_FIELDS) + len(_TEXT_FIELDS) + 1 != len(PUSH_FIELDS):
     raise TypeError("an AcceptedPush field kind has no WAL encoding")
 _FIXED_NAMES = tuple(f.name for f in _FIXED_FIELDS)
 _TEXT_NAMES = tuple(f.name for f in _TEXT_FIELDS)
+
+
+@dataclass(frozen=True, slots=True)
+class _Layout:
+    """The text fields one segment version carries, and its fixed-width struct."""
+
+    text_fields: tuple[PushField, ...]
+    fixed: struct.Struct
+    #: Columns an older version lacks, with the value its records read as.
+    missing: tuple[tuple[str, str], ...] = ()
+
+
+#: Segments written by earlier versions are still read, so an upgrade that finds
+#: unconverted WAL loses none of it. CMWAL001 had no listener labels.
+_V1_MISSING = (("listener", "PLAINTEXT"), ("security_protocol", "PLAINTEXT"))
+_V1_TEXT = tuple(f for f in _TEXT_FIELDS if f.name not in dict(_V1_MISSING))
+_LAYOUTS = {
+    MAGIC: _Layout(_TEXT_FIELDS, _FIXED),
+    b"CMWAL001": _Layout(
+        _V1_TEXT,
+        struct.Struct(_FIXED.format[: -len(_TEXT_FIELDS)] + "I" * len(_V1_TEXT)),
+        _V1_MISSING,
+    ),
+}
 
 
 def _packed(value: object) -> object:
@@ -119,40 +143,43 @@ class SegmentContents:
 def decode_segment(data: bytes) -> SegmentContents:
     """Decode every intact record of a segment file; stop at the first bad one."""
     cols = Columns()
-    if not data.startswith(MAGIC):
+    layout = _LAYOUTS.get(data[: len(MAGIC)])
+    if layout is None:
         return SegmentContents(cols, 0, len(data))
     view = memoryview(data)
     offset = len(MAGIC)
     end = len(data)
-    sinks = _sinks(cols)
+    sinks = _sinks(cols, layout)
     while offset + _HEADER.size <= end:
         length, checksum = _HEADER.unpack_from(view, offset)
         start = offset + _HEADER.size
-        if length < _FIXED.size or start + length > end:
+        if length < layout.fixed.size or start + length > end:
             break
         body = view[start : start + length]
         if crc32c.crc32c(body) != checksum:
             break
-        _decode_body(body, sinks)
+        _decode_body(body, sinks, layout.fixed)
         offset = start + length
+    for column, value in layout.missing:
+        cols[column].extend([value] * len(cols))
     return SegmentContents(cols, offset, end)
 
 
 _Sinks = tuple[list[tuple[list[Any], Callable[[Any], Any] | None]], list[list[Any]], list[Any]]
 
 
-def _sinks(cols: Columns) -> _Sinks:
+def _sinks(cols: Columns, layout: _Layout) -> _Sinks:
     fixed = [(cols[f.column], _COLUMN_VALUE.get(f.kind)) for f in _FIXED_FIELDS]
-    return fixed, [cols[f.column] for f in _TEXT_FIELDS], cols[_PAYLOAD.column]
+    return fixed, [cols[f.column] for f in layout.text_fields], cols[_PAYLOAD.column]
 
 
-def _decode_body(body: memoryview, sinks: _Sinks) -> None:
+def _decode_body(body: memoryview, sinks: _Sinks, fixed_struct: struct.Struct) -> None:
     fixed_sinks, text_sinks, payloads = sinks
-    values = _FIXED.unpack_from(body)
+    values = fixed_struct.unpack_from(body)
     n = len(fixed_sinks)
     for (column, convert), value in zip(fixed_sinks, values[:n], strict=True):
         column.append(value if convert is None else convert(value))
-    pos = _FIXED.size
+    pos = fixed_struct.size
     for column, length in zip(text_sinks, values[n:], strict=True):
         column.append(str(body[pos : pos + length], "utf-8"))
         pos += length

@@ -119,6 +119,8 @@ class ConnectionState:
                 client_source_port=self.peer_port,
                 principal=self.core.principal,
                 node_id=self.node_id,
+                listener=self.listener,
+                security_protocol=self.security_protocol,
             )
         return context
 

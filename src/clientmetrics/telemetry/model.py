@@ -58,6 +58,9 @@ class ClientContext:
     client_source_port: int
     principal: str
     node_id: int
+    #: The listener the client connected on, and its security protocol.
+    listener: str = "PLAINTEXT"
+    security_protocol: str = "PLAINTEXT"
 
 
 class Kind(enum.Enum):
@@ -107,6 +110,9 @@ class AcceptedPush:
     client_source_port: Annotated[int, Col(Kind.INT32, label=True)]
     principal: Annotated[str, Col(Kind.TEXT, label=True)]
     node_id: Annotated[int, Col(Kind.INT32, label=True)]
+    #: The gateway listener the push came on (``SASL_SSL``...) and its security protocol.
+    listener: Annotated[str, Col(Kind.TEXT, label=True)]
+    security_protocol: Annotated[str, Col(Kind.TEXT, label=True)]
     compression_type: Annotated[int, Col(Kind.INT8)]
     push_interval_ms: Annotated[int, Col(Kind.INT32)]
     #: The decompressed OTLP ``MetricsData`` (may be empty). Always the last field.
