@@ -20,8 +20,8 @@ from tests.synthetic import (
     points_per_producer_payload,
     producer_payload,
 )
+from tests.golden import LIBRDKAFKA as FIXTURES
 
-FIXTURES = Path(__file__).resolve().parents[3] / "shared" / "fixtures" / "librdkafka-2.16"
 LATENCY = "org.apache.kafka.producer.node.request.latency.avg"
 T0_US = 1_795_300_000_000_000
 SLOW = str(uuid.UUID(int=1))

@@ -12,10 +12,10 @@ import pytest
 from opentelemetry.proto.metrics.v1.metrics_pb2 import MetricsData
 
 from clientmetrics.reporter.sim_payloads import SimMetrics
+from tests.golden import LIBRDKAFKA as GOLDEN
 from tests.landed import landed_rows
 from tests.procs import BIN, GatewayProcess, wait_for
 
-GOLDEN = Path(__file__).resolve().parents[1] / "data" / "librdkafka-2.16"
 LATENCY = "org.apache.kafka.producer.node.request.latency.avg"
 
 
