@@ -113,3 +113,8 @@ def test_simulate_against_the_gateway(gateway: GatewayProcess, processes: int) -
 
     wait_for(unhealthy_latencies, 10, what="pushes from unhealthy clients")
     assert min(unhealthy_latencies()) > 5000
+    # Every client has its own client id, as real clients on their own connections do.
+    rows = landed_rows(gateway.data_dir)
+    ids = {(str(r["client_instance_id"]), str(r["client_id"])) for r in rows}
+    assert len({instance for instance, _ in ids}) == 200
+    assert len({client_id for _, client_id in ids}) == 200

@@ -8,6 +8,7 @@ from pathlib import Path
 
 import click
 
+from clientmetrics.cli_options import DescribedDefault
 from clientmetrics.dashboard.app import Dashboard, DashboardConfig, DashboardServer
 
 
@@ -20,7 +21,11 @@ from clientmetrics.dashboard.app import Dashboard, DashboardConfig, DashboardSer
     help="The gateway's data directory (landing zone, subscriptions.db, tables).",
 )
 @click.option(
-    "--tables", type=click.Path(file_okay=False, path_type=Path), help="Tables root [DATA/tables]."
+    "--tables",
+    cls=DescribedDefault,
+    type=click.Path(file_okay=False, path_type=Path),
+    show_default="DATA/tables",
+    help="Tables root.",
 )
 @click.option("--listen", default="127.0.0.1:8050", show_default=True, help="HOST:PORT to serve.")
 @click.option(

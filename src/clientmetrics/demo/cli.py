@@ -11,6 +11,7 @@ import click
 
 from clientmetrics.demo.children import DemoError
 from clientmetrics.demo.run import Demo, DemoOptions
+from clientmetrics.extras import require
 
 
 @click.command()
@@ -47,6 +48,7 @@ def demo(
     Prints the dashboard's URL, progress, and a summary when it stops (Ctrl-C or
     --duration). Needs no network beyond 127.0.0.1.
     """
+    require("pyspark")  # the demo runs the Spark pipeline
     root = data_dir or Path(tempfile.mkdtemp(prefix="clientmetrics-demo-"))
     options = DemoOptions(
         data_dir=root.resolve(),

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import importlib.util
 import signal
 import time
 from collections.abc import Callable, Iterator
@@ -122,8 +121,6 @@ class Demo:
 
     def _start_all(self) -> None:
         opts = self.options
-        if importlib.util.find_spec("pyspark") is None:
-            raise DemoError("the demo runs the Spark pipeline: pip install 'clientmetrics[spark]'")
         data, logs = opts.data_dir, opts.data_dir / "logs"
         data.mkdir(parents=True, exist_ok=True)
         self._say(f"data directory {data}")
@@ -138,12 +135,9 @@ class Demo:
                 f"prometheus exporter: http://{prometheus}/metrics (client metrics to scrape)"
             )
         self._subscribe(bootstrap)
-        if importlib.util.find_spec("confluent_kafka") is None:
-            self._say("confluent-kafka is not installed: simulated clients only")
-        else:
-            self._clients = RealClients(bootstrap, opts.real_producers, opts.real_consumers)
-            self._clients.start()
-            self._say(f"started {self._clients.count} confluent-kafka clients")
+        self._clients = RealClients(bootstrap, opts.real_producers, opts.real_consumers)
+        self._clients.start()
+        self._say(f"started {self._clients.count} confluent-kafka clients")
         self._start_simulator(bootstrap, logs)
         self._start_dashboard()
         self._wait_for_landing(data)

@@ -9,6 +9,7 @@ from typing import Any
 
 import click
 
+from clientmetrics.cli_options import DescribedDefault
 from clientmetrics.errors import ConfigurationError
 from clientmetrics.pipeline.core.rules import RuleSet, load_rules
 
@@ -24,23 +25,63 @@ def _options(function: Callable[..., Any]) -> Callable[..., Any]:
         ),
         click.option(
             "--master",
-            help="Spark master [local[*], or the one spark-submit was given].",
+            cls=DescribedDefault,
+            show_default="local[*], or the one spark-submit was given",
+            help="Spark master.",
         ),
-        click.option("--input", "input_path", help="Landed pushes [DATA/landing/pushes]."),
-        click.option("--output", "output_path", help="Tables root [DATA/tables]."),
-        click.option("--checkpoint", help="Streaming checkpoint [DATA/checkpoints/pipeline]."),
+        click.option(
+            "--input",
+            "input_path",
+            cls=DescribedDefault,
+            show_default="DATA/landing/pushes",
+            help="Landed pushes (a local path or any Hadoop URL).",
+        ),
+        click.option(
+            "--output",
+            "output_path",
+            cls=DescribedDefault,
+            show_default="DATA/tables",
+            help="Tables root.",
+        ),
+        click.option(
+            "--checkpoint",
+            cls=DescribedDefault,
+            show_default="DATA/checkpoints/pipeline",
+            help="Checkpoint shared by run and stream (what was processed).",
+        ),
         click.option(
             "--rules",
             type=click.Path(dir_okay=False, exists=True, path_type=Path),
             help="Alert rules (TOML).",
         ),
-        click.option("--alert-sink", help="JSON-lines file for new alerts [DATA/alerts.jsonl]."),
-        click.option("--webhook", help="POST new alerts to this URL (overrides the rules file)."),
-        click.option("--window-seconds", type=click.IntRange(min=1), default=60, show_default=True),
         click.option(
-            "--lateness-seconds", type=click.IntRange(min=0), default=60, show_default=True
+            "--alert-sink",
+            cls=DescribedDefault,
+            show_default="the rules file's sink, else DATA/alerts.jsonl",
+            help="JSON-lines file new alerts are appended to.",
         ),
-        click.option("--max-files-per-trigger", type=click.IntRange(min=1)),
+        click.option("--webhook", help="POST new alerts to this URL (overrides the rules file)."),
+        click.option(
+            "--window-seconds",
+            type=click.IntRange(min=1),
+            default=60,
+            show_default=True,
+            help="Length of the per-client windows (client_windows table).",
+        ),
+        click.option(
+            "--lateness-seconds",
+            type=click.IntRange(min=0),
+            default=60,
+            show_default=True,
+            help="How late a push may arrive and still count in its window (watermark).",
+        ),
+        click.option(
+            "--max-files-per-trigger",
+            type=click.IntRange(min=1),
+            cls=DescribedDefault,
+            show_default="no limit",
+            help="Landed files read per micro-batch.",
+        ),
         click.option(
             "--points-writer",
             type=click.Choice(["auto", "arrow", "spark"]),
@@ -137,7 +178,13 @@ def run(flush_windows: bool, **options: Any) -> None:
 
 @pipeline.command()
 @_options
-@click.option("--trigger-seconds", type=click.FloatRange(min=0), default=5.0, show_default=True)
+@click.option(
+    "--trigger-seconds",
+    type=click.FloatRange(min=0),
+    default=5.0,
+    show_default=True,
+    help="Seconds between micro-batches (0: as fast as possible).",
+)
 def stream(trigger_seconds: float, **options: Any) -> None:
     """Process files as they land, until stopped (Structured Streaming)."""
     _start(options, trigger_seconds=trigger_seconds, flush=False, once=False)
