@@ -10,11 +10,11 @@ from __future__ import annotations
 
 import importlib
 import sys
-from typing import IO, Any
 
 import click
 
 from clientmetrics import __version__
+from clientmetrics.cli_options import CommandError
 from clientmetrics.extras import MissingExtraError, missing_extra
 
 #: name -> ("module:attribute" of a click command or group, one-line help for the listing).
@@ -72,13 +72,8 @@ class LazyGroup(click.Group):
             raise _MissingExtra(f"clientmetrics {ctx.invoked_subcommand}: {exc}") from exc
 
 
-class _MissingExtra(click.ClickException):
-    """One line, no ``Error:`` prefix, exit status 2."""
-
+class _MissingExtra(CommandError):
     exit_code = MISSING_EXTRA_EXIT
-
-    def show(self, file: IO[Any] | None = None) -> None:
-        click.echo(self.message, err=True)
 
 
 def _raise_if_extra(command: str, exc: ModuleNotFoundError) -> None:

@@ -1,10 +1,13 @@
-"""What every command's options share: how a default that is not a click default is shown."""
+"""What every command shares: how defaults are shown, --log-level, one-line errors."""
 
 from __future__ import annotations
 
-from typing import Any
+from collections.abc import Callable
+from typing import IO, Any, TypeVar
 
 import click
+
+F = TypeVar("F", bound=Callable[..., Any])
 
 
 class DescribedDefault(click.Option):
@@ -20,4 +23,24 @@ class DescribedDefault(click.Option):
         return extra
 
 
-__all__ = ["DescribedDefault"]
+class CommandError(click.ClickException):
+    """A command's failure as one line on stderr, as given (no ``Error:`` prefix)."""
+
+    exit_code = 1
+
+    def show(self, file: IO[Any] | None = None) -> None:
+        click.echo(self.message, err=True)
+
+
+def log_level_option(default: str = "info") -> Callable[[F], F]:
+    """``--log-level``: the least severe log events a command prints."""
+    return click.option(
+        "--log-level",
+        default=default,
+        show_default=True,
+        type=click.Choice(["debug", "info", "warning", "error"]),
+        help="Least severe log events shown.",
+    )
+
+
+__all__ = ["CommandError", "DescribedDefault", "log_level_option"]

@@ -14,13 +14,13 @@ from pyspark.sql import SparkSession
 
 from clientmetrics.pipeline.core.rules import parse_rules
 from clientmetrics.pipeline.jobs.job import PipelineConfig, PipelineJob
+from tests.golden import LIBRDKAFKA as FIXTURES
 from tests.synthetic import (
     Push,
     land,
     points_per_producer_payload,
     producer_payload,
 )
-from tests.golden import LIBRDKAFKA as FIXTURES
 
 LATENCY = "org.apache.kafka.producer.node.request.latency.avg"
 T0_US = 1_795_300_000_000_000

@@ -12,7 +12,7 @@ import structlog
 from clientmetrics.cli_options import DescribedDefault
 from clientmetrics.errors import ClientMetricsError
 from clientmetrics.gateway.config import Address, GatewayConfig, load_config
-from clientmetrics.gateway.logs import LOG_FORMATS, configure_logging
+from clientmetrics.logs import LOG_FORMATS, configure_logging
 
 
 def _run(config: GatewayConfig, log_level: str, log_format: str, reuse_port: bool) -> None:

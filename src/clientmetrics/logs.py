@@ -1,4 +1,4 @@
-"""Structured logging for the gateway processes (structlog over the stdlib)."""
+"""Structured logging for every command (structlog over the stdlib), on stderr."""
 
 from __future__ import annotations
 
