@@ -8,8 +8,9 @@ from pathlib import Path
 
 import click
 
-from clientmetrics.cli_options import DescribedDefault
+from clientmetrics.cli_options import CommandError, DescribedDefault, log_level_option
 from clientmetrics.dashboard.app import Dashboard, DashboardConfig, DashboardServer
+from clientmetrics.logs import configure_logging
 
 
 @click.command()
@@ -34,17 +35,25 @@ from clientmetrics.dashboard.app import Dashboard, DashboardConfig, DashboardSer
     "(default: the SQLite store in the data dir, read-only).",
 )
 @click.option("--gateway-metrics", help="A gateway's /metrics URL, for the Gateway page.")
+@log_level_option()
 def dashboard(
     data_dir: Path,
     tables: Path | None,
     listen: str,
     bootstrap_server: str | None,
     gateway_metrics: str | None,
+    log_level: str,
 ) -> None:
     """Serve a read-only web dashboard over the pipeline's tables."""
     host, _, port_text = listen.rpartition(":")
     if not host or not port_text.isdigit():
         raise click.UsageError(f"--listen must be HOST:PORT, got {listen!r}")
+    if not data_dir.is_dir():
+        raise CommandError(
+            f"clientmetrics dashboard: data directory {data_dir} does not exist "
+            "(give the gateway's --data-dir)"
+        )
+    configure_logging(log_level)
     config = DashboardConfig(data_dir, tables, bootstrap_server, gateway_metrics)
     try:
         server = DashboardServer(Dashboard(config), host.strip("[]"), int(port_text))

@@ -9,9 +9,11 @@ from pathlib import Path
 
 import click
 
+from clientmetrics.cli_options import log_level_option
 from clientmetrics.demo.children import DemoError
 from clientmetrics.demo.run import Demo, DemoOptions
 from clientmetrics.extras import require
+from clientmetrics.logs import configure_logging
 
 
 @click.command()
@@ -40,8 +42,14 @@ from clientmetrics.extras import require
     help="Port for the dashboard on 127.0.0.1 (a free one if taken).",
 )
 @click.option("--json", "as_json", is_flag=True, help="Print the summary as one JSON line too.")
+@log_level_option("warning")
 def demo(
-    duration: float | None, data_dir: Path | None, clients: int, dashboard_port: int, as_json: bool
+    duration: float | None,
+    data_dir: Path | None,
+    clients: int,
+    dashboard_port: int,
+    as_json: bool,
+    log_level: str,
 ) -> None:
     """Run a gateway, real and simulated clients, the Spark pipeline and the dashboard.
 
@@ -49,6 +57,7 @@ def demo(
     --duration). Needs no network beyond 127.0.0.1.
     """
     require("pyspark")  # the demo runs the Spark pipeline
+    configure_logging(log_level)  # the dashboard runs in this process
     root = data_dir or Path(tempfile.mkdtemp(prefix="clientmetrics-demo-"))
     options = DemoOptions(
         data_dir=root.resolve(),
