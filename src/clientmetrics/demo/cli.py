@@ -74,6 +74,8 @@ def demo(
     click.echo("\nsummary")
     for line in summary.lines():
         click.echo(line)
-    click.echo(f"\nlook again later: clientmetrics dashboard --data-dir {root}")
+    # As it was run (.venv/bin/clientmetrics after `make run`), so that it works pasted.
+    program = sys.argv[0] if Path(sys.argv[0]).name == "clientmetrics" else "clientmetrics"
+    click.echo(f"\nlook again later: {program} dashboard --data-dir {root}")
     if as_json:
         click.echo(json.dumps(summary.as_dict()))
