@@ -78,6 +78,9 @@ def test_demo_runs_everything_and_reports_it(demo_run: DemoRun) -> None:
     assert summary["alerts"] >= 1
     assert summary["alerted_clients"] == ["unhealthy-producer-0"]
     assert "     data points: " in out  # the human-readable summary too
+    # No debug events unless asked: the dashboard's (in process) and the pipeline's.
+    assert "dashboard_request" not in out + demo_run.stderr
+    assert "pipeline stage" not in (demo_run.data_dir / "logs" / "pipeline.log").read_text()
 
 
 def test_the_real_clients_move_messages_through_a_broker(demo_run: DemoRun) -> None:

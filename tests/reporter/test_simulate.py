@@ -14,7 +14,7 @@ from opentelemetry.proto.metrics.v1.metrics_pb2 import MetricsData
 from clientmetrics.reporter.sim_payloads import SimMetrics
 from tests.golden import LIBRDKAFKA as GOLDEN
 from tests.landed import landed_rows
-from tests.procs import BIN, GatewayProcess, wait_for
+from tests.procs import BIN, GatewayProcess, free_port, wait_for
 
 LATENCY = "org.apache.kafka.producer.node.request.latency.avg"
 
@@ -118,3 +118,17 @@ def test_simulate_against_the_gateway(gateway: GatewayProcess, processes: int) -
     ids = {(str(r["client_instance_id"]), str(r["client_id"])) for r in rows}
     assert len({instance for instance, _ in ids}) == 200
     assert len({client_id for _, client_id in ids}) == 200
+
+
+@pytest.mark.parametrize("extra", [(), ("--interval-ms", "1000"), ("--processes", "2")])
+def test_a_closed_port_is_one_line(extra: tuple[str, ...]) -> None:
+    port = free_port()
+    done = subprocess.run(
+        [str(BIN / "clientmetrics"), "simulate", "--bootstrap-server", f"127.0.0.1:{port}",
+         "--duration", "1", *extra],
+        capture_output=True, text=True, timeout=60, check=False,
+    )  # fmt: skip
+    assert (done.returncode, done.stdout) == (1, "")
+    assert done.stderr.splitlines() == [
+        f"clientmetrics simulate: cannot connect to 127.0.0.1:{port}: Connection refused"
+    ]
