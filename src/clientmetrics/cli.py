@@ -19,16 +19,10 @@ from clientmetrics.extras import MissingExtraError, missing_extra
 
 #: name -> ("module:attribute" of a click command or group, one-line help for the listing).
 SUBCOMMANDS: dict[str, tuple[str, str]] = {
-    "serve": (
-        "clientmetrics.gateway.cli:serve",
-        "Run the gateway, standalone or in front of a cluster.",
-    ),
+    "serve": ("clientmetrics.gateway.cli:serve", "Run the gateway (standalone or proxy)."),
     "simulate": ("clientmetrics.reporter.cli:simulate", "Drive a gateway with simulated clients."),
     "dashboard": ("clientmetrics.dashboard.cli:dashboard", "Serve the read-only web dashboard."),
-    "pipeline": (
-        "clientmetrics.pipeline.cli:pipeline",
-        "Turn landed pushes into tables (spark extra).",
-    ),
+    "pipeline": ("clientmetrics.pipeline.cli:pipeline", "Turn pushes into tables (spark extra)."),
     "demo": ("clientmetrics.demo.cli:demo", "Run everything on one machine (spark extra)."),
     "users": ("clientmetrics.gateway.users_cli:users", "Manage the SCRAM users SASL checks."),
 }
