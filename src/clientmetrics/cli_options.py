@@ -7,6 +7,8 @@ from typing import IO, Any, TypeVar
 
 import click
 
+from clientmetrics.logs import LOG_FORMATS
+
 F = TypeVar("F", bound=Callable[..., Any])
 
 
@@ -32,15 +34,28 @@ class CommandError(click.ClickException):
         click.echo(self.message, err=True)
 
 
-def log_level_option(default: str = "info") -> Callable[[F], F]:
-    """``--log-level``: the least severe log events a command prints."""
-    return click.option(
+def log_options(level: str = "info") -> Callable[[F], F]:
+    """``--log-level`` and ``--log-format``, as every command that logs takes them."""
+    level_option = click.option(
         "--log-level",
-        default=default,
+        default=level,
         show_default=True,
         type=click.Choice(["debug", "info", "warning", "error"]),
         help="Least severe log events shown.",
     )
+    format_option = click.option(
+        "--log-format",
+        default="auto",
+        show_default=True,
+        type=click.Choice(LOG_FORMATS),
+        help="Log lines on stderr: console (for people), json (one object a line), "
+        "auto (console at a terminal, else json).",
+    )
+
+    def decorate(function: F) -> F:
+        return level_option(format_option(function))
+
+    return decorate
 
 
-__all__ = ["CommandError", "DescribedDefault", "log_level_option"]
+__all__ = ["CommandError", "DescribedDefault", "log_options"]

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import click
 
-from clientmetrics.cli_options import CommandError, DescribedDefault, log_level_option
+from clientmetrics.cli_options import CommandError, DescribedDefault, log_options
 from clientmetrics.dashboard.app import Dashboard, DashboardConfig, DashboardServer
 from clientmetrics.logs import configure_logging
 
@@ -35,7 +35,7 @@ from clientmetrics.logs import configure_logging
     "(default: the SQLite store in the data dir, read-only).",
 )
 @click.option("--gateway-metrics", help="A gateway's /metrics URL, for the Gateway page.")
-@log_level_option()
+@log_options()
 def dashboard(
     data_dir: Path,
     tables: Path | None,
@@ -43,6 +43,7 @@ def dashboard(
     bootstrap_server: str | None,
     gateway_metrics: str | None,
     log_level: str,
+    log_format: str,
 ) -> None:
     """Serve a read-only web dashboard over the pipeline's tables."""
     host, _, port_text = listen.rpartition(":")
@@ -53,7 +54,7 @@ def dashboard(
             f"clientmetrics dashboard: data directory {data_dir} does not exist "
             "(give the gateway's --data-dir)"
         )
-    configure_logging(log_level)
+    configure_logging(log_level, log_format)
     config = DashboardConfig(data_dir, tables, bootstrap_server, gateway_metrics)
     try:
         server = DashboardServer(Dashboard(config), host.strip("[]"), int(port_text))

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import click
 
-from clientmetrics.cli_options import log_level_option
+from clientmetrics.cli_options import log_options
 from clientmetrics.demo.children import DemoError
 from clientmetrics.demo.run import Demo, DemoOptions
 from clientmetrics.extras import require
@@ -42,7 +42,7 @@ from clientmetrics.logs import configure_logging
     help="Port for the dashboard on 127.0.0.1 (a free one if taken).",
 )
 @click.option("--json", "as_json", is_flag=True, help="Print the summary as one JSON line too.")
-@log_level_option("warning")
+@log_options("warning")
 def demo(
     duration: float | None,
     data_dir: Path | None,
@@ -50,6 +50,7 @@ def demo(
     dashboard_port: int,
     as_json: bool,
     log_level: str,
+    log_format: str,
 ) -> None:
     """Run a gateway, real and simulated clients, the Spark pipeline and the dashboard.
 
@@ -57,7 +58,7 @@ def demo(
     --duration). Needs no network beyond 127.0.0.1.
     """
     require("pyspark")  # the demo runs the Spark pipeline
-    configure_logging(log_level)  # the dashboard runs in this process
+    configure_logging(log_level, log_format)  # the dashboard runs in this process
     root = data_dir or Path(tempfile.mkdtemp(prefix="clientmetrics-demo-"))
     options = DemoOptions(
         data_dir=root.resolve(),

@@ -9,10 +9,10 @@ from pathlib import Path
 import click
 import structlog
 
-from clientmetrics.cli_options import DescribedDefault
+from clientmetrics.cli_options import DescribedDefault, log_options
 from clientmetrics.errors import ClientMetricsError
 from clientmetrics.gateway.config import Address, GatewayConfig, load_config
-from clientmetrics.logs import LOG_FORMATS, configure_logging
+from clientmetrics.logs import configure_logging
 
 
 def _run(config: GatewayConfig, log_level: str, log_format: str, reuse_port: bool) -> None:
@@ -95,21 +95,7 @@ def _run(config: GatewayConfig, log_level: str, log_format: str, reuse_port: boo
     show_default="__client_metrics_subscriptions",
     help="Topic of the topic store.",
 )
-@click.option(
-    "--log-level",
-    default="info",
-    show_default=True,
-    type=click.Choice(["debug", "info", "warning", "error"]),
-    help="Least severe log events shown.",
-)
-@click.option(
-    "--log-format",
-    default="auto",
-    show_default=True,
-    type=click.Choice(LOG_FORMATS),
-    help="Log lines on stderr: console (for people), json (one object a line), "
-    "auto (console at a terminal, else json).",
-)
+@log_options()
 def serve(
     listen: tuple[str, ...],
     data_dir: Path | None,

@@ -10,7 +10,7 @@ from typing import Any
 
 import click
 
-from clientmetrics.cli_options import CommandError, DescribedDefault, log_level_option
+from clientmetrics.cli_options import CommandError, DescribedDefault, log_options
 from clientmetrics.errors import ClientMetricsError, ConfigurationError
 from clientmetrics.logs import configure_logging
 from clientmetrics.pipeline.core.rules import RuleSet, load_rules
@@ -101,7 +101,7 @@ def _options(function: Callable[..., Any]) -> Callable[..., Any]:
             help="Drop the carried state of instances silent this long (event time).",
         ),
         click.option("--conf", multiple=True, help="Extra Spark setting KEY=VALUE (repeatable)."),
-        log_level_option("warning"),
+        log_options("warning"),
     ]
     for decorator in reversed(decorators):
         function = decorator(function)
@@ -157,7 +157,7 @@ def _start(
             f"clientmetrics pipeline: nothing has landed yet: {landing} does not exist "
             "(run a gateway with this --data-dir first)"
         )
-    configure_logging(options["log_level"])
+    configure_logging(options["log_level"], options["log_format"])
     master = options["master"]
     if master is None and "PYSPARK_GATEWAY_PORT" not in os.environ:
         master = "local[*]"  # not under spark-submit, which would have started the JVM
