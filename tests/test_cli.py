@@ -1,7 +1,7 @@
 """The ``clientmetrics`` command: listing without importing, one line for a missing extra.
 
-Optional packages are hidden by putting ``None`` in ``sys.modules`` before the CLI
-runs, which makes importing them fail exactly as if they were not installed.
+Optional packages are hidden by a finder placed first on ``sys.meta_path`` that
+raises ``ModuleNotFoundError`` for them, exactly as if they were not installed.
 The same checks run against a real wheel in fresh virtualenvs in ``.ci/clean-install``.
 """
 
@@ -18,21 +18,31 @@ import pytest
 from clientmetrics.cli import SUBCOMMANDS
 
 #: Without the spark extra (and without kafka-python, which the reporter's users bring).
-_HIDE = ("pyspark", "pandas", "kafka")
-_RUN = """
-import json, sys
-for name in {hide!r}:
-    sys.modules[name] = None
+_HIDE = ("pyspark", "kafka")
+_HIDING = """
+import importlib.abc, sys
+class _Hidden(importlib.abc.MetaPathFinder):
+    def find_spec(self, name, path, target=None):
+        if name.split(".")[0] in {hide!r}:
+            raise ModuleNotFoundError(f"No module named {{name!r}}", name=name)
+        return None
+sys.meta_path.insert(0, _Hidden())
+"""
+_RUN = (
+    _HIDING
+    + """
+import json
 sys.argv = ["clientmetrics", *{args!r}]
 from clientmetrics.cli import main
 try:
     main()
 finally:
-    optional = sorted(m for m in sys.modules if m.split(".")[0] in ("pyspark", "pandas")
+    optional = sorted(m for m in sys.modules if m.split(".")[0] == "pyspark"
                       and sys.modules[m] is not None)
     commands = sorted(m for m in sys.modules if m.endswith(".cli") and m != "clientmetrics.cli")
     print(json.dumps({{"optional": optional, "commands": commands}}), file=sys.stderr)
 """
+)
 
 
 def run(*args: str, cwd: Path | None = None) -> tuple[int, str, list[str], dict[str, list[str]]]:
@@ -74,9 +84,7 @@ def test_missing_spark_extra_is_one_line(args: tuple[str, ...], tmp_path: Path) 
 
 
 def test_dashboard_serves_without_the_spark_extra() -> None:
-    script = (
-        "import sys\n"
-        "for name in ('pyspark', 'pandas'): sys.modules[name] = None\n"
+    script = _HIDING.format(hide=("pyspark",)) + (
         "import clientmetrics.dashboard, clientmetrics.dashboard.cli\n"
         "import clientmetrics.admin, clientmetrics.reporter, clientmetrics.gateway.server\n"
     )

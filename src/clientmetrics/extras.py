@@ -14,7 +14,6 @@ from clientmetrics.errors import ClientMetricsError
 #: Top-level module -> the extra of ``clientmetrics`` that installs it.
 EXTRAS: dict[str, str] = {
     "pyspark": "spark",
-    "pandas": "spark",
     "kafka": "kafka-python",
 }
 
