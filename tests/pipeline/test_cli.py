@@ -171,7 +171,6 @@ def test_run_prints_a_summary_and_warns_of_a_rule_no_client_matches(
     assert windows > 0
     assert json.loads(done.stdout) == {
         "batches": 1,
-        "pushes": 5,
         "points": 5 * points_per_producer_payload(),
         "windows": windows,
         "alerts_firing": 8,
@@ -184,7 +183,6 @@ def test_run_prints_a_summary_and_warns_of_a_rule_no_client_matches(
     assert again.returncode == 0, again.stderr[-3000:]
     assert again.stdout.splitlines() == [
         "        batches: 0",
-        "         pushes: 0",
         "         points: 0",
         "        windows: 0",
         "  alerts firing: 0",

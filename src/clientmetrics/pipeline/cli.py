@@ -188,8 +188,8 @@ def _start(
         if not once or tables is None:
             return None
         # Spark reports idle triggers too (no input, no batch run): count those that read.
-        rows = [n for p in query.recentProgress if (n := int(p["numInputRows"])) > 0]
-        return summarise_run(tables, before, rows, config.rules.rules)
+        batches = sum(1 for p in query.recentProgress if int(p["numInputRows"]) > 0)
+        return summarise_run(tables, before, batches, config.rules.rules)
     finally:
         spark.stop()
 

@@ -37,10 +37,9 @@ def _rows(paths: Iterable[Path]) -> int:
 
 @dataclass(frozen=True, slots=True)
 class RunSummary:
-    """Counts for one run: its input, and the rows it added to each table."""
+    """Counts for one run: its micro-batches, and the rows it added to each table."""
 
     batches: int
-    pushes: int
     points: int
     windows: int
     alerts_firing: int
@@ -53,7 +52,6 @@ class RunSummary:
         """The summary for people, one count a line."""
         rows = [
             ("batches", self.batches),
-            ("pushes", self.pushes),
             ("points", self.points),
             ("windows", self.windows),
             ("alerts firing", self.alerts_firing),
@@ -72,7 +70,7 @@ class RunSummary:
 def summarise_run(
     root: Path,
     before: Mapping[str, set[Path]],
-    input_rows: Sequence[int],
+    batches: int,
     rules: Sequence[AlertRule],
 ) -> RunSummary:
     """The summary of a run over the tables under ``root``, given the files before it."""
@@ -86,8 +84,7 @@ def summarise_run(
         resolved += counts.get("resolved", 0)
     points = _rows(added["points"])
     return RunSummary(
-        batches=len(input_rows),
-        pushes=sum(input_rows),
+        batches=batches,
         points=points,
         windows=_rows(added["client_windows"]),
         alerts_firing=firing,
