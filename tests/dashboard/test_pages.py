@@ -185,6 +185,23 @@ def test_unknown_pages_are_404(data: DataDir) -> None:
     assert dashboard(data).handle("/nope").status == 404
 
 
+def test_unknown_client_is_404(data: DataDir) -> None:
+    unknown = str(uuid.UUID(int=12345))
+    response = dashboard(data).handle(f"/client/{unknown}")
+    assert response.status == 404
+    assert f"No client with instance id <code>{unknown}</code>" in response.body.decode()
+
+
+def test_client_labels_show_booleans_as_the_tables_write_them(data: DataDir) -> None:
+    app = dashboard(data)
+    labels = get(app, f"/client/{data.ids[0]}").split("<dl>")[1].split("</dl>")[0]
+    assert "<dt>terminated</dt><dd>false</dd>" in labels
+    labels = get(app, f"/client/{data.ids[4]}").split("<dl>")[1].split("</dl>")[0]
+    assert "<dt>terminated</dt><dd>true</dd>" in labels
+    assert "True" not in labels
+    assert "False" not in labels
+
+
 @pytest.mark.parametrize("target", ["/client/%3Cscript%3E", "/?q=%3Cscript%3Ealert(1)"])
 def test_user_text_is_escaped(data: DataDir, target: str) -> None:
-    assert "<script>" not in get(dashboard(data), target)
+    assert "<script>" not in dashboard(data).handle(target).body.decode()

@@ -54,7 +54,7 @@ def test_server_is_read_only(server: DashboardServer) -> None:
 def test_cli_prints_its_url_and_serves_until_interrupted(data: DataDir) -> None:
     args = [sys.executable, "-c", "from clientmetrics.cli import main; main()", "dashboard"]
     args += ["--data-dir", str(data.root), "--listen", "127.0.0.1:0"]
-    proc = subprocess.Popen(args, stdout=subprocess.PIPE, text=True)
+    proc = subprocess.Popen(args, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     try:
         assert proc.stdout is not None
         line = proc.stdout.readline()
@@ -64,6 +64,25 @@ def test_cli_prints_its_url_and_serves_until_interrupted(data: DataDir) -> None:
     finally:
         os.kill(proc.pid, signal.SIGINT)
         assert proc.wait(10) == 0
+    assert proc.stderr is not None
+    assert "dashboard_request" not in proc.stderr.read()  # a debug event: not by default
+
+
+def test_cli_refuses_a_data_dir_that_does_not_exist(tmp_path: Path) -> None:
+    args = [sys.executable, "-c", "from clientmetrics.cli import main; main()", "dashboard"]
+    missing = tmp_path / "cm-dta"
+    done = subprocess.run(
+        [*args, "--data-dir", str(missing), "--listen", "127.0.0.1:0"],
+        capture_output=True,
+        text=True,
+        check=False,
+        timeout=60,
+    )
+    assert (done.returncode, done.stdout) == (1, "")
+    assert done.stderr.splitlines() == [
+        f"clientmetrics dashboard: data directory {missing} does not exist "
+        "(give the gateway's --data-dir)"
+    ]
 
 
 def test_cli_rejects_a_bad_listen_address(data: DataDir) -> None:

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import shutil
 import signal
 import subprocess
@@ -16,6 +17,8 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
+import pyarrow.compute as pc
+import pyarrow.dataset as ds
 import pytest
 
 from clientmetrics.dashboard import Dashboard, DashboardConfig, DashboardServer
@@ -75,6 +78,26 @@ def test_demo_runs_everything_and_reports_it(demo_run: DemoRun) -> None:
     assert summary["alerts"] >= 1
     assert summary["alerted_clients"] == ["unhealthy-producer-0"]
     assert "     data points: " in out  # the human-readable summary too
+    # No debug events unless asked: the dashboard's (in process) and the pipeline's.
+    assert "dashboard_request" not in out + demo_run.stderr
+    assert "pipeline stage" not in (demo_run.data_dir / "logs" / "pipeline.log").read_text()
+
+
+def test_the_real_clients_move_messages_through_a_broker(demo_run: DemoRun) -> None:
+    # A local Tansu behind the gateway (proxy mode): the real consumer has work to do.
+    assert "gateway (proxy in front of 127.0.0.1:" in demo_run.stdout
+    found = re.search(r"real clients: (\d+) messages produced, (\d+) consumed", demo_run.stdout)
+    assert found is not None, demo_run.stdout
+    assert int(found[1]) > 0
+    assert int(found[2]) > 0
+    points = ds.dataset(demo_run.data_dir / "tables" / "points", partitioning="hive")
+    assigned = points.to_table(
+        columns=["value"],
+        filter=(pc.field("client_id") == "demo-consumer-0")
+        & (pc.field("metric_name") == "org.apache.kafka.consumer.coordinator.assigned.partitions"),
+    )
+    # It joined its group and was given both partitions of the demo's topic.
+    assert pc.max(assigned.column("value")).as_py() == 2
 
 
 def test_demo_stops_every_child(demo_run: DemoRun) -> None:

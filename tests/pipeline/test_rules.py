@@ -95,3 +95,23 @@ def test_unreadable_file_is_a_configuration_error(tmp_path: Path) -> None:
     bad.write_text("[[rule]\n")
     with pytest.raises(ConfigurationError):
         load_rules(bad)
+
+
+@pytest.mark.parametrize(
+    ("document", "message"),
+    [
+        (
+            {"rule": [{"name": "x", "metrc": "m", "condition": "above 1 for 1 s"}]},
+            "rule #0: unknown key 'metrc' (known: name, metric, condition, op, threshold, unit,"
+            " for, strict)",
+        ),
+        (
+            {"rules": [{"name": "x", "metric": "m"}]},
+            "rules file: unknown key 'rules' (known: rule, webhook, sink)",
+        ),
+    ],
+)
+def test_mistyped_keys_are_named(document: dict[str, object], message: str) -> None:
+    with pytest.raises(ConfigurationError) as caught:
+        parse_rules(document)
+    assert str(caught.value) == message

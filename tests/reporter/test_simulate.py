@@ -12,10 +12,10 @@ import pytest
 from opentelemetry.proto.metrics.v1.metrics_pb2 import MetricsData
 
 from clientmetrics.reporter.sim_payloads import SimMetrics
+from tests.golden import LIBRDKAFKA as GOLDEN
 from tests.landed import landed_rows
-from tests.procs import BIN, GatewayProcess, wait_for
+from tests.procs import BIN, GatewayProcess, free_port, wait_for
 
-GOLDEN = Path(__file__).resolve().parents[1] / "data" / "librdkafka-2.16"
 LATENCY = "org.apache.kafka.producer.node.request.latency.avg"
 
 
@@ -113,3 +113,22 @@ def test_simulate_against_the_gateway(gateway: GatewayProcess, processes: int) -
 
     wait_for(unhealthy_latencies, 10, what="pushes from unhealthy clients")
     assert min(unhealthy_latencies()) > 5000
+    # Every client has its own client id, as real clients on their own connections do.
+    rows = landed_rows(gateway.data_dir)
+    ids = {(str(r["client_instance_id"]), str(r["client_id"])) for r in rows}
+    assert len({instance for instance, _ in ids}) == 200
+    assert len({client_id for _, client_id in ids}) == 200
+
+
+@pytest.mark.parametrize("extra", [(), ("--interval-ms", "1000"), ("--processes", "2")])
+def test_a_closed_port_is_one_line(extra: tuple[str, ...]) -> None:
+    port = free_port()
+    done = subprocess.run(
+        [str(BIN / "clientmetrics"), "simulate", "--bootstrap-server", f"127.0.0.1:{port}",
+         "--duration", "1", *extra],
+        capture_output=True, text=True, timeout=60, check=False,
+    )  # fmt: skip
+    assert (done.returncode, done.stdout) == (1, "")
+    assert done.stderr.splitlines() == [
+        f"clientmetrics simulate: cannot connect to 127.0.0.1:{port}: Connection refused"
+    ]

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import random
 import uuid
-from pathlib import Path
 
 import pytest
 
@@ -16,8 +15,8 @@ from clientmetrics.telemetry import (
     TelemetryConfig,
 )
 from clientmetrics.wire.errors import ErrorCode
+from tests.golden import LIBRDKAFKA as FIXTURES
 
-FIXTURES = Path("/work/shared/fixtures/librdkafka-2.16")
 PRODUCER_PREFIX = "org.apache.kafka.producer."
 CONSUMER_PREFIX = "org.apache.kafka.consumer."
 

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 from datetime import UTC, datetime
-from pathlib import Path
 from typing import Any
 
 import pyarrow as pa
@@ -14,8 +13,8 @@ from opentelemetry.proto.metrics.v1 import metrics_pb2 as m
 from opentelemetry.proto.resource.v1 import resource_pb2
 
 from clientmetrics.telemetry.otlp_arrow import POINT_SCHEMA, attributes_to_map, decode_points
+from tests.golden import LIBRDKAFKA as FIXTURES
 
-FIXTURES = Path(__file__).resolve().parents[3] / "shared" / "fixtures" / "librdkafka-2.16"
 T0 = 1_795_300_000_000_000_000  # ns
 
 

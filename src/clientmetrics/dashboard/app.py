@@ -12,6 +12,7 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
+from html import escape
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
@@ -104,7 +105,12 @@ class Dashboard:
         if path == "/":
             return _html(self._inventory(query))
         if path.startswith("/client/"):
-            return _html(self._client(unquote(path.removeprefix("/client/")), query))
+            instance_id = unquote(path.removeprefix("/client/"))
+            page = self._client(instance_id, query)
+            if page is None:
+                body = f"<p>No client with instance id <code>{escape(instance_id)}</code>.</p>"
+                return _html(pages.layout("Unknown client", "/", body), 404)
+            return _html(page)
         if path == "/alerts":
             status = query.get("status", "open")
             status = status if status in ("open", "resolved", "all") else "open"
@@ -151,7 +157,8 @@ class Dashboard:
         table = with_status(clients, open_counts(self.alerts()), as_of)
         return pages.inventory(inventory_page(table, request))
 
-    def _client(self, instance_id: str, query: dict[str, str]) -> str:
+    def _client(self, instance_id: str, query: dict[str, str]) -> str | None:
+        """The client's page; None when no table, landed push or alert knows it."""
         window = query.get("window", "15m")
         window = window if window in pages.WINDOWS else "15m"
         seconds = pages.WINDOWS[window]
@@ -163,6 +170,8 @@ class Dashboard:
             details = mine.slice(0, 1).to_pylist()[0] if mine.num_rows else None
         charts = self._series.charts(instance_id, since)
         alerts = [a for a in self.alerts() if a.client_instance_id == instance_id]
+        if details is None and not alerts and not self._series.charts(instance_id, None):
+            return None
         return pages.client(instance_id, details, charts, alerts, window)
 
     def _subscriptions(self) -> str:

@@ -8,7 +8,9 @@ from pathlib import Path
 
 import click
 
+from clientmetrics.cli_options import CommandError, DescribedDefault, log_options
 from clientmetrics.dashboard.app import Dashboard, DashboardConfig, DashboardServer
+from clientmetrics.logs import configure_logging
 
 
 @click.command()
@@ -20,7 +22,11 @@ from clientmetrics.dashboard.app import Dashboard, DashboardConfig, DashboardSer
     help="The gateway's data directory (landing zone, subscriptions.db, tables).",
 )
 @click.option(
-    "--tables", type=click.Path(file_okay=False, path_type=Path), help="Tables root [DATA/tables]."
+    "--tables",
+    cls=DescribedDefault,
+    type=click.Path(file_okay=False, path_type=Path),
+    show_default="DATA/tables",
+    help="Tables root.",
 )
 @click.option("--listen", default="127.0.0.1:8050", show_default=True, help="HOST:PORT to serve.")
 @click.option(
@@ -29,17 +35,26 @@ from clientmetrics.dashboard.app import Dashboard, DashboardConfig, DashboardSer
     "(default: the SQLite store in the data dir, read-only).",
 )
 @click.option("--gateway-metrics", help="A gateway's /metrics URL, for the Gateway page.")
+@log_options()
 def dashboard(
     data_dir: Path,
     tables: Path | None,
     listen: str,
     bootstrap_server: str | None,
     gateway_metrics: str | None,
+    log_level: str,
+    log_format: str,
 ) -> None:
     """Serve a read-only web dashboard over the pipeline's tables."""
     host, _, port_text = listen.rpartition(":")
     if not host or not port_text.isdigit():
         raise click.UsageError(f"--listen must be HOST:PORT, got {listen!r}")
+    if not data_dir.is_dir():
+        raise CommandError(
+            f"clientmetrics dashboard: data directory {data_dir} does not exist "
+            "(give the gateway's --data-dir)"
+        )
+    configure_logging(log_level, log_format)
     config = DashboardConfig(data_dir, tables, bootstrap_server, gateway_metrics)
     try:
         server = DashboardServer(Dashboard(config), host.strip("[]"), int(port_text))

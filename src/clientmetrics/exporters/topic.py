@@ -46,13 +46,10 @@ _POLL_S = 0.1
 
 
 def _confluent() -> Any:
-    try:
-        import confluent_kafka
-        import confluent_kafka.admin
-    except ImportError:
-        raise ConfigurationError(
-            "the topic exporter needs confluent-kafka: pip install 'clientmetrics[topic]'"
-        ) from None
+    # Imported when a topic exporter is configured, not with the registry.
+    import confluent_kafka
+    import confluent_kafka.admin
+
     return confluent_kafka
 
 

@@ -9,9 +9,10 @@ from pathlib import Path
 import click
 import structlog
 
+from clientmetrics.cli_options import DescribedDefault, log_options
 from clientmetrics.errors import ClientMetricsError
 from clientmetrics.gateway.config import Address, GatewayConfig, load_config
-from clientmetrics.gateway.logs import configure_logging
+from clientmetrics.logs import configure_logging
 
 
 def _run(config: GatewayConfig, log_level: str, log_format: str, reuse_port: bool) -> None:
@@ -31,43 +32,70 @@ def _run(config: GatewayConfig, log_level: str, log_format: str, reuse_port: boo
 @click.option(
     "--listen",
     multiple=True,
-    help="[PROTOCOL://]HOST:PORT to accept clients on, repeatable; PROTOCOL is PLAINTEXT "
-    "(the default) or SSL [127.0.0.1:9092]",
+    cls=DescribedDefault,
+    show_default="127.0.0.1:9092",
+    help="[PROTOCOL://]HOST:PORT to accept clients on (port 0: any), repeatable; PROTOCOL "
+    "is PLAINTEXT (the default) or SSL.",
 )
 @click.option(
-    "--data-dir", type=click.Path(path_type=Path), help="Where subscriptions and landed data live"
+    "--data-dir",
+    type=click.Path(path_type=Path),
+    help="Where subscriptions and landed data live (required unless the config file "
+    "sets data_dir).",
 )
 @click.option(
     "--config",
     "config_file",
     type=click.Path(path_type=Path, dir_okay=False),
-    help="TOML configuration file",
+    help="TOML configuration file (options given here override it).",
 )
-@click.option("--node-id", type=int, help="Node id the gateway names itself with [0]")
-@click.option("--advertised-host", help="Host name clients should use for this gateway")
-@click.option("--admin-listen", help="HOST:PORT for the /metrics endpoint (off unless given)")
-@click.option("--workers", type=int, help="Processes sharing the listen port (SO_REUSEPORT) [1]")
+@click.option(
+    "--node-id",
+    cls=DescribedDefault,
+    type=int,
+    show_default="0",
+    help="Node id the gateway names itself with.",
+)
+@click.option(
+    "--advertised-host",
+    cls=DescribedDefault,
+    show_default="the --listen host",
+    help="Host name put in Metadata.",
+)
+@click.option("--admin-listen", help="HOST:PORT for the /metrics endpoint (off unless given).")
+@click.option(
+    "--workers",
+    cls=DescribedDefault,
+    type=int,
+    show_default="1",
+    help="Processes sharing the listen port (SO_REUSEPORT; standalone only).",
+)
 @click.option(
     "--upstream",
-    help="Proxy mode: HOST:PORT[,HOST:PORT...] of the Kafka cluster to front (bootstrap brokers)",
+    help="Proxy mode: HOST:PORT[,HOST:PORT...] of the Kafka cluster to front (bootstrap brokers).",
 )
 @click.option(
     "--broker-port-base",
+    cls=DescribedDefault,
     type=int,
-    help="Proxy mode: upstream node N is served on port BASE+N [listen port + 1]",
+    show_default="listen port + 1",
+    help="Proxy mode: upstream node N is served on port BASE+N.",
 )
 @click.option(
     "--store",
+    cls=DescribedDefault,
     type=click.Choice(["auto", "sqlite", "topic"]),
-    help="Subscription store: topic on the upstream cluster (proxy default) or SQLite",
+    show_default="auto",
+    help="Subscription store: auto is a topic on the upstream cluster in proxy mode, "
+    "else SQLite in the data directory.",
 )
 @click.option(
-    "--subscriptions-topic", help="Topic of the topic store [__client_metrics_subscriptions]"
+    "--subscriptions-topic",
+    cls=DescribedDefault,
+    show_default="__client_metrics_subscriptions",
+    help="Topic of the topic store.",
 )
-@click.option(
-    "--log-level", default="info", type=click.Choice(["debug", "info", "warning", "error"])
-)
-@click.option("--log-format", default="json", type=click.Choice(["json", "console"]))
+@log_options()
 def serve(
     listen: tuple[str, ...],
     data_dir: Path | None,

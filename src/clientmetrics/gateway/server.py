@@ -5,9 +5,10 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import gc
+import os
 import random
 import signal
-from collections.abc import Coroutine, Sequence
+from collections.abc import Coroutine, Iterator, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from typing import TYPE_CHECKING, Any
 
@@ -21,7 +22,7 @@ from clientmetrics.exporters.queued import ExporterStats
 from clientmetrics.exporters.registry import load_exporters
 from clientmetrics.gateway.authz import AuthorizationHolder, open_listeners
 from clientmetrics.gateway.cluster import ClusterHandlers
-from clientmetrics.gateway.config import GatewayConfig, Listener
+from clientmetrics.gateway.config import Address, GatewayConfig, Listener
 from clientmetrics.gateway.config_rpcs import ConfigHandlers
 from clientmetrics.gateway.connection import ConnectionState, Dispatcher, Handler, serve_connection
 from clientmetrics.gateway.limits import (
@@ -131,15 +132,53 @@ class Gateway:
         self.ports: dict[str, int] = {}
         self.metrics_port: int | None = None
         self._closing = False
+        self._started = False
 
     @property
     def exporters(self) -> list[Exporter]:
         return list(self._exporters or [])
 
     async def start(self) -> None:
-        """Open the store and exporters, then listen. Raises on a bad configuration."""
+        """Open the store and exporters, then listen. Raises on a bad configuration.
+
+        A failed start closes whatever it had opened before raising.
+        """
+        try:
+            await self._start()
+        except BaseException:
+            await self.close()
+            raise
+        self._started = True
         cfg = self.config
-        cfg.data_dir.mkdir(parents=True, exist_ok=True)
+        log.info(
+            "gateway_started",
+            listen=f"{cfg.listen.host}:{self.port}",
+            listeners={
+                listener.name: f"{listener.address.host}:{self.ports.get(listener.name)}"
+                for listener in cfg.listeners
+            },
+            node_id=cfg.node_id,
+            data_dir=str(cfg.data_dir),
+            metrics_port=self.metrics_port,
+            exporters=[e.name for e in self._exporters or []],
+            upstream=[str(a) for a in cfg.upstream] or None,
+            broker_ports=self._proxy.broker_ports if self._proxy is not None else None,
+        )
+
+    async def _start(self) -> None:
+        cfg = self.config
+        if cfg.proxy:
+            # Whatever the store, an unreachable upstream stops the start here, in one line.
+            from clientmetrics.gateway.proxy.server import reach_upstream
+
+            tls = self._upstream_tls_context()
+            await reach_upstream(cfg.upstream, cfg.upstream_connect_timeout_s, tls)
+        if cfg.data_dir.exists() and not cfg.data_dir.is_dir():
+            raise ConfigurationError(f"data directory {cfg.data_dir} is a file, not a directory")
+        try:
+            cfg.data_dir.mkdir(parents=True, exist_ok=True)
+        except OSError as exc:
+            raise ConfigurationError(f"data directory {cfg.data_dir}: {exc.strerror}") from exc
         self.limits.fd_limit = raise_fd_limit()
         self.limits.base_fds = open_fds()
         asyncio.get_running_loop().set_exception_handler(self._loop_exception)
@@ -161,9 +200,10 @@ class Gateway:
             await self._start_proxy()
         else:
             for listener in cfg.listeners:
-                server = await self._listeners.open(
-                    listener, self._on_client, reuse_port=self._reuse_port
-                )
+                with _listen_error(listener.address):
+                    server = await self._listeners.open(
+                        listener, self._on_client, reuse_port=self._reuse_port
+                    )
                 self._servers.append(server)
                 self.ports[listener.name] = server.sockets[0].getsockname()[1]
             self.port = self.ports[cfg.listeners[0].name]
@@ -174,23 +214,10 @@ class Gateway:
             self._metrics = MetricsServer(
                 self.metrics_snapshot, self.exporter_stats, not_ready=self.not_ready
             )
-            self.metrics_port = await self._metrics.start(
-                cfg.admin_listen.host, cfg.admin_listen.port
-            )
-        log.info(
-            "gateway_started",
-            listen=f"{cfg.listen.host}:{self.port}",
-            listeners={
-                listener.name: f"{listener.address.host}:{self.ports.get(listener.name)}"
-                for listener in cfg.listeners
-            },
-            node_id=cfg.node_id,
-            data_dir=str(cfg.data_dir),
-            metrics_port=self.metrics_port,
-            exporters=[e.name for e in self._exporters],
-            upstream=[str(a) for a in cfg.upstream] or None,
-            broker_ports=self._proxy.broker_ports if self._proxy is not None else None,
-        )
+            with _listen_error(cfg.admin_listen, " (--admin-listen)"):
+                self.metrics_port = await self._metrics.start(
+                    cfg.admin_listen.host, cfg.admin_listen.port
+                )
 
     def policy_for(self, listener: Listener) -> ListenerPolicy:
         """How clients on ``listener`` authenticate.
@@ -246,6 +273,15 @@ class Gateway:
             )
         return SqliteSubscriptionStore(cfg.data_dir / "subscriptions.db")
 
+    def _upstream_tls_context(self) -> UpstreamTls | None:
+        """TLS towards the cluster, if configured (one reloading context, made once)."""
+        security = self.config.upstream_security
+        if self._upstream_tls is None:
+            self._upstream_tls = security.context()
+        if self._upstream_tls is None:
+            return None
+        return UpstreamTls(self._upstream_tls.context, security.server_hostname)
+
     async def _start_proxy(self) -> None:
         """Proxy mode: forward to the upstream cluster, answer telemetry and configs here."""
         from clientmetrics.gateway.proxy import build_proxy
@@ -253,13 +289,7 @@ class Gateway:
         assert self._subscriptions is not None
         assert self._export_path is not None
         telemetry = TelemetryHandlers(self.manager, self._export_path, self._decoder)
-        security = self.config.upstream_security
-        self._upstream_tls = security.context()
-        upstream_tls = (
-            UpstreamTls(self._upstream_tls.context, security.server_hostname)
-            if self._upstream_tls is not None
-            else None
-        )
+        upstream_tls = self._upstream_tls_context()
         self._proxy = build_proxy(
             self.config,
             listeners=self._listeners,
@@ -511,7 +541,8 @@ class Gateway:
         if self._subscriptions is not None:
             await self._subscriptions.close()
         self._decoder.shutdown(wait=False, cancel_futures=True)
-        log.info("gateway_stopped")
+        if self._started:
+            log.info("gateway_stopped")
 
     async def _drain(self, timeout: float) -> None:
         """Let requests already being handled (pushes awaiting their group commit) be
@@ -552,3 +583,13 @@ class Gateway:
                 for sig in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP):
                     loop.remove_signal_handler(sig)
             await self.close()
+
+
+@contextlib.contextmanager
+def _listen_error(address: Address, what: str = "") -> Iterator[None]:
+    """A failed bind as one line naming the address (``OSError`` stays inside)."""
+    try:
+        yield
+    except OSError as exc:
+        reason = os.strerror(exc.errno) if exc.errno else str(exc)
+        raise ConfigurationError(f"cannot listen on {address}{what}: {reason}") from exc

@@ -13,6 +13,7 @@ from typing import NoReturn
 
 import click
 
+from clientmetrics.cli_options import DescribedDefault
 from clientmetrics.security.credentials import (
     DEFAULT_ITERATIONS,
     SCRAM_MECHANISMS,
@@ -34,7 +35,9 @@ _mechanisms = click.option(
     "mechanisms",
     multiple=True,
     type=click.Choice(list(SCRAM_MECHANISMS), case_sensitive=False),
-    help="SCRAM mechanism (repeatable) [both]",
+    cls=DescribedDefault,
+    show_default="both",
+    help="SCRAM mechanism (repeatable).",
 )
 
 

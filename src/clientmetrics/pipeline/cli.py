@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import os
 from collections.abc import Callable
 from pathlib import Path
@@ -9,8 +10,11 @@ from typing import Any
 
 import click
 
-from clientmetrics.errors import ConfigurationError
+from clientmetrics.cli_options import CommandError, DescribedDefault, log_options
+from clientmetrics.errors import ClientMetricsError, ConfigurationError
+from clientmetrics.logs import configure_logging
 from clientmetrics.pipeline.core.rules import RuleSet, load_rules
+from clientmetrics.pipeline.run_summary import RunSummary, summarise_run, table_files
 
 
 def _options(function: Callable[..., Any]) -> Callable[..., Any]:
@@ -24,23 +28,63 @@ def _options(function: Callable[..., Any]) -> Callable[..., Any]:
         ),
         click.option(
             "--master",
-            help="Spark master [local[*], or the one spark-submit was given].",
+            cls=DescribedDefault,
+            show_default="local[*], or the one spark-submit was given",
+            help="Spark master.",
         ),
-        click.option("--input", "input_path", help="Landed pushes [DATA/landing/pushes]."),
-        click.option("--output", "output_path", help="Tables root [DATA/tables]."),
-        click.option("--checkpoint", help="Streaming checkpoint [DATA/checkpoints/pipeline]."),
+        click.option(
+            "--input",
+            "input_path",
+            cls=DescribedDefault,
+            show_default="DATA/landing/pushes",
+            help="Landed pushes (a local path or any Hadoop URL).",
+        ),
+        click.option(
+            "--output",
+            "output_path",
+            cls=DescribedDefault,
+            show_default="DATA/tables",
+            help="Tables root.",
+        ),
+        click.option(
+            "--checkpoint",
+            cls=DescribedDefault,
+            show_default="DATA/checkpoints/pipeline",
+            help="Checkpoint shared by run and stream (what was processed).",
+        ),
         click.option(
             "--rules",
             type=click.Path(dir_okay=False, exists=True, path_type=Path),
             help="Alert rules (TOML).",
         ),
-        click.option("--alert-sink", help="JSON-lines file for new alerts [DATA/alerts.jsonl]."),
-        click.option("--webhook", help="POST new alerts to this URL (overrides the rules file)."),
-        click.option("--window-seconds", type=click.IntRange(min=1), default=60, show_default=True),
         click.option(
-            "--lateness-seconds", type=click.IntRange(min=0), default=60, show_default=True
+            "--alert-sink",
+            cls=DescribedDefault,
+            show_default="the rules file's sink, else DATA/alerts.jsonl",
+            help="JSON-lines file new alerts are appended to.",
         ),
-        click.option("--max-files-per-trigger", type=click.IntRange(min=1)),
+        click.option("--webhook", help="POST new alerts to this URL (overrides the rules file)."),
+        click.option(
+            "--window-seconds",
+            type=click.IntRange(min=1),
+            default=60,
+            show_default=True,
+            help="Length of the per-client windows (client_windows table).",
+        ),
+        click.option(
+            "--lateness-seconds",
+            type=click.IntRange(min=0),
+            default=60,
+            show_default=True,
+            help="How late a push may arrive and still count in its window (watermark).",
+        ),
+        click.option(
+            "--max-files-per-trigger",
+            type=click.IntRange(min=1),
+            cls=DescribedDefault,
+            show_default="no limit",
+            help="Landed files read per micro-batch.",
+        ),
         click.option(
             "--points-writer",
             type=click.Choice(["auto", "arrow", "spark"]),
@@ -57,6 +101,7 @@ def _options(function: Callable[..., Any]) -> Callable[..., Any]:
             help="Drop the carried state of instances silent this long (event time).",
         ),
         click.option("--conf", multiple=True, help="Extra Spark setting KEY=VALUE (repeatable)."),
+        log_options("warning"),
     ]
     for decorator in reversed(decorators):
         function = decorator(function)
@@ -86,34 +131,65 @@ def _config(options: dict[str, Any], trigger_seconds: float, flush_windows: bool
     )
 
 
-def _start(options: dict[str, Any], *, trigger_seconds: float, flush: bool, once: bool) -> None:
-    from clientmetrics.pipeline.jobs.job import PipelineJob
-    from clientmetrics.pipeline.spark.session import build_session
+def _local_path(path: str) -> Path | None:
+    """``path`` as a local path, or None for a Hadoop URL (s3a://, hdfs://...)."""
+    if path.startswith("file:"):
+        return Path(path.removeprefix("file:").removeprefix("//"))
+    return None if "://" in path else Path(path)
 
+
+def _start(
+    options: dict[str, Any], *, trigger_seconds: float, flush: bool, once: bool
+) -> RunSummary | None:
     try:
         config = _config(options, trigger_seconds, flush)
         extra = dict(item.split("=", 1) for item in options["conf"])
     except (ConfigurationError, ValueError) as exc:
         raise click.UsageError(str(exc)) from exc
+    from pyspark.errors import AnalysisException
+
+    from clientmetrics.pipeline.jobs.job import PipelineJob
+    from clientmetrics.pipeline.spark.session import build_session
+
+    landing = _local_path(config.input_path)
+    if landing is not None and not landing.is_dir():
+        raise CommandError(
+            f"clientmetrics pipeline: nothing has landed yet: {landing} does not exist "
+            "(run a gateway with this --data-dir first)"
+        )
+    configure_logging(options["log_level"], options["log_format"])
     master = options["master"]
     if master is None and "PYSPARK_GATEWAY_PORT" not in os.environ:
         master = "local[*]"  # not under spark-submit, which would have started the JVM
-    spark = build_session(master, conf=extra)
+    if once:  # the summary counts every batch's progress; Spark keeps the last 100
+        extra.setdefault("spark.sql.streaming.numRecentProgressUpdates", "100000")
+    try:
+        spark = build_session(master, conf=extra)
+    except ClientMetricsError as exc:
+        raise CommandError(f"clientmetrics pipeline: {exc}") from exc
     try:
         spark.sparkContext.setLogLevel("WARN")
         try:
             job = PipelineJob(spark, config)
         except ValueError as exc:
             raise click.UsageError(str(exc)) from exc
-        if once:
-            job.run()
-        else:
-            query = job.start(available_now=False)
+        tables = _local_path(config.output_path)
+        before = table_files(tables) if tables is not None else {}
+        query = job.start(available_now=once)
+        if not once:
             click.echo(f"streaming from {config.input_path}; Ctrl-C to stop", err=True)
-            try:
-                query.awaitTermination()
-            except KeyboardInterrupt:
-                query.stop()
+        try:
+            query.awaitTermination()
+        except KeyboardInterrupt:
+            query.stop()
+        except AnalysisException as exc:  # e.g. an unreadable input path on a cluster
+            message = str(exc).strip().splitlines()[0]
+            raise CommandError(f"clientmetrics pipeline: {message}") from exc
+        if not once or tables is None:
+            return None
+        # Spark reports idle triggers too (no input, no batch run): count those that read.
+        batches = sum(1 for p in query.recentProgress if int(p["numInputRows"]) > 0)
+        return summarise_run(tables, before, batches, config.rules.rules)
     finally:
         spark.stop()
 
@@ -130,14 +206,33 @@ def pipeline() -> None:
     is_flag=True,
     help="Also write windows the watermark has not closed yet (for a final run).",
 )
-def run(flush_windows: bool, **options: Any) -> None:
-    """Process every landed file not yet processed, then exit."""
-    _start(options, trigger_seconds=0.0, flush=flush_windows, once=True)
+@click.option("--json", "as_json", is_flag=True, help="Print the summary as one JSON object.")
+def run(flush_windows: bool, as_json: bool, **options: Any) -> None:
+    """Process every landed file not yet processed, then exit with a summary."""
+    summary = _start(options, trigger_seconds=0.0, flush=flush_windows, once=True)
+    if summary is None:
+        return
+    for rule, metric in summary.unmatched_rules.items():
+        click.echo(
+            f"clientmetrics pipeline: warning: rule {rule!r}: no client sent {metric!r} "
+            "(check the name; a prefix must end with '.')",
+            err=True,
+        )
+    if as_json:
+        click.echo(json.dumps(summary.as_dict()))
+    else:
+        click.echo("\n".join(summary.lines()))
 
 
 @pipeline.command()
 @_options
-@click.option("--trigger-seconds", type=click.FloatRange(min=0), default=5.0, show_default=True)
+@click.option(
+    "--trigger-seconds",
+    type=click.FloatRange(min=0),
+    default=5.0,
+    show_default=True,
+    help="Seconds between micro-batches (0: as fast as possible).",
+)
 def stream(trigger_seconds: float, **options: Any) -> None:
     """Process files as they land, until stopped (Structured Streaming)."""
     _start(options, trigger_seconds=trigger_seconds, flush=False, once=False)

@@ -64,33 +64,58 @@ def _client_properties(path: Path | None, options: dict[str, str | None]) -> dic
 
 
 @click.command()
-@click.option("--bootstrap-server", required=True, help="HOST:PORT of the gateway or broker")
-@click.option("--clients", type=click.IntRange(min=1), default=100, show_default=True)
+@click.option("--bootstrap-server", required=True, help="HOST:PORT of the gateway or broker.")
+@click.option(
+    "--clients",
+    type=click.IntRange(min=1),
+    default=100,
+    show_default=True,
+    help="Simulated clients, half producers and half consumers, each with its own client id.",
+)
 @click.option(
     "--interval-ms",
     type=click.IntRange(min=100),
     default=None,
-    help="Set a catch-all subscription with this interval.ms first (via the admin API)",
+    help="Set a catch-all subscription with this interval.ms first (via the admin API).",
 )
 @click.option(
     "--duration",
     type=click.FloatRange(min=0.1),
     default=60.0,
     show_default=True,
-    help="Seconds to run",
+    help="Seconds to run.",
 )
-@click.option("--processes", type=click.IntRange(min=1), default=1, show_default=True)
-@click.option("--clients-per-connection", type=click.IntRange(min=1), default=20, show_default=True)
+@click.option(
+    "--processes",
+    type=click.IntRange(min=1),
+    default=1,
+    show_default=True,
+    help="Processes the clients are spread over (one event loop each).",
+)
+@click.option(
+    "--clients-per-connection",
+    type=click.IntRange(min=1),
+    default=1,
+    show_default=True,
+    help="Clients sharing one TCP connection (saves sockets in large load tests; "
+    "the gateway gives a connection one client id, so they share it).",
+)
 @click.option(
     "--unhealthy",
     type=click.IntRange(min=0),
     default=0,
     show_default=True,
-    help="How many clients report request latencies far above normal",
+    help="How many clients report request latencies far above normal.",
 )
-@click.option("--unhealthy-latency-ms", type=float, default=8000.0, show_default=True)
-@click.option("--seed", type=int, default=None, help="Random seed (reproducible runs)")
-@click.option("--json", "as_json", is_flag=True, help="Print the report as JSON")
+@click.option(
+    "--unhealthy-latency-ms",
+    type=float,
+    default=8000.0,
+    show_default=True,
+    help="Request latency the unhealthy clients report.",
+)
+@click.option("--seed", type=int, default=None, help="Random seed (reproducible runs).")
+@click.option("--json", "as_json", is_flag=True, help="Print the report as JSON.")
 @click.option(
     "--command-config",
     type=click.Path(path_type=Path, dir_okay=False),

@@ -9,6 +9,7 @@ responses by correlation id.
 from __future__ import annotations
 
 import asyncio
+import os
 import struct
 import typing
 from typing import Any
@@ -128,20 +129,29 @@ class SimConnection(asyncio.Protocol):
             self.transport.close()
 
 
+class SimulatorError(ClientMetricsError):
+    """The simulator cannot reach its broker or gateway."""
+
+
 async def open_connection(
     host: str, port: int, client_id: str, security: ClientSecurity | None = None
 ) -> SimConnection:
-    """Connect (TLS when ``security`` says so), run ApiVersions, then SASL if configured."""
+    """Connect (TLS when ``security`` says so), run ApiVersions, then SASL if configured;
+    ``SimulatorError`` if nothing answers."""
     loop = asyncio.get_running_loop()
     context = security.ssl_context if security is not None else None
-    _, protocol = await loop.create_connection(
-        lambda: SimConnection(client_id, f"{host}:{port}"),
-        host,
-        port,
-        ssl=context,
-        server_hostname=host if context is not None else None,
-    )
-    await protocol.handshake()
+    try:
+        _, protocol = await loop.create_connection(
+            lambda: SimConnection(client_id, f"{host}:{port}"),
+            host,
+            port,
+            ssl=context,
+            server_hostname=host if context is not None else None,
+        )
+        await protocol.handshake()
+    except (OSError, ConnectionError) as exc:
+        reason = os.strerror(exc.errno) if exc.errno else str(exc)
+        raise SimulatorError(f"cannot connect to {host}:{port}: {reason}") from exc
     if security is not None and security.sasl is not None:
         await authenticate(protocol, security.sasl)
     return protocol

@@ -2,18 +2,15 @@
 
 from __future__ import annotations
 
-from pathlib import Path
-
 import pyarrow as pa
 
 from clientmetrics.pipeline.core.decode import decode_pushes
 from clientmetrics.pipeline.core.rates import fresh_rates, merge_series, normalise, series_lasts
 from clientmetrics.pipeline.core.schemas import SERIES_STATE_ARROW
 from clientmetrics.pipeline.core.series import running_values, series_keys, with_running_values
+from tests.golden import LIBRDKAFKA as FIXTURES
 from tests.pipeline.core.tables import T0, at, by_column, decoded, table
 from tests.synthetic import Push, landing_table
-
-FIXTURES = Path(__file__).resolve().parents[4] / "shared" / "fixtures" / "librdkafka-2.16"
 
 
 def test_decode_reads_every_point_and_copies_the_push_labels() -> None:

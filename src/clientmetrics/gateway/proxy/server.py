@@ -205,3 +205,21 @@ class ProxyServer:
         for server in self._servers.values():
             with contextlib.suppress(Exception):
                 await asyncio.wait_for(server.wait_closed(), 1.0)
+
+
+async def reach_upstream(
+    bootstrap: tuple[Address, ...], timeout_s: float, tls: UpstreamTls | None = None
+) -> None:
+    """Connect to a bootstrap broker and hang up; ``UpstreamError`` naming each address
+    tried if none accepts (TLS included: a refused handshake is unreachable too)."""
+    errors = []
+    for address in bootstrap:
+        link = UpstreamLink(address, timeout_s, tls=tls)
+        try:
+            await link.connect()
+            return
+        except (TimeoutError, UpstreamError) as exc:
+            errors.append(str(exc))
+        finally:
+            await link.close()
+    raise UpstreamError("; ".join(errors) or "no upstream bootstrap brokers")

@@ -116,6 +116,7 @@ def load_rules(path: Path) -> RuleSet:
 
 def parse_rules(document: dict[str, Any]) -> RuleSet:
     """Validate a parsed rules document."""
+    _no_unknown_keys("rules file", document, FILE_KEYS)
     raw_rules = document.get("rule", [])
     if not isinstance(raw_rules, list):
         raise ConfigurationError("'rule' must be an array of tables ([[rule]])")
@@ -149,9 +150,23 @@ def parse_condition(text: str) -> tuple[str, float, str, float, bool]:
     return op, float(match["threshold"]), match["unit"] or "", duration, strict
 
 
+#: The keys a ``[[rule]]`` table may have, and the top-level keys of a rules file.
+RULE_KEYS = ("name", "metric", "condition", "op", "threshold", "unit", "for", "strict")
+FILE_KEYS = ("rule", "webhook", "sink")
+
+
+def _no_unknown_keys(where: str, table: dict[str, Any], known: tuple[str, ...]) -> None:
+    unknown = sorted(set(table) - set(known))
+    if unknown:
+        raise ConfigurationError(
+            f"{where}: unknown key {', '.join(map(repr, unknown))} (known: {', '.join(known)})"
+        )
+
+
 def _rule(index: int, raw: object) -> AlertRule:
     if not isinstance(raw, dict):
         raise ConfigurationError(f"rule #{index} must be a table")
+    _no_unknown_keys(f"rule #{index}", raw, RULE_KEYS)
     name = raw.get("name", f"rule-{index}")
     metric = raw.get("metric")
     if not isinstance(name, str) or not isinstance(metric, str) or not metric:

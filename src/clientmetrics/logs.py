@@ -1,4 +1,4 @@
-"""Structured logging for the gateway processes (structlog over the stdlib)."""
+"""Structured logging for every command (structlog over the stdlib), on stderr."""
 
 from __future__ import annotations
 
@@ -7,9 +7,14 @@ import sys
 
 import structlog
 
+#: ``auto`` is ``console`` when stderr is a terminal, else ``json``.
+LOG_FORMATS = ("auto", "json", "console")
 
-def configure_logging(level: str = "info", fmt: str = "json") -> None:
+
+def configure_logging(level: str = "info", fmt: str = "auto") -> None:
     """Send structured log events to stderr, one JSON object (or console line) each."""
+    if fmt == "auto":
+        fmt = "console" if sys.stderr.isatty() else "json"
     renderer: structlog.typing.Processor = (
         structlog.processors.JSONRenderer()
         if fmt == "json"
