@@ -315,7 +315,9 @@ async def test_a_silent_socket_times_out_on_time(silent_server: int) -> None:
     with pytest.raises(AdminConnectionError) as info:
         async with AsyncAdmin(config):
             pass
-    assert 0.5 <= time.monotonic() - started < 1.0
+    # The bound says it gave up at its own timeout, not a default one much later; it
+    # leaves room for a loaded machine's scheduling.
+    assert 0.5 <= time.monotonic() - started < 2.5
     assert info.value.failures == (
         (
             f"127.0.0.1:{silent_server}",
