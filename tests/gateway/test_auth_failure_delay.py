@@ -109,13 +109,13 @@ async def test_repeated_failures_are_answered_slower_and_a_success_resets(setup:
     # A fourth failure is held 800 ms; meanwhile another connection is served at once.
     held = asyncio.ensure_future(attempt(setup, "wrong"))
     await asyncio.sleep(0.1)
-    assert await handshake_time(setup.gateway.port) < 0.3
+    assert await handshake_time(setup.gateway.port) < 0.6  # well below the 0.8 s held
     code, took = await held
     assert (code, took >= 0.8) == (failed, True), took
 
     code, took = await attempt(setup, "alice-secret")
     assert code == ErrorCode.NONE
-    assert took < 0.1  # successes are never delayed
+    assert took < 0.5  # never delayed (a delayed one would wait 1.6 s)
     code, took = await attempt(setup, "wrong")
     assert code == failed
-    assert 0.1 <= took < 0.3, took  # back to the first delay
+    assert 0.1 <= took < 0.6, took  # back to the first delay (not 1.6 s)
