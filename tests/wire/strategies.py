@@ -30,9 +30,12 @@ def _field_strategy(field: Any) -> st.SearchStrategy[Any]:
             st.lists(inner, max_size=MAX_ITEMS).map(tuple) if kind.is_array else inner
         )
     elif get_schema_field_type(field) == "timedelta_i64":
-        # kio reads back what fits a timedelta; Kafka's i64 durations (session
-        # lifetimes, retention) are far below 2**53 ms.
-        strategy = st.integers(0, 2**53).map(lambda ms: datetime.timedelta(milliseconds=ms))
+        # kio reads back exactly up to about 2**48 ms (it goes through a float past
+        # that); Kafka's i64 durations (session lifetimes, retention) are far below.
+        # Whole days plus the rest: timedelta(milliseconds=big) rounds through a float.
+        strategy = st.integers(0, 2**48).map(
+            lambda ms: datetime.timedelta(days=ms // 86_400_000, milliseconds=ms % 86_400_000)
+        )
     elif get_schema_field_type(field) == "uuid":
         # Kafka uuids are not nullable: on the wire a "null" is the zero uuid.
         strategy = st.uuids() | st.just(uuid.UUID(int=0))
