@@ -83,16 +83,9 @@ class GatewayProcess:
         """SIGTERM, wait; SIGKILL if it does not exit in time. Returns the exit code."""
         if self.proc is None:
             return 0
-        if self.proc.poll() is None:
-            self.proc.send_signal(signal.SIGTERM)
-            try:
-                self.proc.wait(timeout)
-            except subprocess.TimeoutExpired:
-                os.kill(self.proc.pid, signal.SIGKILL)
-                self.proc.wait()
+        code = stop_process(self.proc, timeout)
         if self._reader is not None:
             self._reader.join(5)
-        code = self.proc.returncode
         self.proc = None
         for line in self.log_lines:  # shown by pytest when the test fails
             if line.get("level") in ("warning", "error", "critical") or line.get("event") == "raw":
@@ -263,13 +256,8 @@ class TansuProcess:
     def stop(self, timeout: float = 10.0) -> None:
         """SIGTERM by PID, SIGKILL if it lingers (the front first, then the broker)."""
         for proc in (self.front, self.proc):
-            if proc is not None and proc.poll() is None:
-                proc.send_signal(signal.SIGTERM)
-                try:
-                    proc.wait(timeout)
-                except subprocess.TimeoutExpired:
-                    os.kill(proc.pid, signal.SIGKILL)
-                    proc.wait()
+            if proc is not None:
+                stop_process(proc, timeout)
         self.front = None
         self.proc = None
 
@@ -338,16 +326,21 @@ class StunnelProcess:
 
     def stop(self, timeout: float = 10.0) -> None:
         """SIGTERM by PID, SIGKILL if it lingers."""
-        if self.proc is None:
-            return
-        if self.proc.poll() is None:
-            self.proc.send_signal(signal.SIGTERM)
-            try:
-                self.proc.wait(timeout)
-            except subprocess.TimeoutExpired:
-                os.kill(self.proc.pid, signal.SIGKILL)
-                self.proc.wait()
+        if self.proc is not None:
+            stop_process(self.proc, timeout)
         self.proc = None
+
+
+def stop_process(proc: subprocess.Popen[bytes], timeout: float) -> int:
+    """SIGTERM by PID and wait; SIGKILL if it lingers past ``timeout``. The exit code."""
+    if proc.poll() is None:
+        proc.send_signal(signal.SIGTERM)
+        try:
+            proc.wait(timeout)
+        except subprocess.TimeoutExpired:
+            os.kill(proc.pid, signal.SIGKILL)
+            proc.wait()
+    return int(proc.returncode)
 
 
 def _wait_listening(proc: subprocess.Popen[bytes], port: int, timeout: float, what: str) -> None:

@@ -3,9 +3,7 @@
 from __future__ import annotations
 
 import json
-import os
 import shutil
-import signal
 import subprocess
 import time
 import urllib.parse
@@ -13,7 +11,7 @@ import urllib.request
 from dataclasses import dataclass
 from pathlib import Path
 
-from tests.procs import free_port
+from tests.procs import free_port, stop_process
 
 
 def prometheus_binary() -> str | None:
@@ -92,13 +90,6 @@ class PrometheusServer:
         return path.read_text(errors="replace")[-2000:] if path.exists() else ""
 
     def stop(self, timeout: float = 10.0) -> None:
-        if self.proc is None:
-            return
-        if self.proc.poll() is None:
-            self.proc.send_signal(signal.SIGTERM)
-            try:
-                self.proc.wait(timeout)
-            except subprocess.TimeoutExpired:
-                os.kill(self.proc.pid, signal.SIGKILL)
-                self.proc.wait()
+        if self.proc is not None:
+            stop_process(self.proc, timeout)
         self.proc = None
