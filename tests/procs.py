@@ -290,7 +290,6 @@ class StunnelProcess:
 
     def start(self, timeout: float = 10.0) -> StunnelProcess:
         import shutil
-        import socket
 
         binary = shutil.which("stunnel4") or shutil.which("stunnel")
         if binary is None:
@@ -312,17 +311,12 @@ class StunnelProcess:
         self.proc = subprocess.Popen(
             [binary, str(self.config_path)], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL
         )
-        deadline = time.monotonic() + timeout
-        while time.monotonic() < deadline:
-            try:
-                socket.create_connection(("127.0.0.1", self.port), timeout=0.5).close()
-                return self
-            except OSError:
-                if self.proc.poll() is not None:
-                    raise RuntimeError(f"stunnel exited with {self.proc.returncode}") from None
-                time.sleep(0.05)
-        self.stop()
-        raise RuntimeError("stunnel did not start listening")
+        try:
+            _wait_listening(self.proc, self.port, timeout, "stunnel")
+        except RuntimeError:
+            self.stop()
+            raise
+        return self
 
     def stop(self, timeout: float = 10.0) -> None:
         """SIGTERM by PID, SIGKILL if it lingers."""
