@@ -318,10 +318,10 @@ async def test_a_silent_socket_times_out_on_time(silent_server: int) -> None:
     # The bound says it gave up at its own timeout, not a default one much later; it
     # leaves room for a loaded machine's scheduling.
     assert 0.5 <= time.monotonic() - started < 2.5
-    # The reason names the budget left for ApiVersions once connected: 500 ms less
-    # the connect time (a millisecond or two on a loaded machine).
-    ((address, reason),) = info.value.failures
-    assert address == f"127.0.0.1:{silent_server}"
-    match = re.fullmatch(r"timed out after (\d+) ms waiting for the ApiVersions response", reason)
-    assert match is not None, reason
-    assert 480 <= int(match.group(1)) <= 500
+    # The reason names the time given to this server, not what was left after connecting.
+    assert info.value.failures == (
+        (
+            f"127.0.0.1:{silent_server}",
+            "timed out after 500 ms waiting for the ApiVersions response",
+        ),
+    )

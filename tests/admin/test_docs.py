@@ -25,6 +25,8 @@ DOC = Path(__file__).parents[2] / "docs" / "admin.md"
 DOC_BOOTSTRAP = "localhost:9092"
 # Kafka's Uuid.toString(): 22 base64url characters; a doc example has digits and capitals.
 GENERATED = re.compile(r"(?<![\w-])(?=[\w-]*\d)(?=[\w-]*[A-Z])[A-Za-z0-9_-]{22}(?![\w-])")
+# A name the tool generates is random: it may lack a digit or a capital.
+ANY_UUID = re.compile(r"(?<![\w-])[A-Za-z0-9_-]{22}(?![\w-])")
 
 
 @dataclass
@@ -60,7 +62,7 @@ def steps(block: str) -> list[Step]:
 
 def bind(expected: str, actual: str, names: dict[str, str]) -> str:
     """Replace generated names in ``expected`` by the actual ones (binding new ones)."""
-    fresh = [name for name in GENERATED.findall(actual) if name not in names.values()]
+    fresh = [name for name in ANY_UUID.findall(actual) if name not in names.values()]
     for doc_name in GENERATED.findall(expected):
         if doc_name not in names and fresh:
             names[doc_name] = fresh.pop(0)

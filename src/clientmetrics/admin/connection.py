@@ -154,7 +154,10 @@ class BrokerConnection:
         servers = config.bootstrap_servers
         for index, (host, port) in enumerate(servers):
             address = f"[{host}]:{port}" if ":" in host else f"{host}:{port}"
+            # Each server gets an equal share of what is left; a timeout names that share
+            # (the time spent on this server), whichever step used it up.
             budget = max(deadline - time.monotonic(), 0.0) / (len(servers) - index)
+            server_deadline = time.monotonic() + budget
             try:
                 async with asyncio.timeout(budget):
                     channel = await transport.open(host, port)
@@ -172,9 +175,10 @@ class BrokerConnection:
                 continue
             conn = cls(channel, address, config)
             try:
-                await conn._negotiate(
-                    max(deadline - time.monotonic(), 0.0) / (len(servers) - index)
-                )
+                try:
+                    await conn._negotiate(max(server_deadline - time.monotonic(), 0.0))
+                except AdminTimeoutError as exc:
+                    raise AdminTimeoutError(address, exc.what, budget) from exc
                 if config.sasl is not None:
                     await authenticate(conn, config.sasl)
             except AdminAuthenticationError:

@@ -85,6 +85,7 @@ class AdminTimeoutError(AdminError):
 
     def __init__(self, address: str, what: str, timeout_s: float) -> None:
         self.address = address
+        self.what = what
         # Rounded up: a budget of 999.98 ms left from a 1000 ms deadline reads as 1000.
         reason = f"timed out after {math.ceil(timeout_s * 1000)} ms waiting for {what}"
         super().__init__(
