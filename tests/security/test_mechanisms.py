@@ -193,3 +193,43 @@ def test_verified_passwords_are_bounded() -> None:
         verified.remember(user, "pw", b"key")
     assert [verified.known(u, "pw", b"key") for u in ("a", "b", "c")] == [False, True, True]
     assert not verified.known("b", "other", b"key")
+
+
+def test_plain_hands_the_derivation_to_the_caller(credentials: MemoryCredentials) -> None:
+    from clientmetrics.security import DeferringExchange, Derivation
+
+    srv = server(credentials)
+    results = []
+    for token in (b"\0alice\0alice-secret", b"\0alice\0wrong", b"\0nobody\0wrong"):
+        exchange = srv.start("PLAIN")
+        assert isinstance(exchange, DeferringExchange)
+        step = exchange.begin(token, now_ms=0)
+        # Nothing decided yet: a known user, a wrong password and an unknown user all
+        # leave the PBKDF2 to the caller.
+        assert isinstance(step, Derivation)
+        assert exchange.outcome is None
+        try:
+            exchange.finish(step.compute())
+        except AuthenticationFailed as exc:
+            results.append(str(exc))
+        else:
+            results.append(str(exchange.outcome))
+    failed = "Authentication failed: Invalid username or password"
+    assert results == [str(Authenticated("User:alice")), failed, failed]
+    # The verified password is remembered: the next login needs no derivation.
+    exchange = srv.start("PLAIN")
+    assert exchange.begin(b"\0alice\0alice-secret", now_ms=0) == b""  # type: ignore[attr-defined]
+    assert exchange.outcome == Authenticated("User:alice")
+
+
+def test_plain_derivation_is_the_stored_key_of_rfc5802(credentials: MemoryCredentials) -> None:
+    stored = credentials.scram("alice", "SCRAM-SHA-256")
+    assert stored is not None
+    step = server(credentials).start("PLAIN").begin(b"\0alice\0alice-secret", now_ms=0)  # type: ignore[attr-defined]
+    assert step.compute() == stored.stored_key
+
+
+def test_plain_finish_without_begin_is_refused(credentials: MemoryCredentials) -> None:
+    exchange = server(credentials).start("PLAIN")
+    with pytest.raises(AuthenticationFailed, match="unexpected PLAIN message"):
+        exchange.finish(b"x" * 32)  # type: ignore[attr-defined]

@@ -9,8 +9,9 @@ mechanism; the gateway asks an ``Authorizer`` before serving a config RPC.
 from __future__ import annotations
 
 import enum
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Protocol
+from typing import Protocol, runtime_checkable
 
 from clientmetrics.errors import ClientMetricsError
 
@@ -19,6 +20,8 @@ __all__ = [
     "Authenticated",
     "AuthenticationFailed",
     "Authorizer",
+    "DeferringExchange",
+    "Derivation",
     "Operation",
     "SaslExchange",
     "SaslServer",
@@ -62,6 +65,35 @@ class SaslExchange(Protocol):
     @property
     def outcome(self) -> Authenticated | None:
         """Set once the exchange has completed successfully."""
+        ...
+
+
+@dataclass(frozen=True, slots=True)
+class Derivation:
+    """Costly work an exchange needs done before it can answer (PLAIN's PBKDF2).
+
+    ``compute`` takes no argument and touches no shared state, so the caller may
+    run it on another thread; what it returns goes to the exchange's ``finish``.
+    """
+
+    compute: Callable[[], bytes]
+
+
+@runtime_checkable
+class DeferringExchange(SaslExchange, Protocol):
+    """An exchange that can hand its costly step to the caller instead of running it.
+
+    ``respond`` still does everything at once; the connection core uses ``begin``
+    and ``finish`` so that the derivation runs off the event loop.
+    """
+
+    def begin(self, client_message: bytes, *, now_ms: int) -> bytes | Derivation:
+        """The server's next token, or the work to do first; raises ``AuthenticationFailed``."""
+        ...
+
+    def finish(self, derived: bytes) -> bytes:
+        """The token once ``begin``'s derivation returned ``derived``; raises
+        ``AuthenticationFailed``."""
         ...
 
 

@@ -8,14 +8,16 @@ at the proof, as a wrong password does.
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import hmac
 from collections import OrderedDict
 from collections.abc import Callable
+from dataclasses import dataclass
 
 import scramp
 
-from clientmetrics.security.base import Authenticated, AuthenticationFailed
+from clientmetrics.security.base import Authenticated, AuthenticationFailed, Derivation
 from clientmetrics.security.credentials import (
     DEFAULT_ITERATIONS,
     SCRAM_MECHANISMS,
@@ -24,7 +26,14 @@ from clientmetrics.security.credentials import (
     salted_keys,
 )
 
-__all__ = ["DummyCredentials", "PlainExchange", "ScramExchange", "VerifiedPlain", "user_principal"]
+__all__ = [
+    "DummyCredentials",
+    "PlainExchange",
+    "ScramExchange",
+    "VerifiedPlain",
+    "plain_stored_key",
+    "user_principal",
+]
 
 #: Kafka's PlainSaslServer and ScramSaslServer messages.
 PLAIN_FAILED = "Authentication failed: Invalid username or password"
@@ -98,8 +107,35 @@ class VerifiedPlain:
             self._seen.popitem(last=False)
 
 
+def plain_stored_key(mechanism: str, password: str, salt: bytes, iterations: int) -> bytes:
+    """The StoredKey a PLAIN password gives under a SCRAM credential's salt and count.
+
+    This is the costly PBKDF2 (milliseconds, by design); it reads nothing shared,
+    so it may run on any thread.
+    """
+    return salted_keys(mechanism, password, salt, iterations)[0]
+
+
+@dataclass(frozen=True, slots=True)
+class _Pending:
+    """A PLAIN check waiting for its derivation."""
+
+    user: str
+    password: str
+    reference: ScramCredential
+    #: False when ``reference`` is the dummy of an unknown user: never a match.
+    known: bool
+
+
 class PlainExchange:
-    """RFC 4616 PLAIN: ``[authzid] NUL authcid NUL passwd``, one message."""
+    """RFC 4616 PLAIN: ``[authzid] NUL authcid NUL passwd``, one message.
+
+    ``begin`` parses and looks the user up; unless the password was verified
+    before (``VerifiedPlain``), it returns the PBKDF2 derivation as a
+    ``Derivation`` for the caller to run, and ``finish`` compares its result in
+    constant time. Unknown users derive against the dummy credential, at the same
+    cost as a wrong password.
+    """
 
     mechanism = "PLAIN"
 
@@ -114,37 +150,21 @@ class PlainExchange:
         self._verified = verified
         self._outcome: Authenticated | None = None
         self._done = False
+        self._pending: _Pending | None = None
 
     @property
     def outcome(self) -> Authenticated | None:
         return self._outcome
 
     def respond(self, client_message: bytes, *, now_ms: int) -> bytes:
+        step = self.begin(client_message, now_ms=now_ms)
+        return self.finish(step.compute()) if isinstance(step, Derivation) else step
+
+    def begin(self, client_message: bytes, *, now_ms: int) -> bytes | Derivation:
         if self._done:
             raise AuthenticationFailed("Authentication failed: unexpected PLAIN message")
         self._done = True
-        parts = client_message.split(b"\0")
-        if len(parts) != 3:
-            raise AuthenticationFailed("Invalid SASL/PLAIN response: expected 3 tokens")
-        try:
-            authzid, user, password = (p.decode("utf-8") for p in parts)
-        except UnicodeDecodeError as exc:
-            raise AuthenticationFailed("Invalid SASL/PLAIN response: not UTF-8") from exc
-        if not user:
-            raise AuthenticationFailed("Authentication failed: username not specified")
-        if not password:
-            raise AuthenticationFailed("Authentication failed: password not specified")
-        if authzid and authzid != user:
-            raise AuthenticationFailed(
-                "Authentication failed: Client requested an authorization id that is "
-                "different from username"
-            )
-        if not self._check(user, password):
-            raise AuthenticationFailed(PLAIN_FAILED)
-        self._outcome = Authenticated(user_principal(user))
-        return b""
-
-    def _check(self, user: str, password: str) -> bool:
+        user, password = _plain_fields(client_message)
         for mechanism in _PLAIN_CHECK_MECHANISMS:
             stored = self._credentials.scram(user, mechanism)
             if stored is not None:
@@ -154,13 +174,48 @@ class PlainExchange:
             stored = None
         verified = self._verified
         if stored is not None and verified and verified.known(user, password, stored.stored_key):
-            return True
+            self._outcome = Authenticated(user_principal(user))
+            return b""
         reference = stored or self._dummy.scram(mechanism, user)
-        stored_key, _ = salted_keys(mechanism, password, reference.salt, reference.iterations)
-        matched = hmac.compare_digest(stored_key, reference.stored_key) and stored is not None
-        if matched and self._verified is not None:
-            self._verified.remember(user, password, reference.stored_key)
-        return matched
+        self._pending = _Pending(user, password, reference, known=stored is not None)
+        return Derivation(
+            functools.partial(
+                plain_stored_key, mechanism, password, reference.salt, reference.iterations
+            )
+        )
+
+    def finish(self, derived: bytes) -> bytes:
+        pending, self._pending = self._pending, None
+        if pending is None:
+            raise AuthenticationFailed("Authentication failed: unexpected PLAIN message")
+        matched = hmac.compare_digest(derived, pending.reference.stored_key) and pending.known
+        if not matched:
+            raise AuthenticationFailed(PLAIN_FAILED)
+        if self._verified is not None:
+            self._verified.remember(pending.user, pending.password, pending.reference.stored_key)
+        self._outcome = Authenticated(user_principal(pending.user))
+        return b""
+
+
+def _plain_fields(client_message: bytes) -> tuple[str, str]:
+    """(user, password) of a PLAIN message; raises ``AuthenticationFailed`` as Kafka words it."""
+    parts = client_message.split(b"\0")
+    if len(parts) != 3:
+        raise AuthenticationFailed("Invalid SASL/PLAIN response: expected 3 tokens")
+    try:
+        authzid, user, password = (p.decode("utf-8") for p in parts)
+    except UnicodeDecodeError as exc:
+        raise AuthenticationFailed("Invalid SASL/PLAIN response: not UTF-8") from exc
+    if not user:
+        raise AuthenticationFailed("Authentication failed: username not specified")
+    if not password:
+        raise AuthenticationFailed("Authentication failed: password not specified")
+    if authzid and authzid != user:
+        raise AuthenticationFailed(
+            "Authentication failed: Client requested an authorization id that is "
+            "different from username"
+        )
+    return user, password
 
 
 class ScramExchange:
