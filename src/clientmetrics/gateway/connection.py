@@ -24,6 +24,7 @@ from typing import Any
 import structlog
 
 from clientmetrics.gateway.limits import ConnectionLimits, now_ms
+from clientmetrics.gateway.verify import Verifier
 from clientmetrics.security.base import ANONYMOUS, Operation
 from clientmetrics.telemetry.model import UNKNOWN, ClientContext
 from clientmetrics.wire import (
@@ -41,8 +42,10 @@ from clientmetrics.wire.server import (
     ListenerPolicy,
     Request,
     Respond,
+    Result,
     Serve,
     ServerConnection,
+    Verify,
 )
 
 log = structlog.get_logger("clientmetrics.gateway")
@@ -167,6 +170,7 @@ class Dispatcher:
         self._api_keys = api_keys
         self._served = MappingProxyType({key: SERVED.get(key, (0, 0)) for key in handlers})
         self.limits = limits
+        self.verifier = limits.verifier if limits is not None else Verifier()
 
     def new_core(
         self,
@@ -236,7 +240,7 @@ class _Shell:
             self._wake.clear()
             await self._wake.wait()
 
-    async def handle(self, result: Serve | Forward | Respond | Close) -> None:
+    async def handle(self, result: Result) -> None:
         match result:
             case Serve(request):
                 if request.header.api_key in OVERLAPPING:
@@ -263,6 +267,13 @@ class _Shell:
                 self.holding = self._dispatcher.limits is not None
             case Close():
                 self.closing = result
+            case Verify(derive=derive):
+                # Not read meanwhile (this is the reading loop); others go on.
+                derived = await self._dispatcher.verifier.run(derive)
+                for held in self.core.verified(derived, now_ms()):
+                    await self.handle(held)
+                    if self.closing is not None:
+                        break
             case Forward(request):  # no upstream in standalone mode: the core never forwards
                 raise AssertionError(f"forward of api key {request.header.api_key}")
 

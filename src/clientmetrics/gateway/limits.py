@@ -15,6 +15,7 @@ from typing import Any
 
 import structlog
 
+from clientmetrics.gateway.verify import Verifier
 from clientmetrics.security.throttle import FailureThrottle
 from clientmetrics.wire.limits import RequestBudget, SourceLimit, WarningLimiter
 from clientmetrics.wire.server import ListenerPolicy
@@ -73,6 +74,8 @@ class ConnectionLimits:
     warnings: WarningLimiter = field(init=False)
     #: Failed authentications per source: their answers are held back longer and longer.
     failures: FailureThrottle = field(default_factory=FailureThrottle)
+    #: Runs SASL's costly checks (PLAIN's PBKDF2) off the event loop, a few at a time.
+    verifier: Verifier = field(default_factory=Verifier)
     open_connections: int = 0
 
     def __post_init__(self) -> None:

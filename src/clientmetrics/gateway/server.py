@@ -541,6 +541,7 @@ class Gateway:
         if self._subscriptions is not None:
             await self._subscriptions.close()
         self._decoder.shutdown(wait=False, cancel_futures=True)
+        self.limits.verifier.close()
         if self._started:
             log.info("gateway_stopped")
 

@@ -8,6 +8,10 @@ A listener that does not require SASL starts ``READY``; a SASL listener starts
 SaslAuthenticate until ``READY``. Re-authentication (KIP-368) is a new
 handshake on a ``READY`` connection: requests keep being served meanwhile,
 under the principal already proven.
+
+A mechanism whose check is costly (PLAIN's PBKDF2) sends the connection to
+``VERIFYING`` while the shell runs the derivation off its event loop; the
+connection reads nothing meanwhile and the answer decides.
 """
 
 from __future__ import annotations
@@ -30,6 +34,8 @@ class AuthState(enum.Enum):
     AWAITING_AUTHENTICATE = "awaiting_authenticate"
     #: A multi-round exchange (SCRAM) is under way.
     AUTHENTICATING = "authenticating"
+    #: The shell runs the exchange's costly derivation (PLAIN's PBKDF2); its result decides.
+    VERIFYING = "verifying"
     #: Passthrough: a SaslAuthenticate went upstream; its answer decides.
     AWAITING_VERDICT = "awaiting_verdict"
     #: Serving requests (authenticated, or no authentication required).
@@ -44,6 +50,7 @@ class AuthEvent(enum.Enum):
     HANDSHAKE_ACCEPTED = "handshake_accepted"
     TOKEN_EXCHANGED = "token_exchanged"  # a round that does not finish the exchange
     AUTHENTICATED = "authenticated"
+    DERIVATION_STARTED = "derivation_started"  # the costly step went to the shell
     FORWARDED = "forwarded"  # passthrough: a SaslAuthenticate sent upstream
     UPSTREAM_CONTINUED = "upstream_continued"
     UPSTREAM_SUCCEEDED = "upstream_succeeded"
@@ -63,6 +70,10 @@ TRANSITIONS: Mapping[tuple[AuthState, AuthEvent], AuthState] = MappingProxyType(
         (_S.AUTHENTICATING, _E.TOKEN_EXCHANGED): _S.AUTHENTICATING,
         (_S.AWAITING_AUTHENTICATE, _E.AUTHENTICATED): _S.READY,
         (_S.AUTHENTICATING, _E.AUTHENTICATED): _S.READY,
+        (_S.AWAITING_AUTHENTICATE, _E.DERIVATION_STARTED): _S.VERIFYING,
+        (_S.AUTHENTICATING, _E.DERIVATION_STARTED): _S.VERIFYING,
+        (_S.VERIFYING, _E.TOKEN_EXCHANGED): _S.AUTHENTICATING,
+        (_S.VERIFYING, _E.AUTHENTICATED): _S.READY,
         (_S.AWAITING_AUTHENTICATE, _E.FORWARDED): _S.AWAITING_VERDICT,
         (_S.AUTHENTICATING, _E.FORWARDED): _S.AWAITING_VERDICT,
         (_S.AWAITING_VERDICT, _E.UPSTREAM_CONTINUED): _S.AUTHENTICATING,

@@ -12,6 +12,10 @@ As Kafka does: an unknown mechanism gets UNSUPPORTED_SASL_MECHANISM with the
 enabled list, a refused credential SASL_AUTHENTICATION_FAILED with the
 mechanism's message, and both close the connection after the answer.
 SaslHandshake v0 (raw tokens without SaslAuthenticate framing) is refused.
+
+A mechanism with a costly step (PLAIN's PBKDF2, a ``DeferringExchange``) does
+not run it here: the step comes back as ``SaslStep.derive`` for the shell to
+run off its event loop, and ``verified`` finishes the exchange with the result.
 """
 
 from __future__ import annotations
@@ -23,12 +27,14 @@ from dataclasses import dataclass
 from clientmetrics.security.base import (
     ANONYMOUS,
     AuthenticationFailed,
+    DeferringExchange,
+    Derivation,
     SaslExchange,
     SaslServer,
     UnsupportedMechanism,
 )
 from clientmetrics.wire.api import ApiKey
-from clientmetrics.wire.auth import AuthEvent, AuthState, transition
+from clientmetrics.wire.auth import AuthEvent, AuthState, IllegalTransition, transition
 from clientmetrics.wire.errors import ErrorCode, ProtocolError, UnsupportedApi
 from clientmetrics.wire.framing import encode_frame
 from clientmetrics.wire.headers import (
@@ -91,6 +97,8 @@ class SaslStep:
     """What one SASL request led to: an answer, a close, or a forward.
 
     ``authenticated``: the answer completes a successful authentication.
+    ``derive``: no answer yet; run this (pure, costly) and pass its result to
+    ``SaslSession.verified``.
     """
 
     response: bytes | None = None
@@ -98,6 +106,7 @@ class SaslStep:
     forward: bool = False
     verdict: bool = False
     authenticated: bool = False
+    derive: Callable[[], bytes] | None = None
 
 
 class SaslSession:
@@ -114,6 +123,8 @@ class SaslSession:
         #: Epoch ms after which the connection must have re-authenticated.
         self.deadline_ms: int | None = None
         self._exchange: SaslExchange | None = None
+        #: The SaslAuthenticate whose derivation the shell is running.
+        self._verifying: RequestHeader | None = None
         self._claimed: str | None = None
         self._rounds = 0
         self._authenticated_once = False
@@ -193,12 +204,34 @@ class SaslSession:
         exchange = self._exchange
         assert exchange is not None  # the handshake state guarantees it
         try:
-            answer = exchange.respond(token, now_ms=now_ms)
+            if isinstance(exchange, DeferringExchange):
+                step = exchange.begin(token, now_ms=now_ms)
+                if isinstance(step, Derivation):
+                    self._go(AuthEvent.DERIVATION_STARTED)
+                    self._verifying = header
+                    return SaslStep(derive=step.compute)
+                answer = step
+            else:
+                answer = exchange.respond(token, now_ms=now_ms)
         except AuthenticationFailed as exc:
-            message = str(exc) or "Authentication failed"
-            return SaslStep(
-                _authenticated(header, ErrorCode.SASL_AUTHENTICATION_FAILED, message), message
-            )
+            return _refused(header, exc)
+        return self._answered(header, exchange, answer, now_ms)
+
+    def verified(self, derived: bytes, now_ms: int) -> SaslStep:
+        """Finish the exchange with what ``SaslStep.derive`` returned."""
+        header, self._verifying = self._verifying, None
+        exchange = self._exchange
+        if header is None or exchange is None or not isinstance(exchange, DeferringExchange):
+            raise IllegalTransition("no SASL derivation is under way")
+        try:
+            answer = exchange.finish(derived)
+        except AuthenticationFailed as exc:
+            return _refused(header, exc)
+        return self._answered(header, exchange, answer, now_ms)
+
+    def _answered(
+        self, header: RequestHeader, exchange: SaslExchange, answer: bytes, now_ms: int
+    ) -> SaslStep:
         outcome = exchange.outcome
         if outcome is None:
             self._go(AuthEvent.TOKEN_EXCHANGED)
@@ -248,6 +281,11 @@ class SaslSession:
         self.proven = True
         self._authenticated_once = True
         return None
+
+
+def _refused(header: RequestHeader, exc: AuthenticationFailed) -> SaslStep:
+    message = str(exc) or "Authentication failed"
+    return SaslStep(_authenticated(header, ErrorCode.SASL_AUTHENTICATION_FAILED, message), message)
 
 
 def _illegal(header: RequestHeader, message: str) -> SaslStep:

@@ -8,7 +8,9 @@ asyncio shells only move bytes and run handlers:
 * ``receive_data(data, now_ms)`` (or ``receive_frame`` for a shell that frames
   itself) returns one result per request: ``Serve`` (a local handler answers),
   ``Forward`` (proxy: send it upstream), ``Respond`` (the core answered) or
-  ``Close`` (write what is ready, then close);
+  ``Close`` (write what is ready, then close), or ``Verify`` (SASL needs a
+  costly derivation: run it off the event loop, then ``verified(result)``
+  returns the answer's result and those of the frames held meanwhile);
 * ``complete(request_id, data)`` hands in an answer, in any order; ``fail``
   turns a handler's exception into the answer the policy gives it;
 * ``data_to_send()`` returns the bytes to write, always in request order.
@@ -21,6 +23,7 @@ from __future__ import annotations
 
 import enum
 import uuid
+from collections import deque
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from types import MappingProxyType
@@ -33,7 +36,13 @@ from clientmetrics.wire.framing import DEFAULT_MAX_FRAME_BYTES, FrameDecoder, en
 from clientmetrics.wire.headers import RequestHeader, parse_request_header
 from clientmetrics.wire.limits import SMALL_REQUEST_BYTES, RequestBudget
 from clientmetrics.wire.replies import error_response
-from clientmetrics.wire.sasl import ANONYMOUS, ListenerPolicy, SaslSession, expects_response
+from clientmetrics.wire.sasl import (
+    ANONYMOUS,
+    ListenerPolicy,
+    SaslSession,
+    SaslStep,
+    expects_response,
+)
 
 __all__ = [
     "ANONYMOUS",
@@ -47,6 +56,7 @@ __all__ = [
     "Result",
     "Serve",
     "ServerConnection",
+    "Verify",
 ]
 
 #: Requests received and not yet answered before a connection stops being read.
@@ -119,7 +129,20 @@ class Close:
     detail: str
 
 
-Result = Serve | Forward | Respond | Close
+@dataclass(frozen=True, slots=True)
+class Verify:
+    """SASL needs costly work (PLAIN's PBKDF2) before request ``request_id`` is answered.
+
+    Run ``derive`` (pure: it may run on any thread) and hand what it returns to
+    ``verified``. Until then the connection is not read (``should_pause``) and the
+    frames ``receive_data`` already cut are held, in order.
+    """
+
+    request_id: int
+    derive: Callable[[], bytes]
+
+
+Result = Serve | Forward | Respond | Close | Verify
 
 _ALWAYS_ALLOWED = frozenset({ApiKey.API_VERSIONS, ApiKey.SASL_HANDSHAKE, ApiKey.SASL_AUTHENTICATE})
 _SASL_KEYS = frozenset({ApiKey.SASL_HANDSHAKE, ApiKey.SASL_AUTHENTICATE})
@@ -166,6 +189,9 @@ class ServerConnection:
         self._done: dict[int, list[bytes | bytearray]] = {}
         self._headers: dict[int, RequestHeader] = {}
         self._closed = False
+        #: The SaslAuthenticate being verified, and the frames received meanwhile.
+        self._verifying: int | None = None
+        self._held: deque[bytes | bytearray] = deque()
         self.sasl = SaslSession(policy or ListenerPolicy(), principal)
         self.requests = 0
         self.client_id: str | None = None
@@ -198,6 +224,11 @@ class ServerConnection:
         return self._closed
 
     @property
+    def verifying(self) -> bool:
+        """A ``Verify`` was returned and ``verified`` not called yet."""
+        return self._verifying is not None
+
+    @property
     def in_flight(self) -> int:
         """Requests received that owe a response not yet written."""
         return self._next_id - self._head
@@ -207,12 +238,23 @@ class ServerConnection:
         return self._max_request_bytes
 
     def should_pause(self) -> bool:
-        """Stop reading: too many requests in flight, or no budget for the next one."""
-        return self._starved or self._closed or self.in_flight >= self._max_in_flight
+        """Stop reading: too many requests in flight, no budget for the next one, or a
+        SASL derivation under way."""
+        return (
+            self._starved
+            or self._closed
+            or self._verifying is not None
+            or self.in_flight >= self._max_in_flight
+        )
 
     def may_resume(self) -> bool:
         """Read again (with hysteresis, so a full pipeline does not flap)."""
-        return not self._starved and not self._closed and self.in_flight <= self._max_in_flight // 2
+        return (
+            not self._starved
+            and not self._closed
+            and self._verifying is None
+            and self.in_flight <= self._max_in_flight // 2
+        )
 
     def expired(self, now_ms: int) -> Close | None:
         """A ``Close`` if the connection idled too long or outlived its SASL session.
@@ -239,12 +281,18 @@ class ServerConnection:
             return [self._close(CloseReason.FRAME_TOO_LARGE, str(exc))]
         except ProtocolError as exc:
             return [self._close(CloseReason.PROTOCOL_ERROR, str(exc))]
-        results = []
-        for frame in frames:
-            results.append(self.receive_frame(frame, now_ms))
-            if self._closed:
-                break
-        if not self._closed:
+        self._held.extend(frames)
+        return self._take_held(now_ms)
+
+    def _take_held(self, now_ms: int) -> list[Result]:
+        """Results of the frames cut so far, up to the first that needs verifying."""
+        results: list[Result] = []
+        held = self._held
+        while held and not self._closed and self._verifying is None:
+            results.append(self.receive_frame(held.popleft(), now_ms))
+        if self._closed:
+            held.clear()
+        elif self._verifying is None:  # else the partial frame is charged once verified
             pending = self._decoder.pending_size
             if pending is not None and not self._pending_charged:
                 self._pending_charged = self._charge(pending)
@@ -288,9 +336,14 @@ class ServerConnection:
             self._budget.release(size)
 
     def receive_frame(self, frame: bytes | bytearray, now_ms: int) -> Result:
-        """The result for one complete request frame (without its size prefix)."""
+        """The result for one complete request frame (without its size prefix).
+
+        Not while ``verifying``: a shell that frames itself holds frames until then.
+        """
         if self._closed:
             return Close(CloseReason.PROTOCOL_ERROR, "connection closed")
+        if self._verifying is not None:
+            raise IllegalTransition("a frame was handed in while SASL is verifying")
         self._release(len(frame))
         self._pending_charged = False
         self._last_request_ms = now_ms
@@ -353,11 +406,36 @@ class ServerConnection:
         step = self.sasl.receive(request.header, request.frame, request.offset, now_ms)
         if step.forward:
             return Forward(request, sasl_verdict=step.verdict)
+        if step.derive is not None:
+            self._verifying = request.id
+            return Verify(request.id, step.derive)
+        return self._sasl_answered(request.id, step)
+
+    def _sasl_answered(self, request_id: int, step: SaslStep) -> Respond | Close:
         if step.response is not None:
-            self._answer(request.id, step.response)
+            self._answer(request_id, step.response)
         if step.close is not None:
             return self._close(CloseReason.AUTHENTICATION_FAILED, step.close)
-        return Respond(request.id, authenticated=step.authenticated)
+        return Respond(request_id, authenticated=step.authenticated)
+
+    def verified(self, derived: bytes, now_ms: int) -> list[Result]:
+        """Finish the SASL exchange ``Verify`` asked for with its derivation's result.
+
+        Returns the answer's ``Respond`` (authenticated, or a failure's ``Close``,
+        with the same answer and message as a check done at once), then the results
+        of the frames held meanwhile, in arrival order. Nothing if the connection
+        was closed in between.
+        """
+        request_id, self._verifying = self._verifying, None
+        if request_id is None:
+            raise IllegalTransition("verified() without a Verify")
+        if self._closed:
+            return []
+        results: list[Result] = [
+            self._sasl_answered(request_id, self.sasl.verified(derived, now_ms))
+        ]
+        self._last_request_ms = now_ms
+        return results + self._take_held(now_ms)
 
     # -- answers in -----------------------------------------------------------
     def reject(self, request: Request, code: ErrorCode) -> Respond | Close:

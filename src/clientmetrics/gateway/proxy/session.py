@@ -61,6 +61,7 @@ from clientmetrics.wire.server import (
     Result,
     Serve,
     ServerConnection,
+    Verify,
 )
 
 log = structlog.get_logger("clientmetrics.gateway.proxy")
@@ -103,7 +104,7 @@ class ProxySession:
         self._spawn = spawn
         self._on_open = on_open
         self._on_close = on_close
-        self._inbox: deque[bytes | bytearray | Serve] = deque()
+        self._inbox: deque[bytes | bytearray | Serve | Verify] = deque()
         self._wake = asyncio.Event()
         self._busy = True  # until the upstream link is up, frames wait in the inbox
         self._lost = False
@@ -150,16 +151,16 @@ class ProxySession:
     def _frame_in(self, frame: bytes | bytearray) -> None:
         if self.core.closed:
             return  # frames read before the close took effect
-        item: bytes | bytearray | Serve = frame
+        item: bytes | bytearray | Serve | Verify = frame
         if not self._busy and not self._inbox:
             result = self.core.receive_frame(frame, now_ms())
             if type(result) is Forward:  # the hot path, before any other dispatch
                 self._forward(result.request, result.sasl_verdict)
                 return
-            if not isinstance(result, Serve):
+            if not isinstance(result, Serve | Verify):
                 self._apply(result)
                 return
-            item = result  # the task runs the handler; frames behind it wait
+            item = result  # the task runs the handler or the check; frames behind it wait
         self._inbox.append(item)
         self._wake.set()
         self._throttle()
@@ -171,7 +172,7 @@ class ProxySession:
 
     # -- results of the core ---------------------------------------------------
     def _apply(self, result: Result) -> None:
-        """Every result but ``Serve`` (which the connection's task awaits)."""
+        """Every result but ``Serve`` and ``Verify`` (which the connection's task awaits)."""
         match result:
             case Forward(request, verdict):
                 self._forward(request, verdict)
@@ -190,6 +191,8 @@ class ProxySession:
                 self._close(result)
             case Serve(request):
                 raise AssertionError(f"api key {request.header.api_key} must be served")
+            case Verify():
+                raise AssertionError("a SASL check must be awaited")
 
     def _forward(self, request: Request, verdict: bool) -> None:
         link = self._link
@@ -363,13 +366,10 @@ class ProxySession:
         while not self._lost:
             while inbox and not self.core.closed:
                 item = inbox.popleft()
-                result = (
-                    item if isinstance(item, Serve) else self.core.receive_frame(item, now_ms())
-                )
-                if isinstance(result, Serve):
-                    await self._serve(result.request)
+                if isinstance(item, Serve | Verify):
+                    await self._handle(item)
                 else:
-                    self._apply(result)
+                    await self._handle(self.core.receive_frame(item, now_ms()))
                 if self._link is not None:
                     await self._link.drain()
             inbox.clear()
@@ -377,6 +377,19 @@ class ProxySession:
             self._wake.clear()
             await self._wake.wait()
             self._busy = True
+
+    async def _handle(self, result: Result) -> None:
+        match result:
+            case Serve(request):
+                await self._serve(request)
+            case Verify(derive=derive):
+                # Frames behind the login wait in the inbox; the client is not read.
+                self._throttle()
+                derived = await self._limits.verifier.run(derive)
+                for held in self.core.verified(derived, now_ms()):
+                    await self._handle(held)
+            case _:
+                self._apply(result)
 
     async def _serve(self, request: Request) -> None:
         """Run the gateway's own handler for ``request``; its answer joins the order."""
