@@ -4,9 +4,15 @@ Two attacker connections loop Get -> Push with payloads that are expensive to
 take apart (1 MiB of empty gzip members or lz4 frames, or a valid zstd payload
 that expands to nearly ``telemetry.max.bytes`` of OTLP). A clean client on its
 own connection sends ApiVersions round trips; its rate is printed alone and next
-to each attack, with the attackers' push rate and answers. Usage:
+to each attack, with the attackers' push rate and answers.
+
+``--attack plain``: a SASL/PLAIN gateway whose user has a SCRAM-SHA-512 credential
+of 16384 iterations, and a flood of logins with fresh wrong passwords (each one a
+PBKDF2 derivation for the gateway, ``tests/plain_flood.py``); the clean client,
+logged in before, alternates ApiVersions and GetTelemetrySubscriptions. Usage:
 
     python bench/starvation.py --seconds 5
+    python bench/starvation.py --attack plain --seconds 5
 """
 
 from __future__ import annotations
@@ -15,6 +21,7 @@ import argparse
 import collections
 import gzip
 import socket
+import statistics
 import struct
 import sys
 import tempfile
@@ -29,6 +36,7 @@ import zstandard
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
+from tests.plain_flood import CleanClient, add_user, start_flood  # noqa: E402
 from tests.procs import GatewayProcess  # noqa: E402
 
 from clientmetrics.telemetry import build_metrics_data, gauge  # noqa: E402
@@ -130,11 +138,52 @@ def attacks(max_bytes: int) -> list[tuple[str, int, bytes]]:
     ]
 
 
+def plain_flood(seconds: float, threads: int, logins: float) -> None:
+    """The clean client's rate alone and beside a flood of wrong PLAIN logins."""
+    password = "alice-secret"
+    with tempfile.TemporaryDirectory() as tmp:
+        data = Path(tmp) / "data"
+        add_user(data, "alice", password)
+        config = '[sasl]\nmechanisms = ["PLAIN"]\n'
+        gw = GatewayProcess(data, config, listen_protocol="SASL_PLAINTEXT").start()
+        try:
+            clean = CleanClient(gw.port, "alice", password)
+            alone = clean.latencies(seconds)
+            rate_alone = len(alone) / seconds
+            print(
+                f"clean client alone:        {rate_alone:8.1f} requests/s, "
+                f"p50 {statistics.median(alone) * 1000:6.2f} ms"
+            )
+            flood = start_flood(gw.port, "alice", seconds + 1.5, threads, logins)
+            time.sleep(0.5)
+            beside = clean.latencies(seconds)
+            out, _ = flood.communicate(timeout=60)
+            rate = len(beside) / seconds
+            print(
+                f"beside a PLAIN flood:      {rate:8.1f} requests/s "
+                f"({rate / rate_alone:6.1%}), "
+                f"p50 {statistics.median(beside) * 1000:6.2f} ms, "
+                f"max {max(beside) * 1000:7.1f} ms; flood sent "
+                f"{int(out) / (seconds + 1.5):7.1f} logins/s"
+            )
+            clean.close()
+        finally:
+            gw.stop()
+        print(f"gateway tracebacks: {len(gw.tracebacks())}")
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--seconds", type=float, default=5.0)
     parser.add_argument("--attackers", type=int, default=2)
+    parser.add_argument("--attack", choices=("push", "plain"), default="push")
+    parser.add_argument(
+        "--rate", type=float, default=100.0, help="plain: logins/s the flood offers (0: no limit)"
+    )
     args = parser.parse_args()
+    if args.attack == "plain":
+        plain_flood(args.seconds, max(args.attackers, 4), args.rate)
+        return
     with tempfile.TemporaryDirectory() as tmp:
         gw = GatewayProcess(Path(tmp) / "data").start()
         try:

@@ -7,7 +7,7 @@ hangs up without waiting: every attempt misses the verified-password cache and
 costs the gateway one PBKDF2 derivation. Used by the flood test and by
 ``bench/starvation.py --attack plain``. Run:
 
-    python -m tests.plain_flood --port P --user alice --seconds 5 --threads 4
+    python -m tests.plain_flood --port P --user alice --seconds 5 --threads 4 --rate 100
 
 It prints the number of attempts sent.
 """
@@ -26,8 +26,26 @@ import uuid
 from pathlib import Path
 
 from clientmetrics.wire import RequestHeader, decode_response, encode_request, request_type
+from tests.procs import BIN
 
 ROOT = Path(__file__).resolve().parents[1]
+#: Hard for the gateway to check: SCRAM-SHA-512 at the most iterations ``users add`` allows.
+ITERATIONS = 16384
+
+
+def add_user(data_dir: Path, user: str, password: str) -> None:
+    """``clientmetrics users add``: one SCRAM-SHA-512 credential of ``ITERATIONS``."""
+    subprocess.run(
+        [
+            str(BIN / "clientmetrics"),
+            *("users", "add", user, "--data-dir", str(data_dir), "--password-stdin"),
+            *("--mechanism", "scram-sha-512", "--iterations", str(ITERATIONS)),
+        ],
+        input=f"{password}\n",
+        text=True,
+        check=True,
+        capture_output=True,
+    )
 
 
 def login_frames(user: str, password: str) -> bytes:
@@ -55,13 +73,20 @@ def read_frame(sock: socket.socket) -> bytes:
     return exactly(struct.unpack(">i", exactly(4))[0])
 
 
-def flood(port: int, user: str, seconds: float, threads: int) -> int:
-    """Login attempts with random passwords for ``seconds``; how many were sent."""
+def flood(port: int, user: str, seconds: float, threads: int, rate: float) -> int:
+    """Login attempts with random passwords, ``rate`` a second in all (0: as fast as
+    possible), for ``seconds``; how many were sent."""
     sent = [0] * threads
-    deadline = time.monotonic() + seconds
+    start = time.monotonic()
+    deadline = start + seconds
+    interval = threads / rate if rate > 0 else 0.0
 
     def attacker(slot: int) -> None:
+        due = start + slot * interval / threads
         while time.monotonic() < deadline:
+            due += interval
+            if (wait := due - time.monotonic()) > 0:
+                time.sleep(wait)
             try:
                 with socket.create_connection(("127.0.0.1", port), timeout=2) as sock:
                     sock.sendall(login_frames(user, os.urandom(12).hex()))
@@ -78,7 +103,9 @@ def flood(port: int, user: str, seconds: float, threads: int) -> int:
     return sum(sent)
 
 
-def start_flood(port: int, user: str, seconds: float, threads: int) -> subprocess.Popen[str]:
+def start_flood(
+    port: int, user: str, seconds: float, threads: int, rate: float
+) -> subprocess.Popen[str]:
     """``flood`` in a child process; its stdout is the attempt count."""
     return subprocess.Popen(
         [
@@ -89,6 +116,7 @@ def start_flood(port: int, user: str, seconds: float, threads: int) -> subproces
             f"--user={user}",
             f"--seconds={seconds}",
             f"--threads={threads}",
+            f"--rate={rate}",
         ],
         cwd=ROOT,
         stdout=subprocess.PIPE,
@@ -147,8 +175,9 @@ def main() -> None:
     parser.add_argument("--user", default="alice")
     parser.add_argument("--seconds", type=float, default=5.0)
     parser.add_argument("--threads", type=int, default=4)
+    parser.add_argument("--rate", type=float, default=0.0, help="logins/s in all; 0: no limit")
     args = parser.parse_args()
-    print(flood(args.port, args.user, args.seconds, args.threads), flush=True)
+    print(flood(args.port, args.user, args.seconds, args.threads, args.rate), flush=True)
 
 
 if __name__ == "__main__":
