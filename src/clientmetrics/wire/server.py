@@ -21,11 +21,9 @@ Requests are numbered in arrival order; a request that gets no response
 
 from __future__ import annotations
 
-import enum
 import uuid
 from collections import deque
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass
 from types import MappingProxyType
 
 from clientmetrics.wire.api import ApiKey
@@ -36,6 +34,17 @@ from clientmetrics.wire.framing import DEFAULT_MAX_FRAME_BYTES, FrameDecoder, en
 from clientmetrics.wire.headers import RequestHeader, parse_request_header
 from clientmetrics.wire.limits import SMALL_REQUEST_BYTES, RequestBudget
 from clientmetrics.wire.replies import error_response
+from clientmetrics.wire.results import (
+    NO_RESPONSE,
+    Close,
+    CloseReason,
+    Forward,
+    Request,
+    Respond,
+    Result,
+    Serve,
+    Verify,
+)
 from clientmetrics.wire.sasl import (
     ANONYMOUS,
     ListenerPolicy,
@@ -47,6 +56,7 @@ from clientmetrics.wire.sasl import (
 __all__ = [
     "ANONYMOUS",
     "MAX_IN_FLIGHT",
+    "NO_RESPONSE",
     "Close",
     "CloseReason",
     "Forward",
@@ -63,86 +73,7 @@ __all__ = [
 MAX_IN_FLIGHT = 1024
 #: ``connections.max.idle.ms``'s default in Kafka.
 DEFAULT_IDLE_MS = 600_000
-NO_RESPONSE = -1
 
-
-@dataclass(frozen=True, slots=True)
-class Request:
-    """One request: ``id`` numbers its response slot (``NO_RESPONSE`` if none is owed)."""
-
-    id: int
-    header: RequestHeader
-    frame: bytes | bytearray
-    #: Where the body starts in ``frame``.
-    offset: int
-
-
-class CloseReason(enum.Enum):
-    """Why the core closes a connection."""
-
-    PROTOCOL_ERROR = "protocol_error"
-    FRAME_TOO_LARGE = "frame_too_large"
-    UNSUPPORTED_API = "unsupported_api"
-    UNAUTHENTICATED = "unauthenticated"
-    AUTHENTICATION_FAILED = "authentication_failed"
-    SESSION_EXPIRED = "session_expired"
-    IDLE = "idle"
-
-
-@dataclass(frozen=True, slots=True)
-class Serve:
-    """A local handler must answer ``request`` and hand the bytes to ``complete``."""
-
-    request: Request
-
-
-@dataclass(frozen=True, slots=True)
-class Forward:
-    """Proxy mode: send ``request.frame`` upstream; its response goes to ``complete``.
-
-    ``sasl_verdict``: the response is the upstream's SaslAuthenticate answer, to
-    be reported with ``upstream_authenticated`` before it is completed.
-    """
-
-    request: Request
-    sasl_verdict: bool = False
-
-
-@dataclass(frozen=True, slots=True)
-class Respond:
-    """The core answered request ``request_id`` itself (errors, SASL).
-
-    ``error``: the code a refused request got (the shell may log it).
-    ``authenticated``: the answer completes a successful SASL authentication.
-    """
-
-    request_id: int
-    error: ErrorCode = ErrorCode.NONE
-    authenticated: bool = False
-
-
-@dataclass(frozen=True, slots=True)
-class Close:
-    """Write what ``data_to_send`` returns, then close the connection."""
-
-    reason: CloseReason
-    detail: str
-
-
-@dataclass(frozen=True, slots=True)
-class Verify:
-    """SASL needs costly work (PLAIN's PBKDF2) before request ``request_id`` is answered.
-
-    Run ``derive`` (pure: it may run on any thread) and hand what it returns to
-    ``verified``. Until then the connection is not read (``should_pause``) and the
-    frames ``receive_data`` already cut are held, in order.
-    """
-
-    request_id: int
-    derive: Callable[[], bytes]
-
-
-Result = Serve | Forward | Respond | Close | Verify
 
 _ALWAYS_ALLOWED = frozenset({ApiKey.API_VERSIONS, ApiKey.SASL_HANDSHAKE, ApiKey.SASL_AUTHENTICATE})
 _SASL_KEYS = frozenset({ApiKey.SASL_HANDSHAKE, ApiKey.SASL_AUTHENTICATE})
