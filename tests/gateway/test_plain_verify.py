@@ -12,7 +12,7 @@ import asyncio
 import threading
 import time
 import uuid
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable
 from pathlib import Path
 
 import pytest
@@ -165,7 +165,7 @@ async def test_the_verifier_bounds_concurrent_derivations_and_keeps_the_loop_fre
     tick = asyncio.ensure_future(ticker(stop))
     started = time.monotonic()
     try:
-        results = await asyncio.gather(*(verifier.run(slow) for _ in range(8)))
+        results = await asyncio.gather(*(verifier.run(slow, "10.0.0.1") for _ in range(8)))
     finally:
         stop.set()
         await tick
@@ -181,3 +181,50 @@ def test_a_verifier_needs_a_worker() -> None:
     with pytest.raises(ValueError, match="at least one worker"):
         Verifier(workers=0)
     assert 1 <= Verifier().workers <= 4
+
+
+def recorder(order: list[str], label: str, seconds: float = 0.02) -> Callable[[], bytes]:
+    def derive() -> bytes:
+        order.append(label)
+        time.sleep(seconds)
+        return label.encode()
+
+    return derive
+
+
+async def test_sources_take_turns_for_the_threads() -> None:
+    verifier = Verifier(workers=1)
+    order: list[str] = []
+    try:
+        flood = [asyncio.ensure_future(verifier.run(recorder(order, "a"), "a")) for _ in range(6)]
+        await asyncio.sleep(0)  # the flood's checks are queued first
+        other = [asyncio.ensure_future(verifier.run(recorder(order, "b"), "b")) for _ in range(2)]
+        assert await asyncio.gather(*flood, *other) == [b"a"] * 6 + [b"b"] * 2
+    finally:
+        verifier.close()
+    # One a was running and five waited when b came: b goes after one more a, not five.
+    assert order == ["a", "a", "b", "a", "b", "a", "a", "a"]
+
+
+async def test_a_check_cancelled_while_waiting_gives_up_its_turn() -> None:
+    verifier = Verifier(workers=1)
+    order: list[str] = []
+    try:
+        busy = asyncio.ensure_future(verifier.run(recorder(order, "a", 0.1), "a"))
+        await asyncio.sleep(0.01)
+        gone = asyncio.ensure_future(verifier.run(recorder(order, "b"), "b"))
+        kept = asyncio.ensure_future(verifier.run(recorder(order, "c"), "c"))
+        await asyncio.sleep(0.01)
+        assert verifier.waiting == 2
+        gone.cancel()  # its connection closed while it waited
+        await asyncio.sleep(0)
+        assert verifier.waiting == 1
+        assert await asyncio.gather(busy, kept) == [b"a", b"c"]
+        with pytest.raises(asyncio.CancelledError):
+            await gone
+        # Nothing is left holding a thread: the next check runs at once.
+        assert await asyncio.wait_for(verifier.run(recorder(order, "d"), "d"), 1) == b"d"
+    finally:
+        verifier.close()
+    assert order == ["a", "c", "d"]
+    assert verifier.waiting == 0

@@ -269,7 +269,7 @@ class _Shell:
                 self.closing = result
             case Verify(derive=derive):
                 # Not read meanwhile (this is the reading loop); others go on.
-                derived = await self._dispatcher.verifier.run(derive)
+                derived = await self._dispatcher.verifier.run(derive, self.conn.peer_host)
                 for held in self.core.verified(derived, now_ms()):
                     await self.handle(held)
                     if self.closing is not None:

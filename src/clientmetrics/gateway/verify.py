@@ -3,18 +3,20 @@
 A PLAIN login with a password not seen before costs a PBKDF2 derivation
 (milliseconds, by design). Run on the event loop, a flood of logins with fresh
 random passwords would stall every other client. The connection core hands the
-derivation out as a ``Verify`` result; both gateway modes pass it here, where
-a small pool of threads runs it (hashlib releases the GIL while deriving) and
-the core finishes the exchange with the result. The pool bounds the whole
-process: a flood waits its turn in order instead of spawning threads, and a
-connection waiting for its turn holds up no other (each has at most one: a
-verifying connection is not read).
+derivation out as a ``Verify`` result; both gateway modes pass it here, where a
+small pool of threads runs it (hashlib releases the GIL while deriving) and the
+shell hands the result back to the core. The pool bounds the whole process: a
+flood waits for a thread instead of spawning threads, and a connection waiting
+for its turn holds up no other (each has at most one: a verifying connection is
+not read). Waiting checks take turns by source address, so one address flooding
+logins delays another address's login by a few derivations, not by its backlog.
 """
 
 from __future__ import annotations
 
 import asyncio
 import os
+from collections import OrderedDict, deque
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 
@@ -38,12 +40,58 @@ class Verifier:
         if self.workers < 1:
             raise ValueError("a verifier needs at least one worker")
         self._pool: ThreadPoolExecutor | None = None
+        self._running = 0
+        #: Source address -> its checks waiting for a thread; the first source is next.
+        self._waiting: OrderedDict[str, deque[asyncio.Future[None]]] = OrderedDict()
 
-    async def run(self, derive: Callable[[], bytes]) -> bytes:
-        """``derive()`` (a ``Verify``'s), on the pool once a thread is free."""
-        if self._pool is None:
-            self._pool = ThreadPoolExecutor(self.workers, thread_name_prefix="sasl-verify")
-        return await asyncio.get_running_loop().run_in_executor(self._pool, derive)
+    @property
+    def waiting(self) -> int:
+        """Checks waiting for a thread."""
+        return sum(len(queue) for queue in self._waiting.values())
+
+    async def run(self, derive: Callable[[], bytes], source: str) -> bytes:
+        """``derive()`` (a ``Verify``'s) on the pool, once it is ``source``'s turn."""
+        await self._turn(source)
+        try:
+            if self._pool is None:
+                self._pool = ThreadPoolExecutor(self.workers, thread_name_prefix="sasl-verify")
+            return await asyncio.get_running_loop().run_in_executor(self._pool, derive)
+        finally:
+            self._hand_on()
+
+    async def _turn(self, source: str) -> None:
+        if self._running < self.workers and not self._waiting:
+            self._running += 1
+            return
+        turn = asyncio.get_running_loop().create_future()
+        queue = self._waiting.setdefault(source, deque())
+        queue.append(turn)
+        try:
+            await turn  # resolved by _hand_on, which counted this check as running
+        except asyncio.CancelledError:
+            if turn.done() and not turn.cancelled():
+                self._hand_on()  # given a thread just as the connection went away
+            else:
+                if turn in queue:  # else _hand_on already dropped it
+                    queue.remove(turn)
+                if not queue and self._waiting.get(source) is queue:
+                    del self._waiting[source]
+            raise
+
+    def _hand_on(self) -> None:
+        """A check is done: give its thread to the next source in turn."""
+        self._running -= 1
+        while self._waiting:
+            source, queue = next(iter(self._waiting.items()))
+            turn = queue.popleft()
+            if queue:
+                self._waiting.move_to_end(source)  # round robin between sources
+            else:
+                del self._waiting[source]
+            if not turn.done():
+                self._running += 1
+                turn.set_result(None)
+                return
 
     def close(self) -> None:
         """Drop derivations not started (their connections are closing too)."""

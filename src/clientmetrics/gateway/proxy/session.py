@@ -385,7 +385,7 @@ class ProxySession:
             case Verify(derive=derive):
                 # Frames behind the login wait in the inbox; the client is not read.
                 self._throttle()
-                derived = await self._limits.verifier.run(derive)
+                derived = await self._limits.verifier.run(derive, self.conn.peer_host)
                 for held in self.core.verified(derived, now_ms()):
                     await self._handle(held)
             case _:
