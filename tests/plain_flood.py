@@ -127,8 +127,11 @@ def start_flood(
 class CleanClient:
     """One authenticated connection timing ApiVersions and GetTelemetrySubscriptions."""
 
-    def __init__(self, port: int, user: str, password: str) -> None:
-        self._sock = socket.create_connection(("127.0.0.1", port), timeout=30)
+    def __init__(self, port: int, user: str, password: str, source: str = "127.0.0.1") -> None:
+        started = time.perf_counter()
+        self._sock = socket.create_connection(
+            ("127.0.0.1", port), timeout=30, source_address=(source, 0)
+        )
         self._correlation = 2
         self._instance = uuid.UUID(int=0)
         self._sock.sendall(login_frames(user, password))
@@ -136,6 +139,8 @@ class CleanClient:
         _, answer = decode_response(36, 2, read_frame(self._sock))
         if int(answer.error_code) != 0:
             raise AssertionError(f"the clean client's login failed: {answer.error_message}")
+        #: How long connecting and logging in took (s).
+        self.login_s = time.perf_counter() - started
 
     def _round_trip(self, api_key: int, version: int, **body: object) -> tuple[float, object]:
         self._correlation += 1
