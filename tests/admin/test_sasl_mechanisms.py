@@ -17,7 +17,7 @@ import trustme
 from clientmetrics.security import OAuthBearerConfig, SaslConfig, build_sasl_server, derive
 from clientmetrics.store.credentials import CredentialFile
 from tests.admin.front import Front
-from tests.admin.tool import run_tool
+from tests.admin.tool import list_with
 from tests.procs import GatewayProcess
 from tests.security.jwts import AUDIENCE, ISSUER, Signer
 
@@ -55,16 +55,6 @@ def sasl_front(
     front = Front(("127.0.0.1", gateway.port), sasl_server=server).start()
     yield front
     front.stop()
-
-
-def list_with(port: int, tmp_path: Path, props: str) -> tuple[int, str, str]:
-    path = tmp_path / "client.properties"
-    path.write_text(props)
-    result = run_tool(
-        "--bootstrap-server", f"127.0.0.1:{port}", "--command-config", str(path), "--list",
-        "--timeout", "5000",
-    )  # fmt: skip
-    return result.code, result.out, result.err
 
 
 @pytest.mark.parametrize("mechanism", ["SCRAM-SHA-256", "SCRAM-SHA-512"])
