@@ -1,7 +1,9 @@
-"""A bare Kafka client on a blocking socket, for tests that talk to the gateway by hand."""
+"""A bare Kafka client (a blocking socket or an asyncio stream), for tests that talk to a
+server by hand."""
 
 from __future__ import annotations
 
+import asyncio
 import socket
 import struct
 import uuid
@@ -23,6 +25,12 @@ def recv_frame(sock: socket.socket) -> bytes:
 
     (size,) = struct.unpack(">i", exactly(4))
     return exactly(size)
+
+
+async def read_frame(reader: asyncio.StreamReader) -> bytes:
+    """One frame, without its size, from an asyncio stream."""
+    (size,) = struct.unpack(">i", await reader.readexactly(4))
+    return await reader.readexactly(size)
 
 
 def get_then_push(port: int, client_id: str, metrics: bytes = b"") -> int:
