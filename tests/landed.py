@@ -44,3 +44,8 @@ def names_of(rows: list[dict[str, object]], client_id: str | None = None) -> set
         if client_id is None or row["client_id"] == client_id:
             out |= metric_names(bytes(row["payload"]))  # type: ignore[arg-type]
     return out
+
+
+def rows_of(data_dir: Path, client_id: str) -> list[dict[str, object]]:
+    """The landed rows of ``client_id``'s pushes."""
+    return [r for r in landed_rows(data_dir) if r["client_id"] == client_id]
