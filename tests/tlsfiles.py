@@ -56,6 +56,17 @@ class TestCA:
         return context
 
 
+def server_context(ca: trustme.CA, *, require_client: bool = False) -> ssl.SSLContext:
+    """A TLS server's context with a certificate ``ca`` issued for 127.0.0.1 and localhost;
+    with ``require_client``, clients must present one ``ca`` issued (mutual TLS)."""
+    context = ssl.create_default_context(ssl.Purpose.CLIENT_AUTH)
+    ca.issue_cert("127.0.0.1", "localhost").configure_cert(context)
+    if require_client:
+        ca.configure_trust(context)
+        context.verify_mode = ssl.CERT_REQUIRED
+    return context
+
+
 def write_atomically(path: Path, data: bytes) -> None:
     tmp = path.with_suffix(path.suffix + ".tmp")
     tmp.write_bytes(data)

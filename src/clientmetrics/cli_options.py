@@ -1,8 +1,9 @@
-"""What every command shares: how defaults are shown, --log-level, one-line errors."""
+"""What every command shares: how defaults are shown, --log-level, --data-dir, one-line errors."""
 
 from __future__ import annotations
 
 from collections.abc import Callable
+from pathlib import Path
 from typing import IO, Any, TypeVar
 
 import click
@@ -10,6 +11,9 @@ import click
 from clientmetrics.logs import LOG_FORMATS
 
 F = TypeVar("F", bound=Callable[..., Any])
+
+#: The data directory the commands that read a gateway's data look in unless told.
+DEFAULT_DATA_DIR = Path("./cm-data")
 
 
 class DescribedDefault(click.Option):
@@ -58,4 +62,25 @@ def log_options(level: str = "info") -> Callable[[F], F]:
     return decorate
 
 
-__all__ = ["CommandError", "DescribedDefault", "log_options"]
+def data_dir_option(
+    help: str, *, default: Path | None = None, required: bool = False
+) -> Callable[[F], F]:
+    """``--data-dir``, the gateway's data directory, as the commands that read or manage
+    it take it: an existing file is refused; ``default`` is shown when there is one."""
+    shown: dict[str, Any] = {} if default is None else {"default": default, "show_default": True}
+    return click.option(
+        "--data-dir",
+        type=click.Path(file_okay=False, path_type=Path),
+        required=required,
+        help=help,
+        **shown,
+    )
+
+
+__all__ = [
+    "DEFAULT_DATA_DIR",
+    "CommandError",
+    "DescribedDefault",
+    "data_dir_option",
+    "log_options",
+]

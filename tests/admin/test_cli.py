@@ -13,18 +13,13 @@ import pytest
 
 from clientmetrics.admin import AdminConfig, AdminConnectionError, AsyncAdmin
 from clientmetrics.admin.options import HEADLINE, help_text
-from tests.admin.tool import run_tool
-from tests.procs import GatewayProcess
+from tests.admin.tool import run_tool, tool
+from tests.procs import GatewayProcess, free_port
 
 pytestmark = pytest.mark.integration
 
 PREFIX = "Error while executing client metrics command : "
 ONE_ACTION = "Command must include exactly one action: --alter, --delete, --describe or --list."
-
-
-def tool(gw: GatewayProcess, *args: str) -> tuple[int, str, str]:
-    result = run_tool("--bootstrap-server", gw.bootstrap, *args)
-    return result.code, result.out, result.err
 
 
 def test_alter_describe_list_delete_round_trip(gateway: GatewayProcess) -> None:
@@ -258,9 +253,7 @@ def test_unsupported_transport_settings_are_one_clear_line(
 
 @pytest.fixture
 def closed_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
+    return free_port()
 
 
 @pytest.fixture

@@ -9,7 +9,7 @@ import pytest
 from confluent_kafka import Producer
 
 from tests.admin.tool import run_tool
-from tests.landed import landed_rows, metric_names
+from tests.landed import names_of, rows_of
 from tests.procs import GatewayProcess, wait_for
 
 pytestmark = pytest.mark.integration
@@ -46,26 +46,21 @@ def test_match_selects_which_real_client_pushes(landing_gateway: GatewayProcess)
     wanted = producer(landing_gateway.bootstrap, "wanted-1")
     other = producer(landing_gateway.bootstrap, "other-1")
 
-    def pushes_of(client_id: str) -> list[dict[str, object]]:
-        return [r for r in landed_rows(landing_gateway.data_dir) if r["client_id"] == client_id]
-
     def wanted_pushed_three_times() -> bool:
         wanted.poll(0.05)
         other.poll(0.05)
-        return sum(1 for r in pushes_of("wanted-1") if r["payload"]) >= 3
+        return sum(1 for r in rows_of(landing_gateway.data_dir, "wanted-1") if r["payload"]) >= 3
 
     try:
         wait_for(wanted_pushed_three_times, 45, what="three metric pushes from wanted-1")
     finally:
         wanted.flush(1)
         other.flush(1)
-    names: set[str] = set()
-    for row in pushes_of("wanted-1"):
-        payload = row["payload"]
-        assert isinstance(payload, bytes)
-        names |= metric_names(payload)
+    names = names_of(rows_of(landing_gateway.data_dir, "wanted-1"))
     assert names
     assert all(name.startswith("org.apache.kafka.producer.") for name in names)
-    assert all(row["push_interval_ms"] == 500 for row in pushes_of("wanted-1"))
+    assert all(
+        row["push_interval_ms"] == 500 for row in rows_of(landing_gateway.data_dir, "wanted-1")
+    )
     # The other client ran just as long, but its subscription came back empty.
-    assert pushes_of("other-1") == []
+    assert rows_of(landing_gateway.data_dir, "other-1") == []

@@ -6,7 +6,6 @@ relays everything else to a real gateway; certificates are made here with trustm
 
 from __future__ import annotations
 
-import ssl
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -17,9 +16,10 @@ import trustme
 from clientmetrics.security import OAuthBearerConfig, SaslConfig, build_sasl_server, derive
 from clientmetrics.store.credentials import CredentialFile
 from tests.admin.front import Front
-from tests.admin.tool import run_tool
+from tests.admin.tool import list_with
 from tests.procs import GatewayProcess
 from tests.security.jwts import AUDIENCE, ISSUER, Signer
+from tests.tlsfiles import server_context
 
 pytestmark = pytest.mark.integration
 
@@ -55,16 +55,6 @@ def sasl_front(
     front = Front(("127.0.0.1", gateway.port), sasl_server=server).start()
     yield front
     front.stop()
-
-
-def list_with(port: int, tmp_path: Path, props: str) -> tuple[int, str, str]:
-    path = tmp_path / "client.properties"
-    path.write_text(props)
-    result = run_tool(
-        "--bootstrap-server", f"127.0.0.1:{port}", "--command-config", str(path), "--list",
-        "--timeout", "5000",
-    )  # fmt: skip
-    return result.code, result.out, result.err
 
 
 @pytest.mark.parametrize("mechanism", ["SCRAM-SHA-256", "SCRAM-SHA-512"])
@@ -129,10 +119,7 @@ def ca() -> trustme.CA:
 
 @pytest.fixture(scope="module")
 def mtls_front(gateway: GatewayProcess, ca: trustme.CA) -> Iterator[Front]:
-    context = ssl.create_default_context(ssl.Purpose.CLIENT_AUTH)
-    ca.issue_cert("127.0.0.1", "localhost").configure_cert(context)
-    ca.configure_trust(context)
-    context.verify_mode = ssl.CERT_REQUIRED
+    context = server_context(ca, require_client=True)
     front = Front(("127.0.0.1", gateway.port), ssl_context=context).start()
     yield front
     front.stop()

@@ -17,7 +17,7 @@ from clientmetrics.admin import (
 )
 from clientmetrics.wire import ErrorCode
 from tests.admin.front import Front, make_certificate
-from tests.admin.tool import run_tool
+from tests.admin.tool import list_with, run_tool
 from tests.procs import GatewayProcess
 
 pytestmark = pytest.mark.integration
@@ -59,16 +59,6 @@ def sasl_front(gateway: GatewayProcess) -> Iterator[Front]:
 @pytest.fixture
 def sasl_ssl_front(gateway: GatewayProcess, certificate: tuple[Path, Path]) -> Iterator[Front]:
     yield from front(gateway, ssl_context=server_context(certificate), users={"alice": "s3cret"})
-
-
-def list_with(port: int, tmp_path: Path, props: str) -> tuple[int, str, str]:
-    path = tmp_path / "client.properties"
-    path.write_text(props)
-    result = run_tool(
-        "--bootstrap-server", f"127.0.0.1:{port}", "--command-config", str(path), "--list",
-        "--timeout", "5000",
-    )  # fmt: skip
-    return result.code, result.out, result.err
 
 
 def test_ssl_with_a_pem_truststore(

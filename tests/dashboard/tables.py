@@ -13,71 +13,21 @@ from typing import Any
 import pyarrow as pa
 import pyarrow.parquet as pq
 
+from clientmetrics.pipeline.core.schemas import ALERTS_ARROW, CLIENTS_ARROW, POINTS_ARROW
+
 NAIVE_NS = pa.timestamp("ns")
-STRING_MAP = pa.map_(pa.string(), pa.string())
 
-CLIENTS_SCHEMA = pa.schema(
-    [
-        ("client_instance_id", pa.string()),
-        ("client_id", pa.string()),
-        ("client_software_name", pa.string()),
-        ("client_software_version", pa.string()),
-        ("client_source_address", pa.string()),
-        ("client_source_port", pa.int32()),
-        ("principal", pa.string()),
-        ("node_id", pa.int32()),
-        ("push_interval_ms", pa.int32()),
-        ("group_id", pa.string()),
-        ("group_instance_id", pa.string()),
-        ("member_id", pa.string()),
-        ("transactional_id", pa.string()),
-        ("client_rack", pa.string()),
-        ("resource_attributes", STRING_MAP),
-        ("first_seen", NAIVE_NS),
-        ("last_seen", NAIVE_NS),
-        ("last_push", NAIVE_NS),
-        ("pushes", pa.int64()),
-        ("terminated", pa.bool_()),
-        ("silent", pa.bool_()),
-    ]
-)
 
-POINTS_SCHEMA = pa.schema(
-    [
-        ("received_at", NAIVE_NS),
-        ("client_instance_id", pa.string()),
-        ("metric_name", pa.string()),
-        ("metric_unit", pa.string()),
-        ("kind", pa.string()),
-        ("temporality", pa.string()),
-        ("start_time", NAIVE_NS),
-        ("event_time", NAIVE_NS),
-        ("value", pa.float64()),
-        ("attributes", STRING_MAP),
-        ("series", pa.string()),
-        ("cumulative_value", pa.float64()),
-        ("rate_per_second", pa.float64()),
-    ]
-)
+def spark_written(schema: pa.Schema) -> pa.Schema:
+    """A core table schema as Spark's Parquet reads back: timestamps naive nanoseconds."""
+    return pa.schema(
+        [f.with_type(NAIVE_NS) if pa.types.is_timestamp(f.type) else f for f in schema]
+    )
 
-ALERTS_SCHEMA = pa.schema(
-    [
-        ("alert_id", pa.string()),
-        ("rule", pa.string()),
-        ("status", pa.string()),
-        ("client_instance_id", pa.string()),
-        ("metric_name", pa.string()),
-        ("attributes", STRING_MAP),
-        ("labels", STRING_MAP),
-        ("started_at", NAIVE_NS),
-        ("fired_at", NAIVE_NS),
-        ("resolved_at", NAIVE_NS),
-        ("peak", pa.float64()),
-        ("op", pa.string()),
-        ("threshold", pa.float64()),
-        ("duration_seconds", pa.float64()),
-    ]
-)
+
+CLIENTS_SCHEMA = spark_written(CLIENTS_ARROW)
+POINTS_SCHEMA = spark_written(POINTS_ARROW)
+ALERTS_SCHEMA = spark_written(ALERTS_ARROW)
 
 LATENCY = "org.apache.kafka.producer.node.request.latency.avg"
 REQUESTS = "org.apache.kafka.producer.request.total"

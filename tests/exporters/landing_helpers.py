@@ -50,3 +50,8 @@ def read_landing(data_dir: Path) -> pa.Table:
 
 def landed_files(data_dir: Path) -> list[Path]:
     return sorted((data_dir / "landing" / "pushes").rglob("*"), key=str)
+
+
+def parquet_files(data_dir: Path) -> list[Path]:
+    """The landed files (not their directories)."""
+    return [p for p in landed_files(data_dir) if p.is_file()]

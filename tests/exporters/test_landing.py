@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pyarrow.parquet as pq
 import pytest
-from landing_helpers import BASE_MS, PushFactory, landed_files, read_landing
+from landing_helpers import BASE_MS, PushFactory, parquet_files, read_landing
 
 from clientmetrics.errors import ConfigurationError
 from clientmetrics.exporters import (
@@ -49,10 +49,6 @@ async def _wait_for(predicate: Callable[[], bool], timeout_s: float = 5.0) -> No
     raise AssertionError("condition not reached")
 
 
-def _parquet_files(data_dir: Path) -> list[Path]:
-    return [p for p in landed_files(data_dir) if p.is_file()]
-
-
 async def test_rows_land_with_exact_types_and_values(
     tmp_path: Path, exporters: list[LandingExporter], make_push: PushFactory
 ) -> None:
@@ -65,7 +61,7 @@ async def test_rows_land_with_exact_types_and_values(
     await asyncio.gather(*(exporter.export(p) for p in pushes))
     await exporter.close(timeout_s=10)
 
-    files = _parquet_files(tmp_path)
+    files = parquet_files(tmp_path)
     assert len(files) == 1
     assert pq.read_schema(files[0]).remove_metadata() == LANDING_SCHEMA
     assert files[0].parent.relative_to(tmp_path / "landing" / "pushes") == Path(
@@ -114,7 +110,7 @@ async def test_hour_boundary_splits_files(
         assert row["received_at"].hour == row["hour"]
         by_hour.setdefault(row["hour"], set()).add(row["client_id"])
     assert by_hour == {10: {"c0", "c2"}, 11: {"c1", "c3"}}
-    hours = sorted(p.parent.name for p in _parquet_files(tmp_path))
+    hours = sorted(p.parent.name for p in parquet_files(tmp_path))
     # c0 / c1 / c2 / c3 alternate hours, so each change of hour seals a segment.
     assert hours == ["hour=10", "hour=10", "hour=11", "hour=11"]
 
@@ -126,11 +122,11 @@ async def test_rolls_by_size_without_flush(
     for i in range(20):
         await exporter.export(make_push(i, payload=b"p" * 1000))
     # 20 records of ~1.1 KB with a 5,000-byte limit: four sealed segments of 5.
-    await _wait_for(lambda: len(_parquet_files(tmp_path)) == 4)
+    await _wait_for(lambda: len(parquet_files(tmp_path)) == 4)
     assert sorted(read_landing(tmp_path).column("client_id").to_pylist()) == sorted(
         f"c{i}" for i in range(20)
     )
-    assert [pq.read_metadata(p).num_rows for p in _parquet_files(tmp_path)] == [5, 5, 5, 5]
+    assert [pq.read_metadata(p).num_rows for p in parquet_files(tmp_path)] == [5, 5, 5, 5]
 
 
 async def test_rolls_by_age_without_flush(
@@ -138,8 +134,8 @@ async def test_rolls_by_age_without_flush(
 ) -> None:
     exporter = await _start(exporters, tmp_path, roll_seconds=0.1)
     await exporter.export(make_push(0))
-    assert _parquet_files(tmp_path) == []
-    await _wait_for(lambda: len(_parquet_files(tmp_path)) == 1, timeout_s=3)
+    assert parquet_files(tmp_path) == []
+    await _wait_for(lambda: len(parquet_files(tmp_path)) == 1, timeout_s=3)
     assert read_landing(tmp_path).column("client_id").to_pylist() == ["c0"]
 
 
@@ -153,7 +149,7 @@ async def test_flush_makes_rows_visible_and_export_continues(
     await exporter.export(make_push(1))
     await exporter.close(timeout_s=10)
     assert sorted(read_landing(tmp_path).column("client_id").to_pylist()) == ["c0", "c1"]
-    assert len(_parquet_files(tmp_path)) == 2
+    assert len(parquet_files(tmp_path)) == 2
 
 
 async def test_close_flushes_everything_and_leaves_no_wal(
@@ -203,7 +199,7 @@ async def test_two_writers_share_a_data_dir(
     second = await _start(exporters, tmp_path, roll_seconds=60)
     assert second.writer_id != first.writer_id
     assert live_segments[0].exists()
-    assert _parquet_files(tmp_path) == []
+    assert parquet_files(tmp_path) == []
     await asyncio.gather(
         *(first.export(make_push(i)) for i in range(1, 50)),
         *(second.export(make_push(i)) for i in range(50, 100)),
@@ -211,7 +207,7 @@ async def test_two_writers_share_a_data_dir(
     await asyncio.gather(first.close(timeout_s=10), second.close(timeout_s=10))
     ids = read_landing(tmp_path).column("client_id").to_pylist()
     assert sorted(ids) == sorted(f"c{i}" for i in range(100))
-    writers = {p.name.split("-")[2] for p in _parquet_files(tmp_path)}
+    writers = {p.name.split("-")[2] for p in parquet_files(tmp_path)}
     assert writers == {first.writer_id, second.writer_id}
 
 

@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pyarrow.parquet as pq
 import pytest
-from landing_helpers import BASE_MS, build_push, landed_files, read_landing
+from landing_helpers import BASE_MS, build_push, parquet_files, read_landing
 
 from clientmetrics.exporters import LandingExporter, LandingOptions, landing
 from clientmetrics.exporters.wal import MAGIC, encode_record, segment_name
@@ -52,17 +52,13 @@ def _client_ids(data_dir: Path) -> list[str]:
     return list(read_landing(data_dir).column("client_id").to_pylist())
 
 
-def _parquet_files(data_dir: Path) -> list[Path]:
-    return [p for p in landed_files(data_dir) if p.is_file()]
-
-
 async def test_killed_writer_loses_no_acknowledged_push(tmp_path: Path) -> None:
     acked = _crash_mid_way(tmp_path, count=3000, kill_after=1500, roll_bytes=60_000)
     assert len(acked) >= 1500
     wal = tmp_path / "landing" / ".wal"
     assert list(wal.rglob("*.wal")), "the kill should leave segments in the WAL"
     # Everything already under pushes/ is a complete Parquet file.
-    for path in _parquet_files(tmp_path):
+    for path in parquet_files(tmp_path):
         assert path.name.startswith("part-")
         assert path.suffix == ".parquet"
         pq.read_metadata(path)
@@ -83,7 +79,7 @@ async def test_recovery_running_twice_does_not_duplicate(tmp_path: Path) -> None
 
     await _recover(tmp_path)
     first = sorted(_client_ids(tmp_path))
-    files_after_first = _parquet_files(tmp_path)
+    files_after_first = parquet_files(tmp_path)
     # As if the first recovery died after renaming its files but before unlinking
     # the segments: they are all still there for the next start.
     shutil.rmtree(wal)
@@ -91,7 +87,7 @@ async def test_recovery_running_twice_does_not_duplicate(tmp_path: Path) -> None
     await _recover(tmp_path)
 
     assert sorted(_client_ids(tmp_path)) == first
-    assert _parquet_files(tmp_path) == files_after_first
+    assert parquet_files(tmp_path) == files_after_first
     assert {f"c{i}" for i in acked} <= set(first)
     assert list(wal.iterdir()) == []
 
@@ -124,7 +120,7 @@ async def test_record_with_bad_checksum_ends_the_segment(tmp_path: Path) -> None
 async def test_segment_with_only_a_torn_record_lands_nothing(tmp_path: Path) -> None:
     path = _write_orphan_segment(tmp_path, [], encode_record(build_push(0))[:10])
     await _recover(tmp_path)
-    assert _parquet_files(tmp_path) == []
+    assert parquet_files(tmp_path) == []
     assert not path.exists()
 
 
@@ -135,7 +131,7 @@ async def test_live_writer_dir_is_not_recovered(tmp_path: Path) -> None:
     segment = next((tmp_path / "landing" / ".wal" / writer.writer_id).glob("*.wal"))
     await _recover(tmp_path)
     assert segment.exists()
-    assert _parquet_files(tmp_path) == []
+    assert parquet_files(tmp_path) == []
     await writer.close(timeout_s=10)
     assert _client_ids(tmp_path) == ["c0"]
     assert os.listdir(tmp_path / "landing" / ".wal") == []
@@ -150,7 +146,7 @@ async def test_running_writer_recovers_a_writer_that_died_later(
     _write_orphan_segment(tmp_path, [encode_record(build_push(i)) for i in range(3)], b"")
     # The counter moves once recover_orphans returns, just after the file appears.
     for _ in range(300):
-        if _parquet_files(tmp_path) and survivor.stats.recovered_files:
+        if parquet_files(tmp_path) and survivor.stats.recovered_files:
             break
         await asyncio.sleep(0.01)
     assert sorted(_client_ids(tmp_path)) == ["c0", "c1", "c2"]

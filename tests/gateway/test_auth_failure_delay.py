@@ -22,10 +22,11 @@ from clientmetrics.gateway.server import Gateway
 from clientmetrics.store.memory import MemorySubscriptionStore
 from clientmetrics.wire import ErrorCode, RequestHeader, encode_request, request_type
 from clientmetrics.wire.server import ListenerPolicy
+from tests.frames import read_frame
 from tests.gateway.test_sasl_terminate import PlainServerForTests
 from tests.procs import free_port_block
+from tests.proxy.fake_upstream import NODE, FakeUpstream
 from tests.proxy.test_sasl_passthrough import authenticate, plain_identity
-from tests.proxy.test_session import NODE, FakeUpstream, read_frame
 
 
 class Setup:

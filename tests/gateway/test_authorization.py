@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.admin.tool import run_tool
+from tests.admin.tool import tool
 from tests.procs import GatewayProcess, wait_for
 
 pytestmark = pytest.mark.integration
@@ -37,11 +37,6 @@ def gateway(tmp_path: Path) -> Iterator[GatewayProcess]:
     gw = GatewayProcess(tmp_path, config_text=LOCKED).start()
     yield gw
     gw.stop()
-
-
-def tool(gw: GatewayProcess, *args: str) -> tuple[int, str, str]:
-    result = run_tool("--bootstrap-server", gw.bootstrap, *args)
-    return result.code, result.out, result.err
 
 
 def reload(gw: GatewayProcess, text: str) -> None:

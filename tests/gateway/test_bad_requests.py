@@ -17,6 +17,7 @@ from clientmetrics.wire import (
     encode_request,
     request_type,
 )
+from tests.frames import recv_frame
 from tests.procs import GatewayProcess
 
 pytestmark = pytest.mark.integration
@@ -119,18 +120,6 @@ def test_gateway_still_serves_after_bad_requests(gateway: GatewayProcess) -> Non
     assert struct.unpack(">ih", response[:6]) == (7, 0)
 
 
-def read_frame(sock: socket.socket) -> bytes:
-    def exactly(n: int) -> bytes:
-        data = b""
-        while len(data) < n:
-            chunk = sock.recv(n - len(data))
-            assert chunk, "connection closed"
-            data += chunk
-        return data
-
-    return exactly(struct.unpack(">i", exactly(4))[0])
-
-
 def test_get_again_within_the_interval_is_throttled_not_unknown_error(
     gateway: GatewayProcess,
 ) -> None:
@@ -141,12 +130,12 @@ def test_get_again_within_the_interval_is_throttled_not_unknown_error(
     get = request_type(71, 0)(client_instance_id=uuid.UUID(int=0))
     with socket.create_connection(("127.0.0.1", gateway.port), timeout=5) as sock:
         sock.sendall(encode_request(RequestHeader(71, 0, 1, "again"), get))
-        _, body = decode_response(71, 0, read_frame(sock))
+        _, body = decode_response(71, 0, recv_frame(sock))
         assert int(body.error_code) == ErrorCode.NONE
         instance = body.client_instance_id
         again = request_type(71, 0)(client_instance_id=instance)
         sock.sendall(encode_request(RequestHeader(71, 0, 2, "again"), again))
-        correlation, body = decode_response(71, 0, read_frame(sock))
+        correlation, body = decode_response(71, 0, recv_frame(sock))
     assert correlation == 2
     assert int(body.error_code) == ErrorCode.THROTTLING_QUOTA_EXCEEDED
     # Kafka's getErrorResponse leaves every other field at its default.
@@ -183,7 +172,7 @@ def test_push_with_null_metrics_is_an_accepted_empty_push(gateway: GatewayProces
     get = request_type(71, 0)(client_instance_id=uuid.UUID(int=0))
     with socket.create_connection(("127.0.0.1", gateway.port), timeout=5) as sock:
         sock.sendall(encode_request(RequestHeader(71, 0, 1, "null-push"), get))
-        _, sub = decode_response(71, 0, read_frame(sock))
+        _, sub = decode_response(71, 0, recv_frame(sock))
         push = request_type(72, 0)(
             client_instance_id=sub.client_instance_id,
             subscription_id=sub.subscription_id,
@@ -194,5 +183,5 @@ def test_push_with_null_metrics_is_an_accepted_empty_push(gateway: GatewayProces
         frame = encode_request(RequestHeader(72, 0, 2, "null-push"), push)
         assert frame[-2:] == b"\x01\x00"  # Metrics: empty compact bytes, then tags
         sock.sendall(frame[:-2] + b"\x00\x00")  # Metrics: null
-        correlation, body = decode_response(72, 0, read_frame(sock))
+        correlation, body = decode_response(72, 0, recv_frame(sock))
     assert (correlation, int(body.error_code)) == (2, ErrorCode.NONE)

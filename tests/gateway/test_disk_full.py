@@ -10,12 +10,9 @@ from __future__ import annotations
 import contextlib
 import errno
 import os
-import socket
-import struct
 import subprocess
 import urllib.error
 import urllib.request
-import uuid
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -23,11 +20,8 @@ import pytest
 
 from clientmetrics.wire import (
     ErrorCode,
-    RequestHeader,
-    decode_response,
-    encode_request,
-    request_type,
 )
+from tests.frames import get_then_push
 from tests.landed import landed_rows
 from tests.procs import GatewayProcess, wait_for
 
@@ -61,34 +55,9 @@ def small_disk(tmp_path: Path) -> Iterator[Path]:
         subprocess.run(["umount", "-l", str(landing)], check=False)
 
 
-def read_frame(sock: socket.socket) -> bytes:
-    def exactly(n: int) -> bytes:
-        data = b""
-        while len(data) < n:
-            chunk = sock.recv(n - len(data))
-            assert chunk, "connection closed"
-            data += chunk
-        return data
-
-    return exactly(struct.unpack(">i", exactly(4))[0])
-
-
 def push(port: int, client_id: str) -> int:
     """Get then push the golden payload on a new connection; the push's error code."""
-    with socket.create_connection(("127.0.0.1", port), timeout=10) as sock:
-        get = request_type(71, 0)(client_instance_id=uuid.UUID(int=0))
-        sock.sendall(encode_request(RequestHeader(71, 0, 1, client_id), get))
-        _, sub = decode_response(71, 0, read_frame(sock))
-        body = request_type(72, 0)(
-            client_instance_id=sub.client_instance_id,
-            subscription_id=sub.subscription_id,
-            terminating=False,
-            compression_type=0,
-            metrics=PAYLOAD,
-        )
-        sock.sendall(encode_request(RequestHeader(72, 0, 2, client_id), body))
-        _, answer = decode_response(72, 0, read_frame(sock))
-    return int(answer.error_code)
+    return get_then_push(port, client_id, PAYLOAD)
 
 
 def http(port: int | None, path: str) -> tuple[int, str]:

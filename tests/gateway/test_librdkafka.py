@@ -13,7 +13,7 @@ import pytest
 from confluent_kafka import Consumer, Producer
 
 from tests.kadmin import describe_subscription, set_subscription
-from tests.landed import landed_rows, landed_table, metric_names
+from tests.landed import landed_rows, landed_table, names_of
 from tests.procs import GatewayProcess, wait_for
 
 pytestmark = pytest.mark.integration
@@ -62,14 +62,6 @@ def poll_for(
         return bool(predicate(landed_rows(data_dir)))  # type: ignore[operator]
 
     wait_for(check, timeout, interval=0.2, what=what)
-
-
-def names_of(rows: list[dict[str, object]], client_id: str) -> set[str]:
-    out: set[str] = set()
-    for row in rows:
-        if row["client_id"] == client_id:
-            out |= metric_names(bytes(row["payload"]))  # type: ignore[arg-type]
-    return out
 
 
 def test_producer_and_consumer_pushes_land_with_labels(gateway: GatewayProcess) -> None:

@@ -14,6 +14,7 @@ import pytest
 from clientmetrics.errors import ConfigurationError
 from clientmetrics.gateway.config import GatewayConfig, load_config
 from clientmetrics.wire import RequestHeader, decode_response, encode_request, request_type
+from tests.frames import recv_frame
 from tests.procs import GatewayProcess, wait_for
 
 MiB = 1024 * 1024
@@ -23,20 +24,6 @@ def api_versions_frame(correlation_id: int = 1) -> bytes:
     header = RequestHeader(18, 3, correlation_id, "clean", None, 2)
     body = request_type(18, 3)(client_software_name="probe", client_software_version="1")
     return encode_request(header, body)
-
-
-def recv_frame(sock: socket.socket) -> bytes:
-    def exactly(n: int) -> bytes:
-        out = b""
-        while len(out) < n:
-            chunk = sock.recv(n - len(out))
-            if not chunk:
-                raise ConnectionError("closed")
-            out += chunk
-        return out
-
-    (size,) = struct.unpack(">i", exactly(4))
-    return exactly(size)
 
 
 def served(port: int) -> bool:

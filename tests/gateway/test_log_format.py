@@ -6,12 +6,11 @@ import json
 import os
 import pty
 import select
-import signal
 import subprocess
 import time
 from pathlib import Path
 
-from tests.procs import BIN
+from tests.procs import BIN, stop_process
 
 
 def _first_line(read_fd: int, proc: subprocess.Popen[bytes]) -> str:
@@ -23,8 +22,7 @@ def _first_line(read_fd: int, proc: subprocess.Popen[bytes]) -> str:
             if ready:
                 seen += os.read(read_fd, 65536)
     finally:
-        proc.send_signal(signal.SIGTERM)
-        proc.wait(20)
+        stop_process(proc, 20)
     line = next(x for x in seen.decode().splitlines() if "gateway_started" in x)
     return line.strip()
 

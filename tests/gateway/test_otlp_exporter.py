@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import json
-import ssl
 import subprocess
 import urllib.request
 import uuid
@@ -24,6 +23,7 @@ from tests.kadmin import set_subscription
 from tests.landed import landed_rows
 from tests.otlp_receiver import BlackHole, OtlpReceiver
 from tests.procs import BIN, GatewayProcess, wait_for
+from tests.tlsfiles import server_context
 
 
 @pytest.fixture
@@ -114,10 +114,7 @@ async def test_a_non_retryable_status_fails_the_batch_and_is_counted(
 
 async def test_tls_with_a_client_certificate(tmp_path: Path) -> None:
     authority = trustme.CA()
-    server = ssl.create_default_context(ssl.Purpose.CLIENT_AUTH)
-    authority.issue_cert("127.0.0.1").configure_cert(server)
-    authority.configure_trust(server)
-    server.verify_mode = ssl.CERT_REQUIRED  # mTLS: no client certificate, no request
+    server = server_context(authority, require_client=True)  # no client certificate, no request
     client = authority.issue_cert("gateway-1.example")
     ca, cert, key = tmp_path / "ca.pem", tmp_path / "client.pem", tmp_path / "client.key"
     authority.cert_pem.write_to_path(str(ca))

@@ -5,7 +5,6 @@ from __future__ import annotations
 import json
 import re
 import shlex
-import signal
 import subprocess
 import sys
 import time
@@ -17,7 +16,7 @@ from confluent_kafka.admin import AdminClient  # type: ignore[attr-defined]
 from clientmetrics.gateway.config import load_config
 from clientmetrics.security.principal import PrincipalMapper
 from tests.gateway.test_tls import api_versions_over_tls
-from tests.procs import free_port
+from tests.procs import free_port, stop_process
 from tests.tlsfiles import TestCA
 
 pytestmark = pytest.mark.integration
@@ -92,5 +91,4 @@ def test_documented_tls_gateway_serves_mtls(tmp_path: Path) -> None:
         brokers = admin.list_topics(timeout=10).brokers
         assert [(b.host, b.port) for b in brokers.values()] == [("127.0.0.1", tls)]
     finally:
-        proc.send_signal(signal.SIGTERM)
-        assert proc.wait(20) == 0
+        assert stop_process(proc, 20) == 0

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import asyncio
-import struct
 import uuid
 from pathlib import Path
 
@@ -12,6 +11,7 @@ from clientmetrics.gateway.server import Gateway
 from clientmetrics.store.memory import MemorySubscriptionStore
 from clientmetrics.telemetry.model import AcceptedPush
 from clientmetrics.wire import RequestHeader, decode_response, encode_request, request_type
+from tests.frames import read_frame
 
 
 class GatedExporter:
@@ -37,11 +37,6 @@ class GatedExporter:
 
     async def close(self, timeout_s: float) -> None:
         return None
-
-
-async def read_frame(reader: asyncio.StreamReader) -> bytes:
-    size = struct.unpack(">i", await reader.readexactly(4))[0]
-    return await reader.readexactly(size)
 
 
 async def test_push_in_flight_at_shutdown_is_answered(tmp_path: Path) -> None:

@@ -22,6 +22,7 @@ from clientmetrics.wire import (
     encode_request,
     request_type,
 )
+from tests.frames import read_frame
 
 
 class FailingStore(MemorySubscriptionStore):
@@ -46,8 +47,7 @@ async def gateway(tmp_path: Path) -> AsyncIterator[Gateway]:
 async def roundtrip(port: int, frame: bytes) -> bytes:
     reader, writer = await asyncio.open_connection("127.0.0.1", port)
     writer.write(frame)
-    size = int.from_bytes(await reader.readexactly(4), "big", signed=True)
-    answer = await reader.readexactly(size)
+    answer = await read_frame(reader)
     writer.close()
     return answer
 

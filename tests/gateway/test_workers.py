@@ -5,7 +5,6 @@ from __future__ import annotations
 import os
 import signal
 import socket
-import struct
 import subprocess
 import sys
 import time
@@ -16,6 +15,7 @@ from pathlib import Path
 import pytest
 
 from clientmetrics.wire import RequestHeader, decode_response, encode_request, request_type
+from tests.frames import get_then_push, recv_frame
 from tests.kadmin import set_subscription
 from tests.procs import GatewayProcess, free_port, free_port_block, wait_for
 
@@ -27,8 +27,7 @@ def fresh_get(port: int) -> tuple[str, ...]:
     get = request_type(71, 0)(client_instance_id=uuid.UUID(int=0))
     with socket.create_connection(("127.0.0.1", port), timeout=5) as sock:
         sock.sendall(encode_request(RequestHeader(71, 0, 1, "w"), get))
-        size = struct.unpack(">i", sock.recv(4, socket.MSG_WAITALL))[0]
-        _, body = decode_response(71, 0, sock.recv(size, socket.MSG_WAITALL))
+        _, body = decode_response(71, 0, recv_frame(sock))
     return tuple(body.requested_metrics)
 
 
@@ -136,26 +135,6 @@ def serve_args(data: Path, port: int, *extra: str) -> list[str]:
     return [binary, "serve", "--listen", f"127.0.0.1:{port}", "--data-dir", str(data), *extra]
 
 
-def push_once(port: int) -> None:
-    """Get, then an empty push, on a new connection."""
-    with socket.create_connection(("127.0.0.1", port), timeout=5) as sock:
-        get = request_type(71, 0)(client_instance_id=uuid.UUID(int=0))
-        sock.sendall(encode_request(RequestHeader(71, 0, 1, "w"), get))
-        size = struct.unpack(">i", sock.recv(4, socket.MSG_WAITALL))[0]
-        _, sub = decode_response(71, 0, sock.recv(size, socket.MSG_WAITALL))
-        push = request_type(72, 0)(
-            client_instance_id=sub.client_instance_id,
-            subscription_id=sub.subscription_id,
-            terminating=False,
-            compression_type=0,
-            metrics=b"",
-        )
-        sock.sendall(encode_request(RequestHeader(72, 0, 2, "w"), push))
-        size = struct.unpack(">i", sock.recv(4, socket.MSG_WAITALL))[0]
-        _, answer = decode_response(72, 0, sock.recv(size, socket.MSG_WAITALL))
-        assert int(answer.error_code) == 0
-
-
 def test_a_worker_that_cannot_start_makes_the_supervisor_exit_non_zero(tmp_path: Path) -> None:
     data = tmp_path / "data"
     (data / "subscriptions.db").mkdir(parents=True)  # SQLite cannot open a directory
@@ -195,7 +174,7 @@ def test_no_child_outlives_a_killed_supervisor_with_converters(tmp_path: Path) -
         assert gw.proc is not None
         pid = gw.proc.pid
         for _ in range(8):  # pushes through both workers: each starts its converter child
-            push_once(gw.port)
+            assert get_then_push(gw.port, "w") == 0
         wait_for(lambda: sum(map(is_worker, descendants(pid))) >= 4, 30, what="converter children")
         below = descendants(pid)
     finally:

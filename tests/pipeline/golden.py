@@ -28,11 +28,10 @@ from typing import Any
 
 import pyarrow as pa
 import pyarrow.dataset as ds
-from opentelemetry.proto.common.v1 import common_pb2
 from opentelemetry.proto.metrics.v1 import metrics_pb2 as m
 
 from tests.golden import LIBRDKAFKA as FIXTURES
-from tests.synthetic import Push, producer_payload
+from tests.synthetic import Push, kv, producer_payload
 
 GOLDEN = Path(__file__).resolve().parents[1] / "data" / "pipeline-golden"
 TABLES = ("points", "client_windows", "clients", "alerts")
@@ -59,16 +58,10 @@ RULES = {
 }
 
 
-def _kv(key: str, value: int | str) -> common_pb2.KeyValue:
-    if isinstance(value, int):
-        return common_pb2.KeyValue(key=key, value=common_pb2.AnyValue(int_value=value))
-    return common_pb2.KeyValue(key=key, value=common_pb2.AnyValue(string_value=value))
-
-
 def mixed_payload(step: int, swap: bool) -> bytes:
     """Delta and cumulative sums (with resets), a delta histogram, a gauge; attributes reordered."""
     now = T0_NS + step * 10 * S
-    attrs = [_kv("node.id", 1), _kv("topic", "t")]
+    attrs = [kv("node.id", 1), kv("topic", "t")]
     attrs = attrs[::-1] if swap else attrs
     delta = m.Sum(
         aggregation_temporality=m.AGGREGATION_TEMPORALITY_DELTA,

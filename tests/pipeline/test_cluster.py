@@ -21,7 +21,7 @@ import pytest
 
 from tests.pipeline.golden import TABLES, canonical_rows, golden_rows, read_table
 from tests.pipeline.test_golden import land_golden
-from tests.procs import free_port
+from tests.procs import free_port, stop_process
 
 # A cluster start and a whole job on two shared cores can take longer than the default timeout.
 pytestmark = [pytest.mark.spark, pytest.mark.integration, pytest.mark.timeout(900)]
@@ -108,14 +108,8 @@ def cluster(cluster_dir: Path) -> Iterator[str]:
             _wait_for_line(log, "Successfully registered with master", worker, 90)
         yield url
     finally:
-        for process in reversed(processes):
-            process.terminate()
-        for process in processes:
-            try:
-                process.wait(timeout=30)
-            except subprocess.TimeoutExpired:
-                process.kill()
-                process.wait()
+        for process in reversed(processes):  # the workers, then the master
+            stop_process(process, 30)
 
 
 def _command(verb: str, url: str, data: Path, rules: Path, *extra: str) -> list[str]:

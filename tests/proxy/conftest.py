@@ -1,13 +1,15 @@
-"""Fixtures: a real Tansu broker and gateway processes in proxy mode in front of it."""
+"""Fixtures: a real Tansu broker and gateway processes in proxy mode in front of it; the
+scripted in-process upstream."""
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator
+from collections.abc import AsyncIterator, Callable, Iterator
 from pathlib import Path
 
 import pytest
 
 from tests.procs import GatewayProcess, TansuProcess, free_port_block
+from tests.proxy.fake_upstream import FakeUpstream
 
 TANSU_NODE = 111  # Tansu's fixed node id
 FAST_LANDING = """
@@ -61,3 +63,11 @@ def proxy_factory(tmp_path: Path) -> Iterator[Callable[..., ProxyGateway]]:
 @pytest.fixture
 def proxy(tansu: TansuProcess, proxy_factory: Callable[..., ProxyGateway]) -> ProxyGateway:
     return proxy_factory(tansu.bootstrap)
+
+
+@pytest.fixture
+async def upstream() -> AsyncIterator[FakeUpstream]:
+    fake = await FakeUpstream().start()
+    yield fake
+    assert fake.server is not None
+    fake.server.close()

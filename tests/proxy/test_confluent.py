@@ -9,21 +9,13 @@ from confluent_kafka import Consumer, Producer
 from confluent_kafka.admin import AdminClient
 
 from tests.kadmin import set_subscription
-from tests.landed import landed_rows, metric_names
+from tests.landed import landed_rows, names_of
 from tests.procs import wait_for
 from tests.proxy.conftest import TANSU_NODE, ProxyGateway
 
 pytestmark = pytest.mark.integration
 
 MESSAGES = 500
-
-
-def _names(rows: list[dict[str, object]], client_id: str) -> set[str]:
-    out: set[str] = set()
-    for row in rows:
-        if row["client_id"] == client_id:
-            out |= metric_names(bytes(row["payload"]))  # type: ignore[arg-type]
-    return out
 
 
 def test_metadata_names_only_gateway_ports(proxy: ProxyGateway) -> None:
@@ -77,9 +69,9 @@ def test_produce_consume_keys_headers_and_telemetry(proxy: ProxyGateway) -> None
             consumer.poll(0.1)
             producer.poll(0.1)
             rows = landed_rows(proxy.data_dir)
-            return "org.apache.kafka.producer.node.request.latency.avg" in _names(
+            return "org.apache.kafka.producer.node.request.latency.avg" in names_of(
                 rows, "px-prod"
-            ) and any(n.startswith("org.apache.kafka.consumer.") for n in _names(rows, "px-cons"))
+            ) and any(n.startswith("org.apache.kafka.consumer.") for n in names_of(rows, "px-cons"))
 
         wait_for(both_pushed, 60, interval=0, what="producer and consumer telemetry to land")
     finally:

@@ -13,19 +13,11 @@ from clientmetrics.exporters.memory import InMemoryExporter
 from clientmetrics.gateway.config import Address, GatewayConfig, Listener
 from clientmetrics.gateway.server import Gateway
 from clientmetrics.store.memory import MemorySubscriptionStore
+from tests.frames import read_frame
 from tests.procs import free_port_block
-
-from .test_session import NODE, FakeUpstream, raw_request, read_frame
+from tests.proxy.fake_upstream import NODE, FakeUpstream, raw_request
 
 KiB = 1024
-
-
-@pytest.fixture
-async def upstream() -> AsyncIterator[FakeUpstream]:
-    fake = await FakeUpstream().start()
-    yield fake
-    assert fake.server is not None
-    fake.server.close()
 
 
 @pytest.fixture

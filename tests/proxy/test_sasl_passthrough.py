@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import asyncio
 import struct
-from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
 
@@ -32,21 +31,13 @@ from clientmetrics.wire import (
 )
 from clientmetrics.wire.headers import request_header_version
 from clientmetrics.wire.server import ListenerPolicy
+from tests.frames import read_frame
 from tests.procs import free_port_block
-
-from .test_session import NODE, FakeUpstream, raw_request, read_frame
+from tests.proxy.fake_upstream import NODE, FakeUpstream, raw_request
 
 
 def plain_identity(mechanism: str, token: bytes) -> str | None:
     return "User:" + token.split(b"\x00")[1].decode() if mechanism == "PLAIN" else None
-
-
-@pytest.fixture
-async def upstream() -> AsyncIterator[FakeUpstream]:
-    fake = await FakeUpstream().start()
-    yield fake
-    assert fake.server is not None
-    fake.server.close()
 
 
 async def start(

@@ -19,7 +19,7 @@ import pytest
 from confluent_kafka import Consumer, Producer
 
 from tests.admin.tool import run_tool
-from tests.landed import landed_rows
+from tests.landed import rows_of
 from tests.procs import TansuProcess, free_port_block, wait_for
 from tests.proxy.conftest import FAST_LANDING, TANSU_NODE, ProxyGateway
 
@@ -87,10 +87,6 @@ def client_conf(gw: ProxyGateway, client_id: str, password: str, **extra: Any) -
     }
 
 
-def rows_of(gw: ProxyGateway, client_id: str) -> list[dict[str, object]]:
-    return [r for r in landed_rows(gw.data_dir) if r["client_id"] == client_id]
-
-
 def test_passthrough_authenticates_with_the_cluster_and_lands_the_principal(
     stack: tuple[TansuProcess, ProxyGateway], tmp_path: Path
 ) -> None:
@@ -144,13 +140,14 @@ def test_passthrough_authenticates_with_the_cluster_and_lands_the_principal(
         def both_landed() -> bool:
             consumer.poll(0.1)
             producer.poll(0.1)
-            return bool(rows_of(gw, "px-sasl-prod")) and bool(rows_of(gw, "px-sasl-cons"))
+            return all(rows_of(gw.data_dir, c) for c in ("px-sasl-prod", "px-sasl-cons"))
 
         wait_for(both_landed, 30, interval=0, what="telemetry from both clients")
     finally:
         consumer.close()
     for client_id in ("px-sasl-prod", "px-sasl-cons"):
-        assert {r["principal"] for r in rows_of(gw, client_id)} == {"User:alice"}, client_id
+        rows = rows_of(gw.data_dir, client_id)
+        assert {r["principal"] for r in rows} == {"User:alice"}, client_id
 
     # With the subscription in force, a wrong password gets the cluster's refusal and lands nothing.
     errors: list[str] = []
@@ -163,4 +160,4 @@ def test_passthrough_authenticates_with_the_cluster_and_lands_the_principal(
     # The cluster's own refusal, relayed by the gateway.
     assert any("invalid credentials with SASL mechanism SCRAM-SHA-512" in e for e in errors), errors
     time.sleep(1.0)  # longer than a landing roll
-    assert rows_of(gw, "px-intruder") == []
+    assert rows_of(gw.data_dir, "px-intruder") == []

@@ -27,6 +27,7 @@ from clientmetrics.wire import (
     request_type,
 )
 from clientmetrics.wire.server import Respond, Serve, ServerConnection
+from tests.frames import recv_frame
 from tests.kadmin import set_subscription
 from tests.landed import landed_rows
 from tests.procs import GatewayProcess, wait_for
@@ -60,17 +61,7 @@ class Conn:
         self.sock.close()
 
     def _frame(self) -> bytes:
-        size = struct.unpack(">i", self._exactly(4))[0]
-        return self._exactly(size)
-
-    def _exactly(self, n: int) -> bytes:
-        out = b""
-        while len(out) < n:
-            chunk = self.sock.recv(n - len(out))
-            if not chunk:
-                raise ConnectionError("closed")
-            out += chunk
-        return out
+        return recv_frame(self.sock)
 
     def call(self, header: RequestHeader, body: Any) -> Any:
         self.sock.sendall(encode_request(header, body))

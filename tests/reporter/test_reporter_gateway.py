@@ -17,7 +17,7 @@ from opentelemetry.proto.metrics.v1.metrics_pb2 import MetricsData
 from clientmetrics.reporter import STANDARD_METRICS, enable_telemetry
 from clientmetrics.telemetry.otlp import DELTA
 from tests.kadmin import set_subscription
-from tests.landed import landed_rows, metric_names
+from tests.landed import names_of, rows_of
 from tests.procs import GatewayProcess, wait_for
 
 pytestmark = pytest.mark.integration
@@ -52,17 +52,6 @@ def gateway(tmp_path: Path) -> Iterator[GatewayProcess]:
     gw = GatewayProcess(tmp_path / "data", FAST).start()
     yield gw
     assert gw.stop() == 0, gw.log_lines[-10:]
-
-
-def rows_of(data_dir: Path, client_id: str) -> list[dict[str, object]]:
-    return [r for r in landed_rows(data_dir) if r["client_id"] == client_id]
-
-
-def names_of(rows: list[dict[str, object]]) -> set[str]:
-    out: set[str] = set()
-    for row in rows:
-        out |= metric_names(bytes(row["payload"]))  # type: ignore[arg-type]
-    return out
 
 
 def resource_of(row: dict[str, object]) -> dict[str, str]:

@@ -7,7 +7,6 @@ relays to a real gateway, as a SASL_SSL listener will.
 from __future__ import annotations
 
 import json
-import ssl
 import subprocess
 from collections.abc import Iterator
 from pathlib import Path
@@ -19,6 +18,7 @@ from clientmetrics.security import SaslConfig, build_sasl_server, derive
 from clientmetrics.store.credentials import CredentialFile
 from tests.admin.front import Front
 from tests.procs import BIN, GatewayProcess
+from tests.tlsfiles import server_context
 
 pytestmark = pytest.mark.integration
 
@@ -32,8 +32,7 @@ def secured(tmp_path: Path) -> Iterator[tuple[Front, Path]]:
         {"SCRAM-SHA-512": derive("SCRAM-SHA-512", "lg-pw", salt=b"s" * 16, iterations=4096)},
     )
     ca = trustme.CA()
-    context = ssl.create_default_context(ssl.Purpose.CLIENT_AUTH)
-    ca.issue_cert("127.0.0.1").configure_cert(context)
+    context = server_context(ca)
     ca_file = tmp_path / "ca.pem"
     ca.cert_pem.write_to_path(str(ca_file))
     server = build_sasl_server(SaslConfig(("SCRAM-SHA-512",)), credentials, seed=b"x" * 16)

@@ -19,7 +19,7 @@ import pytest
 from confluent_kafka import Producer
 
 from tests.kadmin import set_subscription
-from tests.landed import landed_rows
+from tests.landed import rows_of
 from tests.procs import BIN, GatewayProcess, wait_for
 from tests.security.jwts import AUDIENCE, ISSUER, Signer
 from tests.tlsfiles import TestCA
@@ -111,10 +111,6 @@ def run_producer(gw: GatewayProcess, client_id: str, seconds: float, **conf: Any
     return errors
 
 
-def rows_of(gw: GatewayProcess, client_id: str) -> list[dict[str, object]]:
-    return [r for r in landed_rows(gw.data_dir) if r["client_id"] == client_id]
-
-
 @pytest.mark.parametrize("mechanism", ["PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512"])
 def test_password_mechanisms_land_the_principal(gateway: GatewayProcess, mechanism: str) -> None:
     client_id = f"app-{mechanism.lower()}"
@@ -125,8 +121,8 @@ def test_password_mechanisms_land_the_principal(gateway: GatewayProcess, mechani
         4,
         **{"sasl.mechanism": mechanism, "sasl.username": user, "sasl.password": PASSWORD},
     )
-    wait_for(lambda: rows_of(gateway, client_id), 10, what=f"a {mechanism} push to land")
-    assert {r["principal"] for r in rows_of(gateway, client_id)} == {f"User:{user}"}
+    wait_for(lambda: rows_of(gateway.data_dir, client_id), 10, what=f"a {mechanism} push to land")
+    assert {r["principal"] for r in rows_of(gateway.data_dir, client_id)} == {f"User:{user}"}
 
 
 def test_oauthbearer_token_lands_its_subject(gateway: GatewayProcess, signer: Signer) -> None:
@@ -140,8 +136,8 @@ def test_oauthbearer_token_lands_its_subject(gateway: GatewayProcess, signer: Si
             "oauth_cb": lambda _cfg: (signer.token(now, sub="svc-billing"), now + 600),
         },
     )
-    wait_for(lambda: rows_of(gateway, "app-oauth"), 10, what="an OAUTHBEARER push to land")
-    assert {r["principal"] for r in rows_of(gateway, "app-oauth")} == {"User:svc-billing"}
+    wait_for(lambda: rows_of(gateway.data_dir, "app-oauth"), 10, what="an OAUTHBEARER push to land")
+    assert {r["principal"] for r in rows_of(gateway.data_dir, "app-oauth")} == {"User:svc-billing"}
 
 
 def test_wrong_password_and_no_credentials_land_nothing(gateway: GatewayProcess) -> None:
@@ -168,8 +164,8 @@ def test_wrong_password_and_no_credentials_land_nothing(gateway: GatewayProcess)
     for _ in range(20):
         producer.poll(0.1)
     time.sleep(1.0)  # longer than a landing roll
-    assert rows_of(gateway, "intruder") == []
-    assert rows_of(gateway, "anonymous") == []
+    assert rows_of(gateway.data_dir, "intruder") == []
+    assert rows_of(gateway.data_dir, "anonymous") == []
 
 
 def test_reauthentication_keeps_pushes_flowing(gateway: GatewayProcess) -> None:
@@ -183,13 +179,13 @@ def test_reauthentication_keeps_pushes_flowing(gateway: GatewayProcess) -> None:
         **{"sasl.mechanism": "SCRAM-SHA-256", "sasl.username": "alice", "sasl.password": PASSWORD},
     )
     assert not [e for e in errors if "uthenticat" in e], errors
-    wait_for(lambda: rows_of(gateway, "long-lived"), 10, what="pushes to land")
+    wait_for(lambda: rows_of(gateway.data_dir, "long-lived"), 10, what="pushes to land")
     received = sorted(
         r["received_at"].timestamp()  # type: ignore[attr-defined]
-        for r in rows_of(gateway, "long-lived")
+        for r in rows_of(gateway.data_dir, "long-lived")
     )
     assert received[-1] - start > 6, received
-    assert len({r["client_instance_id"] for r in rows_of(gateway, "long-lived")}) == 1
+    assert len({r["client_instance_id"] for r in rows_of(gateway.data_dir, "long-lived")}) == 1
 
 
 def test_kafka_python_reporter_over_sasl_ssl_lands_its_principal(gateway: GatewayProcess) -> None:
@@ -210,10 +206,10 @@ def test_kafka_python_reporter_over_sasl_ssl_lands_its_principal(gateway: Gatewa
     enable_telemetry(producer)
     try:
         wait_for(
-            lambda: any(r["payload"] for r in rows_of(gateway, "py-reporter")),
+            lambda: any(r["payload"] for r in rows_of(gateway.data_dir, "py-reporter")),
             30,
             what="a reporter push over SASL_SSL",
         )
     finally:
         producer.close()
-    assert {r["principal"] for r in rows_of(gateway, "py-reporter")} == {"User:bob"}
+    assert {r["principal"] for r in rows_of(gateway.data_dir, "py-reporter")} == {"User:bob"}

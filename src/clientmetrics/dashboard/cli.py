@@ -8,18 +8,21 @@ from pathlib import Path
 
 import click
 
-from clientmetrics.cli_options import CommandError, DescribedDefault, log_options
+from clientmetrics.cli_options import (
+    DEFAULT_DATA_DIR,
+    CommandError,
+    DescribedDefault,
+    data_dir_option,
+    log_options,
+)
 from clientmetrics.dashboard.app import Dashboard, DashboardConfig, DashboardServer
 from clientmetrics.logs import configure_logging
 
 
 @click.command()
-@click.option(
-    "--data-dir",
-    type=click.Path(file_okay=False, path_type=Path),
-    default=Path("./cm-data"),
-    show_default=True,
-    help="The gateway's data directory (landing zone, subscriptions.db, tables).",
+@data_dir_option(
+    "The gateway's data directory (landing zone, subscriptions.db, tables).",
+    default=DEFAULT_DATA_DIR,
 )
 @click.option(
     "--tables",

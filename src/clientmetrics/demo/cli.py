@@ -9,7 +9,7 @@ from pathlib import Path
 
 import click
 
-from clientmetrics.cli_options import log_options
+from clientmetrics.cli_options import data_dir_option, log_options
 from clientmetrics.demo.children import DemoError
 from clientmetrics.demo.run import Demo, DemoOptions
 from clientmetrics.extras import require
@@ -22,11 +22,7 @@ from clientmetrics.logs import configure_logging
     type=click.FloatRange(min=30),
     help="Stop after this many seconds (default: run until Ctrl-C).",
 )
-@click.option(
-    "--data-dir",
-    type=click.Path(file_okay=False, path_type=Path),
-    help="Where everything is written (default: a new temporary directory, kept).",
-)
+@data_dir_option("Where everything is written (default: a new temporary directory, kept).")
 @click.option(
     "--clients",
     type=click.IntRange(min=1),

@@ -16,6 +16,7 @@ from pathlib import Path
 
 import structlog
 
+from clientmetrics.addresses import parse_host_port
 from clientmetrics.errors import ConfigurationError
 from clientmetrics.exporters.base import Exporter
 from clientmetrics.exporters.prometheus_state import PushView, SeriesStore, exposition
@@ -32,14 +33,6 @@ _OPTIONS = ("listen", "max_series", "min_expiry_s")
 
 def _now_ms() -> int:
     return time.time_ns() // 1_000_000
-
-
-def parse_listen(name: str, text: object) -> tuple[str, int]:
-    """``HOST:PORT`` (port 0: any free port)."""
-    host, sep, port = str(text).rpartition(":")
-    if not sep or not port.isdigit() or int(port) > 65535:
-        raise ConfigurationError(f"{name}.listen: expected HOST:PORT, got {text!r}")
-    return host.strip("[]") or "127.0.0.1", int(port)
 
 
 class PrometheusSink:
@@ -166,7 +159,7 @@ def create(options: Mapping[str, object], data_dir: Path) -> Exporter:
     ):
         raise ConfigurationError("prometheus.min_expiry_s must be a positive number")
     sink = PrometheusSink(
-        parse_listen("prometheus", rest.get("listen", DEFAULT_LISTEN)),
+        parse_host_port(rest.get("listen", DEFAULT_LISTEN), "prometheus.listen"),
         queue.labels,
         max_series=max_series,
         min_expiry_s=float(min_expiry_s),

@@ -13,6 +13,7 @@ from dataclasses import dataclass, field, fields, replace
 from pathlib import Path
 from typing import Any
 
+from clientmetrics.addresses import parse_host_port
 from clientmetrics.errors import ConfigurationError
 from clientmetrics.gateway.tls import TlsConfig, tls_from
 from clientmetrics.gateway.upstream_security import UpstreamSecurity, upstream_from
@@ -38,10 +39,7 @@ class Address:
 
     @classmethod
     def parse(cls, text: str, what: str) -> Address:
-        host, sep, port = text.rpartition(":")
-        if not sep or not port.isdigit() or not 0 <= int(port) <= 65535:
-            raise ConfigurationError(f"{what}: expected HOST:PORT, got {text!r}")
-        return cls(host.strip("[]") or "127.0.0.1", int(port))
+        return cls(*parse_host_port(text, what))
 
     def __str__(self) -> str:
         return f"{self.host}:{self.port}"

@@ -8,7 +8,7 @@ import gc
 import os
 import random
 import signal
-from collections.abc import Coroutine, Iterator, Sequence
+from collections.abc import Iterator, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from typing import TYPE_CHECKING, Any
 
@@ -37,6 +37,7 @@ from clientmetrics.gateway.metrics_http import MetricsServer
 from clientmetrics.gateway.sasl_setup import keep_jwks_fresh, reload_jwks, sasl_server_for
 from clientmetrics.gateway.scram_rpcs import ScramHandlers
 from clientmetrics.gateway.subscriptions import Subscriptions
+from clientmetrics.gateway.tasks import OwnedTasks
 from clientmetrics.gateway.telemetry_rpcs import TelemetryHandlers
 from clientmetrics.gateway.tls import ReloadingContext
 from clientmetrics.gateway.upstream_security import UpstreamTls
@@ -120,7 +121,7 @@ class Gateway:
         self._upstream_tls: ReloadingContext | None = None
         self._metrics: MetricsServer | None = None
         self._subscriptions: Subscriptions | None = None
-        self._tasks: set[asyncio.Task[Any]] = set()
+        self._tasks = OwnedTasks()
         self._connections: dict[int, ConnectionState] = {}
         self._dispatcher: Dispatcher | None = None
         self._proxy: ProxyServer | None = None
@@ -208,7 +209,7 @@ class Gateway:
                 self.ports[listener.name] = server.sockets[0].getsockname()[1]
             self.port = self.ports[cfg.listeners[0].name]
             self._dispatcher = self._build_dispatcher()
-        self._spawn(self._expire_loop())
+        self._tasks.spawn(self._expire_loop())
         self._watch_tls()
         if cfg.admin_listen is not None:
             self._metrics = MetricsServer(
@@ -251,7 +252,7 @@ class Gateway:
         if self._identity_of is None and cfg.proxy:
             self._identity_of = sasl_mechanisms.identity_of
         if self.sasl is not None and cfg.sasl is not None:
-            self._spawn(keep_jwks_fresh(self.sasl, cfg.sasl))
+            self._tasks.spawn(keep_jwks_fresh(self.sasl, cfg.sasl))
         if exposed := open_listeners(cfg):
             log.warning(
                 "listeners_unauthenticated",
@@ -363,11 +364,6 @@ class Gateway:
 
         return counted
 
-    def _spawn(self, coro: Coroutine[Any, Any, None]) -> None:
-        task = asyncio.ensure_future(coro)
-        self._tasks.add(task)
-        task.add_done_callback(self._tasks.discard)
-
     def _tls_contexts(self) -> list[ReloadingContext]:
         return [c for c in (self._listeners.context, self._upstream_tls) if c is not None]
 
@@ -376,7 +372,7 @@ class Gateway:
         every = tls.reload_check_s if tls is not None else 5.0
         if every > 0:
             for context in self._tls_contexts():
-                self._spawn(context.watch(every))
+                self._tasks.spawn(context.watch(every))
 
     def reload_tls(self) -> None:
         """Re-read the certificates, keys and CAs now (SIGHUP)."""
@@ -389,8 +385,7 @@ class Gateway:
         assert self._dispatcher is not None
         task = asyncio.current_task()
         if task is not None:
-            self._tasks.add(task)
-            task.add_done_callback(self._tasks.discard)
+            self._tasks.adopt(task)
         identity = identify(listener, writer.transport, self.config.tls)
         peer = writer.get_extra_info("peername") or ("", 0)
         host = str(peer[0])
@@ -528,11 +523,7 @@ class Gateway:
         await self._drain(timeout)
         if self._metrics is not None:
             await self._metrics.close()
-        tasks = [t for t in self._tasks if not t.done()]
-        for task in tasks:
-            task.cancel()
-        if tasks:
-            await asyncio.wait(tasks, timeout=timeout)
+        await self._tasks.cancel(timeout)
         for exporter in self._exporters or []:
             try:
                 await exporter.close(timeout)
@@ -567,7 +558,7 @@ class Gateway:
         """
         self.authorization.reload()
         if self.sasl is not None and self.config.sasl is not None:
-            self._spawn(reload_jwks(self.sasl, self.config.sasl))
+            self._tasks.spawn(reload_jwks(self.sasl, self.config.sasl))
 
     async def run_until_signalled(self) -> None:
         """Serve until SIGTERM or SIGINT, then drain and return."""

@@ -13,7 +13,7 @@ from typing import NoReturn
 
 import click
 
-from clientmetrics.cli_options import DescribedDefault
+from clientmetrics.cli_options import DescribedDefault, data_dir_option
 from clientmetrics.security.credentials import (
     DEFAULT_ITERATIONS,
     SCRAM_MECHANISMS,
@@ -24,12 +24,7 @@ from clientmetrics.security.credentials import (
 from clientmetrics.store.credentials import CredentialFile
 
 SALT_BYTES = 32
-_data_dir = click.option(
-    "--data-dir",
-    required=True,
-    type=click.Path(path_type=Path, file_okay=False),
-    help="The gateway's data directory",
-)
+_data_dir = data_dir_option("The gateway's data directory", required=True)
 _mechanisms = click.option(
     "--mechanism",
     "mechanisms",

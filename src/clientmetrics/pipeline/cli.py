@@ -10,7 +10,13 @@ from typing import Any
 
 import click
 
-from clientmetrics.cli_options import CommandError, DescribedDefault, log_options
+from clientmetrics.cli_options import (
+    DEFAULT_DATA_DIR,
+    CommandError,
+    DescribedDefault,
+    data_dir_option,
+    log_options,
+)
 from clientmetrics.errors import ClientMetricsError, ConfigurationError
 from clientmetrics.logs import configure_logging
 from clientmetrics.pipeline.core.rules import RuleSet, load_rules
@@ -19,12 +25,9 @@ from clientmetrics.pipeline.run_summary import RunSummary, summarise_run, table_
 
 def _options(function: Callable[..., Any]) -> Callable[..., Any]:
     decorators = [
-        click.option(
-            "--data-dir",
-            type=click.Path(file_okay=False, path_type=Path),
-            default=Path("./cm-data"),
-            show_default=True,
-            help="The gateway's data directory (landing zone and default outputs).",
+        data_dir_option(
+            "The gateway's data directory (landing zone and default outputs).",
+            default=DEFAULT_DATA_DIR,
         ),
         click.option(
             "--master",

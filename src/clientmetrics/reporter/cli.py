@@ -9,7 +9,7 @@ from pathlib import Path
 
 import click
 
-from clientmetrics.admin.properties import ClientSecurity, read_properties
+from clientmetrics.admin.properties import PROTOCOLS, ClientSecurity, read_properties
 from clientmetrics.errors import ClientMetricsError, ConfigurationError
 from clientmetrics.reporter.sim_net import set_subscription
 from clientmetrics.reporter.simulate import SimConfig, SimReport
@@ -123,7 +123,7 @@ def _client_properties(path: Path | None, options: dict[str, str | None]) -> dic
 )
 @click.option(
     "--security-protocol",
-    type=click.Choice(["PLAINTEXT", "SSL", "SASL_PLAINTEXT", "SASL_SSL"], case_sensitive=False),
+    type=click.Choice(PROTOCOLS, case_sensitive=False),
     help="security.protocol (overrides --command-config)",
 )
 @click.option(

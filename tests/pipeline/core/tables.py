@@ -17,6 +17,11 @@ def at(seconds: float) -> datetime:
     return T0 + timedelta(seconds=seconds)
 
 
+def at_us(seconds: float) -> int:
+    """``at(seconds)`` in microseconds since the epoch (a push's ``received_at``)."""
+    return int(at(seconds).timestamp() * 1_000_000)
+
+
 def table(schema: pa.Schema, rows: list[dict[str, Any]], **defaults: Any) -> pa.Table:
     """Rows of ``schema`` (maps as dicts); unspecified columns are null or ``defaults``."""
     columns = {}

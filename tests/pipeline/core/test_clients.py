@@ -13,15 +13,11 @@ from clientmetrics.pipeline.core.schemas import (
     LANDING_ARROW,
     PASS_INPUT_ARROW,
 )
-from tests.pipeline.core.tables import T0, at, by_column, table
+from tests.pipeline.core.tables import T0, at, at_us, by_column, table
 from tests.synthetic import Push, landing_table, producer_payload
 
 DAY_US = 86_400_000_000
 RULES = parse_rules({"rule": [{"name": "r", "metric": "m", "op": ">", "threshold": 1}]}).rules
-
-
-def _us(seconds: float) -> int:
-    return int(at(seconds).timestamp() * 1_000_000)
 
 
 def _pushes(*pushes: Push) -> pa.Table:
@@ -30,7 +26,7 @@ def _pushes(*pushes: Push) -> pa.Table:
 
 def _push(instance: str, seconds: float, payload: bytes, **labels: object) -> Push:
     fields = {"push_interval_ms": 10_000, **labels}
-    return Push(_us(seconds), instance, payload, **fields)  # type: ignore[arg-type]
+    return Push(at_us(seconds), instance, payload, **fields)  # type: ignore[arg-type]
 
 
 def _view(pushes: pa.Table) -> pa.Table:
@@ -42,14 +38,14 @@ def _with_series(points: pa.Table) -> pa.Table:
 
 
 def test_inventory_merges_batches_and_marks_silent_and_terminated() -> None:
-    payload = producer_payload(_us(0) * 1000, 1)
+    payload = producer_payload(at_us(0) * 1000, 1)
     first = _pushes(_push("a", 0, payload, client_source_port=1), _push("b", 0, payload))
     second = _pushes(
         _push("a", 20, b"", client_source_port=2), _push("b", 5, payload, terminating=True)
     )
     inventory = merge_inventory(INVENTORY_ARROW.empty_table(), _view(first))
     inventory = merge_inventory(inventory, _view(second))
-    rows = clients_table(inventory, _us(60))
+    rows = clients_table(inventory, at_us(60))
     columns = (
         "client_instance_id",
         "client_source_port",
@@ -68,7 +64,7 @@ def test_inventory_merges_batches_and_marks_silent_and_terminated() -> None:
         ("b", 40000, "rack-a", T0, at(5), at(5), 2, True, False),
     ]
     # Judged at 45 s (the newest push landed), "a" is 25 s late: within 3 intervals.
-    assert by_column(clients_table(inventory, _us(45)), "silent") == [(False,), (False,)]
+    assert by_column(clients_table(inventory, at_us(45)), "silent") == [(False,), (False,)]
     assert by_column(clients_table(inventory, None), "silent") == [(False,), (False,)]
 
 
@@ -106,8 +102,8 @@ def test_state_of_instances_silent_beyond_the_retention_is_dropped() -> None:
         staging="",
         window_seconds=60,
         rules=RULES,
-        as_of_us=_us(eight_days),
-        retire_before_us=_us(eight_days) - 7 * DAY_US,
+        as_of_us=at_us(eight_days),
+        retire_before_us=at_us(eight_days) - 7 * DAY_US,
     )
     sides = process_group(rows, plan).sides
     assert sides["series"].column("series").to_pylist() == ["live|m|"]

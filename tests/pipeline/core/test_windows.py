@@ -10,17 +10,13 @@ from clientmetrics.pipeline.core.rates import normalise
 from clientmetrics.pipeline.core.schemas import SERIES_STATE_ARROW, WINDOW_STATE_ARROW
 from clientmetrics.pipeline.core.series import running_values
 from clientmetrics.pipeline.core.windows import merge_windows, split_windows, window_partials
-from tests.pipeline.core.tables import T0, at, by_column, decoded, table
+from tests.pipeline.core.tables import T0, at, at_us, by_column, decoded, table
 
 
 def _partials(rows: list[dict[str, object]], late_before: int | None = None) -> pa.Table:
     running, order = running_values(decoded(rows))
     points = normalise(running, SERIES_STATE_ARROW.empty_table())
     return window_partials(points, order, 60, late_before)
-
-
-def _us(seconds: float) -> int:
-    return int(at(seconds).timestamp() * 1_000_000)
 
 
 def test_windows_merge_across_batches_and_close_at_the_watermark() -> None:
@@ -51,7 +47,7 @@ def test_windows_merge_across_batches_and_close_at_the_watermark() -> None:
         ],
     )
     merged = merge_windows(carried, _partials(rows))
-    closed, still_open = split_windows(merged, _us(65))
+    closed, still_open = split_windows(merged, at_us(65))
     columns = ("window_start", "window_end", "count", "min", "max", "avg", "last")
     assert by_column(closed, *columns) == [(T0, at(60), 3, 2.0, 8.0, 14.0 / 3, 4.0)]
     assert by_column(still_open, "window_start", "count", "last") == [(at(60), 1, 1.0)]
@@ -64,7 +60,7 @@ def test_late_points_are_left_out_of_windows() -> None:
         {"metric_name": "m", "kind": "gauge", "event_time": at(t), "value": v}
         for t, v in ((10, 1.0), (100, 2.0))
     ]
-    assert by_column(_partials(rows, late_before=_us(60)), "count", "sum") == [(1, 2.0)]
+    assert by_column(_partials(rows, late_before=at_us(60)), "count", "sum") == [(1, 2.0)]
 
 
 def test_nan_is_the_largest_value_and_poisons_no_minimum() -> None:

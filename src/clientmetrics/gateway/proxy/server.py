@@ -11,8 +11,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-from collections.abc import Callable, Coroutine, Mapping
-from typing import Any
+from collections.abc import Callable, Mapping
 
 import structlog
 
@@ -24,6 +23,7 @@ from clientmetrics.gateway.proxy.cluster_map import ClusterMap
 from clientmetrics.gateway.proxy.session import ProxyHandler, ProxySession
 from clientmetrics.gateway.proxy.stream import FrameProtocol
 from clientmetrics.gateway.proxy.upstream import UpstreamError, UpstreamLink
+from clientmetrics.gateway.tasks import OwnedTasks
 from clientmetrics.gateway.upstream_security import UpstreamTls
 from clientmetrics.wire import ApiKey, RequestHeader, decode_response, encode_request, request_type
 
@@ -59,7 +59,7 @@ class ProxyServer:
         self._on_close = on_close
         self._servers: dict[int | None, asyncio.Server] = {}
         self._opening: dict[int, asyncio.Lock] = {}
-        self._tasks: set[asyncio.Task[Any]] = set()
+        self._tasks = OwnedTasks()
         self.port = 0
         cluster.set_listener(self.open_broker_port)
 
@@ -180,7 +180,7 @@ class ProxyServer:
                 limits=self._limits,
                 connect_timeout_s=cfg.upstream_connect_timeout_s,
                 upstream_tls=self._upstream_tls,
-                spawn=self._spawn,
+                spawn=self._tasks.spawn,
                 on_open=opened,
                 on_close=self._on_close,
             )
@@ -188,20 +188,11 @@ class ProxyServer:
 
         return make
 
-    def _spawn(self, coro: Coroutine[Any, Any, None]) -> None:
-        task = asyncio.ensure_future(coro)
-        self._tasks.add(task)
-        task.add_done_callback(self._tasks.discard)
-
     async def close(self, timeout: float) -> None:
         """Stop listening and end every session."""
         for server in self._servers.values():
             server.close()
-        tasks = [t for t in self._tasks if not t.done()]
-        for task in tasks:
-            task.cancel()
-        if tasks:
-            await asyncio.wait(tasks, timeout=timeout)
+        await self._tasks.cancel(timeout)
         for server in self._servers.values():
             with contextlib.suppress(Exception):
                 await asyncio.wait_for(server.wait_closed(), 1.0)
