@@ -124,3 +124,32 @@ def test_every_option_has_help_and_defaults_are_shown_one_way() -> None:
             default = param.get_default(ctx, call=False)
             if default not in (None, UNSET) and not param.is_flag and not param.multiple:
                 assert param.show_default, f"{where} hides its default"
+
+
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        (
+            ("dashboard", "--listen", "127.0.0.1:70000"),
+            "Error: --listen must be HOST:PORT, got '127.0.0.1:70000'",
+        ),
+        (
+            ("simulate", "--bootstrap-server", "127.0.0.1:70000", "--clients", "1"),
+            "Error: Invalid value: expected HOST:PORT",
+        ),
+        (
+            ("simulate", "--bootstrap-server", "127.0.0.1:0", "--clients", "1"),
+            "Error: Invalid value: expected HOST:PORT",
+        ),
+    ],
+)
+def test_a_port_out_of_range_is_one_line(args: tuple[str, ...], message: str) -> None:
+    done = subprocess.run(
+        [str(Path(sys.executable).parent / "clientmetrics"), *args],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
+    assert (done.returncode, done.stdout) == (2, "")
+    assert done.stderr.splitlines()[-1] == message

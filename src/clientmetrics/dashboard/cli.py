@@ -50,7 +50,7 @@ def dashboard(
 ) -> None:
     """Serve a read-only web dashboard over the pipeline's tables."""
     host, _, port_text = listen.rpartition(":")
-    if not host or not port_text.isdigit():
+    if not host or not port_text.isdigit() or int(port_text) > 65535:
         raise click.UsageError(f"--listen must be HOST:PORT, got {listen!r}")
     if not data_dir.is_dir():
         raise CommandError(

@@ -23,7 +23,7 @@ SUBSCRIPTION_NAME = "clientmetrics-simulate"
 
 def _host_port(value: str) -> tuple[str, int]:
     host, sep, port = value.rpartition(":")
-    if not sep or not port.isdigit():
+    if not sep or not port.isdigit() or not 0 < int(port) < 65536:
         raise click.BadParameter("expected HOST:PORT")
     return host or "127.0.0.1", int(port)
 
