@@ -9,9 +9,11 @@
 2. Runs the pipeline job (the code behind ``clientmetrics pipeline run``) over
    them: decode, normalise, points / client_windows / clients / alerts.
 3. Runs the core alone over the same landed files, with no Spark: as many
-   processes as Spark has cores, each reading the landed files with pyarrow,
-   keeping its share of the instances, and running the same task
-   (``spark.files.run_pass``: every rule, and the Parquet writing).
+   processes as Spark has cores, each running the very function the job's
+   tasks run (``spark.files.pass_share``: read the landed files with pyarrow,
+   keep one share of the instances, every rule, and the Parquet writing).
+   What is left between the two is Spark's: the streaming query, the jobs of
+   a micro-batch, splitting the windows by the watermark, publishing.
 
 Prints both rates and their ratio. ``--decoders`` also times the pure decoders
 (columnar ptars + Arrow compute against upb protobuf + a Python loop).
@@ -72,31 +74,12 @@ def land_pushes(data: Path, points: int, clients: int) -> int:
     return landed * per_push
 
 
-def _core_task(args: tuple[str, str, int, int, object]) -> int:
-    """One process of the core alone: its share of the instances, through ``run_pass``."""
-    import pyarrow.compute as pc
-    import pyarrow.dataset as ds
+def _core_task(args: tuple[list[str], int, int, object]) -> int:
+    """One process of the core alone: its share of the instances (``spark.files.pass_share``)."""
+    from clientmetrics.pipeline.spark.files import pass_share
 
-    from clientmetrics.pipeline.core.schemas import LABEL_COLUMNS, PASS_INPUT_ARROW
-    from clientmetrics.pipeline.spark.files import run_pass
-
-    landing, _staging, share, shares, plan = args
-    pushes = ds.dataset(landing, format="parquet", partitioning="hive").to_table(
-        columns=[*LABEL_COLUMNS, "payload"]
-    )
-    codes = pc.dictionary_encode(pushes.column("client_instance_id")).combine_chunks().indices
-    mine = pushes.filter(pc.equal(pc.remainder(codes, shares), share))
-    mine = mine.take(pc.sort_indices(mine, [("client_instance_id", "ascending")]))
-    rows = pa.table(
-        {
-            field.name: mine.column(field.name)
-            if field.name in mine.column_names
-            else pa.nulls(mine.num_rows, field.type)
-            for field in PASS_INPUT_ARROW
-        },
-        schema=PASS_INPUT_ARROW,
-    )
-    manifest = run_pass(iter(rows.to_batches(max_chunksize=10_000)), plan, f"{share:05d}-0")  # type: ignore[arg-type]
+    landed, share, shares, plan = args
+    manifest = pass_share(landed, {}, plan, share, shares, f"{share:05d}-0")  # type: ignore[arg-type]
     kinds = manifest.column(0).to_pylist()
     counts = manifest.column(2).to_pylist()
     return sum(count for kind, count in zip(kinds, counts, strict=True) if kind == "points")
@@ -123,10 +106,12 @@ def core_alone(work: Path, cores: int, rules: object) -> tuple[int, float]:
     staging = work / "core-alone"
     shutil.rmtree(staging, ignore_errors=True)
     plan = PassPlan(staging=str(staging), window_seconds=60, rules=rules)  # type: ignore[arg-type]
-    jobs = [(str(work / "landing" / "pushes"), str(staging), k, cores, plan) for k in range(cores)]
+    landed = sorted(str(path) for path in (work / "landing" / "pushes").rglob("*.parquet"))
+    jobs = [(landed, k, cores, plan) for k in range(cores)]
     context = multiprocessing.get_context("spawn")
     with context.Pool(cores) as pool:
-        pool.map(_core_task, [(*jobs[0][:2], 0, 1, plan)])  # start the processes, imports warm
+        # Start the processes and warm their imports on one file.
+        pool.map(_core_task, [(landed[:1], k, cores, plan) for k in range(cores)])
         started = time.perf_counter()
         points = sum(pool.map(_core_task, jobs))
         seconds = time.perf_counter() - started

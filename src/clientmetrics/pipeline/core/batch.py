@@ -18,7 +18,8 @@ ready to be written: the shell only moves rows and files.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator
+import zlib
+from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass
 
 import pyarrow as pa
@@ -41,6 +42,7 @@ from clientmetrics.pipeline.core.schemas import (
     CARRIED,
     CLIENTS_ARROW,
     INVENTORY_ARROW,
+    PASS_INPUT_ARROW,
     POINTS_ARROW,
     SERIES_STATE_ARROW,
     WINDOW_STATE_ARROW,
@@ -95,6 +97,53 @@ class GroupResult:
 
 def _instance_of_series(series: pa.Array | pa.ChunkedArray) -> pa.Array | pa.ChunkedArray:
     return pc.list_element(pc.split_pattern(series, "|", max_splits=1), 0)
+
+
+def instance_of(rows: pa.Table, tag: str | None) -> pa.Array | pa.ChunkedArray:
+    """The client instance of each row: of a push or a state row (``tag``: its ``carried`` tag)."""
+    if tag == "series":
+        return _instance_of_series(rows.column("series"))
+    return rows.column("client_instance_id")
+
+
+def shares(instances: pa.Array | pa.ChunkedArray, count: int) -> pa.Array:
+    """Which of ``count`` shares each row's instance falls in: the same in every process.
+
+    A CRC-32 of the instance id, taken once per distinct id; a null id is in share 0.
+    """
+    encoded = pc.dictionary_encode(instances)
+    if isinstance(encoded, pa.ChunkedArray):
+        encoded = encoded.combine_chunks()
+    of_id = pa.array(
+        [zlib.crc32(name.encode()) % count for name in encoded.dictionary.to_pylist()],
+        pa.int32(),
+    )
+    found: pa.Array = pc.fill_null(pc.take(of_id, encoded.indices), 0)
+    return found
+
+
+def pass_input(pushes: pa.Table, state: Mapping[str, pa.Table]) -> pa.Table:
+    """A pass's rows (``PASS_INPUT_ARROW``) from pushes and carried state, sorted by instance.
+
+    ``state`` holds rows of each carried kind by its tag (``CARRIED``).
+    """
+    parts = [(pushes, None), *((table, tag) for tag, table in state.items() if table.num_rows)]
+    tables = []
+    for table, tag in parts:
+        size = table.num_rows
+        columns = []
+        for field in PASS_INPUT_ARROW:
+            if field.name == "carried":
+                columns.append(pa.repeat(pa.scalar(tag, field.type), size))
+            elif field.name == "client_instance_id":
+                columns.append(pc.cast(instance_of(table, tag), field.type))
+            elif field.name in table.column_names:
+                columns.append(pc.cast(table.column(field.name), field.type))
+            else:
+                columns.append(pa.nulls(size, field.type))
+        tables.append(pa.Table.from_arrays(columns, schema=PASS_INPUT_ARROW))
+    rows = pa.concat_tables(tables)
+    return rows.take(pc.sort_indices(rows.column("client_instance_id")))
 
 
 def _without(table: pa.Table, instances: pa.Array | pa.ChunkedArray, ids: pa.Array) -> pa.Table:

@@ -24,6 +24,7 @@ from contextlib import contextmanager
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 
+import pyarrow as pa
 import structlog
 from pyspark import StorageLevel
 from pyspark.sql import DataFrame, SparkSession
@@ -93,6 +94,9 @@ class PipelineConfig:
             raise ValueError(f"points writer must be one of {', '.join(WRITERS)}")
 
 
+#: The column naming each push's landed file, when the pass's tasks read the files.
+_FILE = "landed_file"
+
 #: The ways the tables can be written (``PipelineConfig.points_writer``).
 WRITERS = ("auto", "arrow", "spark")
 
@@ -111,7 +115,7 @@ class PipelineJob:
         self._config = config
         root = _absolute(config.output_path)
         self._store = TableStore(spark, root)
-        self._arrow = arrow_writes_points(config.points_writer, root)
+        self._arrow = arrow_writes_points(config.points_writer, root, _absolute(config.input_path))
         self._notifier = AlertNotifier(config.alert_sink, config.rules.webhook)
         #: Wall seconds per stage, summed over the batches this job has processed.
         self.stage_seconds: dict[str, float] = {}
@@ -133,7 +137,12 @@ class PipelineJob:
         reader = self._spark.readStream.schema(LANDING_PARTITIONED)
         if self._config.max_files_per_trigger:
             reader = reader.option("maxFilesPerTrigger", self._config.max_files_per_trigger)
-        pushes = reader.parquet(self._config.input_path).select(*LANDING.names)
+        landed = reader.parquet(self._config.input_path)
+        if self._arrow:
+            # The pass's tasks read the files themselves: Spark only names them.
+            pushes = landed.select("received_at", F.col("_metadata.file_path").alias(_FILE))
+        else:
+            pushes = landed.select(*LANDING.names)
         writer = (
             pushes.writeStream.foreachBatch(self.process_batch)
             .option("checkpointLocation", self._config.checkpoint_path)
@@ -164,8 +173,8 @@ class PipelineJob:
         store, config = self._store, self._config
         previous_max, previous_received = self._progress(batch_id)
         with self._stage("points", batch_id):
-            newest = pushes.agg(F.max("received_at")).first()
-            received = _latest(previous_received, newest[0] if newest else None)
+            newest, landed = self._landed(pushes)
+            received = _latest(previous_received, newest)
             before = self._late_before(previous_max)
             retire = (
                 None
@@ -181,24 +190,16 @@ class PipelineJob:
                 retire_before_us=_micros_or_none(retire),
             )
             store.clear(plan.staging)
-            state = {
-                tag: store.read_state(name, batch_id, spark_schema(schema))
-                for name, tag, schema in _STATE
-            }
-            output = passes.run_pass(pushes, state, plan, spark_writes=not self._arrow)
+            output = self._pass(pushes, landed, plan, batch_id)
             written, batch_max = self._collect(output, plan.staging)
             store.publish(written.get("points", []), "points", batch_id)
         with self._stage("series_state", batch_id):
             store.adopt_state(written.get("series", []), "series", batch_id)
         with self._stage("windows", batch_id):
-            merged = store.read_paths(written.get("windows", []), spark_schema(WINDOW_STATE_ARROW))
             highest, watermark = self._watermark(previous_max, batch_max)
             staging = store.staging_path("close", batch_id)
             store.clear(staging)
-            closing = passes.close_windows(
-                merged, staging, _micros_or_none(watermark), spark_writes=not self._arrow
-            )
-            closed, _ = self._collect(closing, staging)
+            closed = self._close(written.get("windows", []), staging, _micros_or_none(watermark))
             store.publish(closed.get("client_windows", []), "client_windows", batch_id)
             store.adopt_state(closed.get("open_windows", []), "windows", batch_id)
             store.clear(staging)
@@ -213,6 +214,44 @@ class PipelineJob:
                 alerts = store.publish(written.get("alerts", []), "alerts", batch_id)
                 self._announce(alerts, batch_id)
         store.clear(plan.staging)
+
+    def _landed(self, pushes: DataFrame) -> tuple[datetime | None, list[str]]:
+        """The batch's newest push, and (when the tasks read them) its landed files."""
+        if not self._arrow:
+            newest = pushes.agg(F.max("received_at")).first()
+            return (newest[0] if newest else None), []
+        named = F.col(_FILE) if _FILE in pushes.columns else F.col("_metadata.file_path")
+        found = pushes.agg(F.max("received_at"), F.collect_set(named)).first()
+        return (found[0], sorted(found[1])) if found else (None, [])
+
+    def _pass(
+        self, pushes: DataFrame, landed: list[str], plan: PassPlan, batch_id: int
+    ) -> DataFrame:
+        """The batch's pass (``spark.passes``): its manifest, or its tagged rows."""
+        store = self._store
+        if self._arrow:
+            # The tasks read the landed files and the state themselves, each
+            # its share of the instances: no rows are shuffled.
+            state = {tag: store.state_files(name, batch_id) for name, tag, _ in _STATE}
+            tasks = int(self._spark.conf.get("spark.sql.shuffle.partitions") or 1)
+            return passes.run_pass_over_files(self._spark, landed, state, plan, tasks)
+        frames = {
+            tag: store.read_state(name, batch_id, spark_schema(schema))
+            for name, tag, schema in _STATE
+        }
+        return passes.run_pass(pushes, frames, plan, spark_writes=True)
+
+    def _close(
+        self, paths: list[str], staging: str, watermark_us: int | None
+    ) -> dict[str, list[str]]:
+        """Split the pass's open windows by the watermark: the files written, by kind."""
+        if self._arrow:
+            # The tasks read the pass's window files themselves, a file each.
+            closing = passes.close_window_files(self._spark, paths, staging, watermark_us)
+        else:
+            merged = self._store.read_paths(paths, spark_schema(WINDOW_STATE_ARROW))
+            closing = passes.close_windows(merged, staging, watermark_us, spark_writes=True)
+        return self._collect(closing, staging)[0]
 
     def _collect(
         self, output: DataFrame, staging: str
@@ -247,11 +286,19 @@ class PipelineJob:
 
     def _progress(self, batch_id: int) -> tuple[datetime | None, datetime | None]:
         """The event-time high-water mark and the newest push, as the previous batch left them."""
-        schema = spark_schema(PROGRESS_ARROW)
-        progress = self._store.read_state("progress", batch_id, schema).first()
-        if progress is None:
+        paths = self._store.state_files("progress", batch_id)
+        if not paths:
             return None, None
-        return progress["max_event_time"], progress["max_received_at"]
+        if self._arrow:
+            rows = pa.concat_tables(
+                task_files.read_parquet(path, PROGRESS_ARROW) for path in paths
+            ).to_pylist()
+        else:
+            frame = self._store.read_state("progress", batch_id, spark_schema(PROGRESS_ARROW))
+            rows = [row.asDict() for row in frame.take(1)]
+        if not rows:
+            return None, None
+        return rows[0]["max_event_time"], rows[0]["max_received_at"]
 
     def _late_before(self, previous_max: datetime | None) -> datetime | None:
         """Points before this are late: the watermark the previous batch left."""
@@ -274,8 +321,23 @@ class PipelineJob:
         self, highest: datetime | None, received: datetime | None, batch_id: int
     ) -> None:
         rows = [(highest, received)] if highest is not None or received is not None else []
-        frame = self._spark.createDataFrame(rows, spark_schema(PROGRESS_ARROW))
-        self._store.write_state(frame, "progress", batch_id)
+        if not self._arrow:
+            frame = self._spark.createDataFrame(rows, spark_schema(PROGRESS_ARROW))
+            self._store.write_state(frame, "progress", batch_id)
+            return
+        # One row: written here with pyarrow rather than by a Spark job.
+        table = pa.Table.from_arrays(
+            [
+                pa.array([_micros_or_none(row[index]) for row in rows], pa.int64()).cast(field.type)
+                for index, field in enumerate(PROGRESS_ARROW)
+            ],
+            schema=PROGRESS_ARROW,
+        )
+        staging = self._store.staging_path("progress", batch_id)
+        self._store.clear(staging)
+        task_files.write_parquet(f"{staging}/part-00000.parquet", table)
+        self._store.adopt_state([f"{staging}/part-00000.parquet"], "progress", batch_id)
+        self._store.clear(staging)
 
     def _announce(self, written: list[str], batch_id: int) -> None:
         """Announce the batch's alert events once (a replayed batch must not do it again)."""
@@ -306,19 +368,23 @@ def _absolute(path: str) -> str:
     return os.path.abspath(path)
 
 
-def arrow_writes_points(writer: str, root: str) -> bool:
-    """Whether the pass's tasks write the tables (with pyarrow's filesystems).
+def arrow_writes_points(writer: str, root: str, landing: str) -> bool:
+    """Whether the pass's tasks read the landed files and write the tables (pyarrow's filesystems).
 
     ``auto`` picks it for local paths only: opening other schemes (HDFS through
     libhdfs, S3, GCS) from pyarrow needs the executors set up for it, which an
     operator asks for with ``arrow``.
     """
+    locations = (root, landing)
     if writer == "spark":
         return False
-    if writer == "auto" and not (root.startswith("/") or root.startswith("file:")):
+    if writer == "auto" and not all(p.startswith(("/", "file:")) for p in locations):
         return False
-    if task_files.filesystem_for(root) is None:
-        raise ValueError(f"the arrow points writer cannot open {root!r}: use the spark writer")
+    for location in locations:
+        if task_files.filesystem_for(location) is None:
+            raise ValueError(
+                f"the arrow points writer cannot open {location!r}: use the spark writer"
+            )
     return True
 
 

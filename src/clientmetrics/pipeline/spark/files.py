@@ -1,17 +1,19 @@
-"""What the pass's tasks do with the core's rows: write them, or hand them to Spark.
+"""What the pass's tasks do with files and the core's rows: read, write, or hand them to Spark.
 
-Runs in the Python workers. ``run_pass`` drives the core
-(``core.batch.process_group``) over one task's rows and writes the points and
-the side outputs as Parquet under the batch's staging directory, through
-pyarrow's filesystems; ``close_windows`` writes the windows the watermark
-closed. Each returns a manifest of the files it wrote; the driver publishes
-only those. Where pyarrow cannot open the output location, ``pass_rows`` and
-``close_rows`` return the same rows, tagged, for Spark's writer instead.
+Runs in the Python workers. ``pass_share`` reads a batch's landed files and
+carried state with pyarrow, keeping one share of the instances, and hands them
+to ``run_pass``, which drives the core (``core.batch.process_group``) over
+whole instances and writes the points and the side outputs as Parquet under
+the batch's staging directory, through pyarrow's filesystems;
+``close_window_file`` writes the windows the watermark closed. Each returns a
+manifest of the files it wrote; the driver publishes only those. Where pyarrow
+cannot open the output location, ``pass_rows`` and ``close_rows`` return the
+same rows, tagged, for Spark's writer instead.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from functools import cache
 
 import pyarrow as pa
@@ -24,10 +26,16 @@ from clientmetrics.pipeline.core.batch import (
     GroupResult,
     PassPlan,
     instance_groups,
+    instance_of,
+    pass_input,
     process_group,
+    shares,
 )
 from clientmetrics.pipeline.core.schemas import (
+    CARRIED,
     CLIENT_WINDOWS_ARROW,
+    LABEL_COLUMNS,
+    LANDING_ARROW,
     POINTS_ARROW,
     WINDOW_STATE_ARROW,
 )
@@ -86,13 +94,19 @@ def _parquet_options(schema: pa.Schema) -> dict[str, object]:
     }
 
 
+def write_parquet(uri: str, table: pa.Table) -> None:
+    """Write ``table`` as one Parquet file (``_parquet_options``), its directory made if need be."""
+    filesystem, path = fs.FileSystem.from_uri(uri)
+    filesystem.create_dir(path.rsplit("/", 1)[0], recursive=True)
+    pq.write_table(table, path, filesystem=filesystem, **_parquet_options(table.schema))
+
+
 class _TaskFiles:
     """The Parquet files one task writes under a staging URI, and its manifest."""
 
     def __init__(self, staging: str, task: str) -> None:
         self._staging = staging.rstrip("/")
         self._task = task
-        self._fs, self._root = _filesystem(staging)
         self._files: list[tuple[str, str, int]] = []
         self._seq = 0
 
@@ -100,10 +114,7 @@ class _TaskFiles:
         """Write ``table`` as a new file under ``directory`` (relative to the staging URI)."""
         self._seq += 1
         relative = f"{directory}/part-{self._task}-{self._seq:05d}.parquet"
-        self._fs.create_dir(f"{self._root}/{directory}", recursive=True)
-        pq.write_table(
-            table, f"{self._root}/{relative}", filesystem=self._fs, **_parquet_options(table.schema)
-        )
+        write_parquet(f"{self._staging}/{relative}", table)
         self._files.append((kind, f"{self._staging}/{relative}", table.num_rows))
 
     def write_kind(self, kind: str, table: pa.Table) -> None:
@@ -198,6 +209,65 @@ def run_pass(batches: Iterator[pa.RecordBatch], plan: PassPlan, task: str) -> pa
     return writer.close()
 
 
+# --- the pass's input, read by the tasks themselves ----------------------------------------------
+
+#: The landed columns the pass reads.
+PUSH_COLUMNS = pa.schema([LANDING_ARROW.field(name) for name in (*LABEL_COLUMNS, "payload")])
+
+#: Rows of whole instances handed to the core at a time (as Spark's Arrow batches).
+GROUP_ROWS = 10_000
+
+
+def read_parquet(path: str, schema: pa.Schema) -> pa.Table:
+    """A Parquet file (a URI pyarrow can open) as ``schema``: a column it lacks is null."""
+    filesystem, local = fs.FileSystem.from_uri(path)
+    with filesystem.open_input_file(local) as source:
+        parquet = pq.ParquetFile(source)
+        present = set(parquet.schema_arrow.names)
+        table = parquet.read(columns=[name for name in schema.names if name in present])
+    columns = [
+        table.column(f.name).cast(f.type) if f.name in present else pa.nulls(table.num_rows, f.type)
+        for f in schema
+    ]
+    return pa.Table.from_arrays(columns, schema=schema)
+
+
+def read_share(
+    paths: Sequence[str], schema: pa.Schema, tag: str | None, share: int, count: int
+) -> pa.Table:
+    """Rows of Parquet files whose instance is in ``share`` of ``count`` (``core.batch.shares``).
+
+    ``tag`` is the rows' kind (None: pushes; else a ``carried`` tag), which
+    says where their instance is.
+    """
+    parts = []
+    for path in paths:
+        table = read_parquet(path, schema)
+        parts.append(table.filter(pc.equal(shares(instance_of(table, tag), count), share)))
+    return pa.concat_tables(parts) if parts else schema.empty_table()
+
+
+def pass_share(
+    pushes: Sequence[str],
+    state: Mapping[str, Sequence[str]],
+    plan: PassPlan,
+    share: int,
+    count: int,
+    task: str,
+) -> pa.RecordBatch:
+    """``run_pass`` over one share of the instances, read from the batch's files.
+
+    ``pushes`` are the batch's landed files, ``state`` the carried state's by
+    ``carried`` tag. Every task reads every file and keeps its share, so that
+    an instance's pushes and state meet in one task without a shuffle.
+    """
+    rows = pass_input(
+        read_share(pushes, PUSH_COLUMNS, None, share, count),
+        {tag: read_share(paths, CARRIED[tag], tag, share, count) for tag, paths in state.items()},
+    )
+    return run_pass(iter(rows.to_batches(max_chunksize=GROUP_ROWS)), plan, task)
+
+
 def close_windows(
     batches: Iterator[pa.RecordBatch], staging: str, watermark_us: int | None, task: str
 ) -> pa.RecordBatch:
@@ -214,6 +284,14 @@ def close_windows(
         if still_open.num_rows:
             files.write_kind("open_windows", still_open)
     return files.manifest()
+
+
+def close_window_file(
+    path: str, staging: str, watermark_us: int | None, task: str
+) -> pa.RecordBatch:
+    """``close_windows`` over one file of open windows the pass wrote."""
+    windows = read_parquet(path, WINDOW_STATE_ARROW)
+    return close_windows(iter(windows.to_batches()), staging, watermark_us, task)
 
 
 # --- rows for Spark's writer ---------------------------------------------------------------------

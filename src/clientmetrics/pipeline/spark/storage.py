@@ -145,6 +145,14 @@ class TableStore:
             return self._spark.createDataFrame([], schema)
         return self._spark.read.schema(schema).parquet(self._state_path(name, earlier[-1]))
 
+    def state_files(self, name: str, batch_id: int) -> list[str]:
+        """The Parquet files of the state ``read_state`` reads (none when there is none)."""
+        earlier = [version for version in self._state_versions(name) if version < batch_id]
+        if not earlier:
+            return []
+        found = self._glob(f"{self._state_path(name, earlier[-1])}/*.parquet")
+        return [str(status.getPath().toString()) for status in found]
+
     def exists(self, relative: str) -> bool:
         """Whether a path under the root exists."""
         return bool(self._fs.exists(self._path(f"{self._root}/{relative}")))
