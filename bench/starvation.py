@@ -37,6 +37,7 @@ import zstandard
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
+from tests.frames import recv_frame  # noqa: E402
 from tests.plain_flood import CleanClient, add_user, start_flood  # noqa: E402
 from tests.procs import GatewayProcess  # noqa: E402
 
@@ -51,19 +52,6 @@ from clientmetrics.wire import (  # noqa: E402
 T0 = 1_700_000_000_000_000_000
 
 
-def read_frame(sock: socket.socket) -> bytes:
-    def exactly(n: int) -> bytes:
-        data = bytearray()
-        while len(data) < n:
-            chunk = sock.recv(n - len(data))
-            if not chunk:
-                raise ConnectionError("closed")
-            data += chunk
-        return bytes(data)
-
-    return exactly(struct.unpack(">i", exactly(4))[0])
-
-
 def clean_rate(port: int, seconds: float) -> float:
     frame = encode_request(RequestHeader(18, 0, 1, "clean"), request_type(18, 0)())
     done = 0
@@ -71,7 +59,7 @@ def clean_rate(port: int, seconds: float) -> float:
         deadline = time.monotonic() + seconds
         while time.monotonic() < deadline:
             sock.sendall(frame)
-            read_frame(sock)
+            recv_frame(sock)
             done += 1
     return done / seconds
 
@@ -99,11 +87,11 @@ def attacker(
     with socket.create_connection(("127.0.0.1", port), timeout=60) as sock:
         while not stop.is_set():
             sock.sendall(get)
-            _, sub = decode_response(71, 0, read_frame(sock))
+            _, sub = decode_response(71, 0, recv_frame(sock))
             template[at : at + 16] = sub.client_instance_id.bytes
             struct.pack_into(">i", template, at + 16, sub.subscription_id)
             sock.sendall(template)
-            _, answer = decode_response(72, 0, read_frame(sock))
+            _, answer = decode_response(72, 0, recv_frame(sock))
             codes[int(answer.error_code)] += 1
 
 

@@ -17,7 +17,6 @@ from __future__ import annotations
 import argparse
 import os
 import socket
-import struct
 import subprocess
 import sys
 import threading
@@ -26,6 +25,7 @@ import uuid
 from pathlib import Path
 
 from clientmetrics.wire import RequestHeader, decode_response, encode_request, request_type
+from tests.frames import recv_frame
 from tests.procs import BIN
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -58,19 +58,6 @@ def login_frames(user: str, password: str) -> bytes:
         RequestHeader(36, 2, 2, "flood", None, 2), request_type(36, 2)(auth_bytes=token)
     )
     return handshake + authenticate
-
-
-def read_frame(sock: socket.socket) -> bytes:
-    def exactly(n: int) -> bytes:
-        data = bytearray()
-        while len(data) < n:
-            chunk = sock.recv(n - len(data))
-            if not chunk:
-                raise ConnectionError("closed")
-            data += chunk
-        return bytes(data)
-
-    return exactly(struct.unpack(">i", exactly(4))[0])
 
 
 def flood(port: int, user: str, seconds: float, threads: int, rate: float) -> int:
@@ -135,8 +122,8 @@ class CleanClient:
         self._correlation = 2
         self._instance = uuid.UUID(int=0)
         self._sock.sendall(login_frames(user, password))
-        read_frame(self._sock)
-        _, answer = decode_response(36, 2, read_frame(self._sock))
+        recv_frame(self._sock)
+        _, answer = decode_response(36, 2, recv_frame(self._sock))
         if int(answer.error_code) != 0:
             raise AssertionError(f"the clean client's login failed: {answer.error_message}")
         #: How long connecting and logging in took (s).
@@ -149,7 +136,7 @@ class CleanClient:
         frame = encode_request(header, request_type(api_key, version)(**body))
         started = time.perf_counter()
         self._sock.sendall(frame)
-        answer = read_frame(self._sock)
+        answer = recv_frame(self._sock)
         took = time.perf_counter() - started
         correlation, decoded = decode_response(api_key, version, answer)
         if correlation != self._correlation:
