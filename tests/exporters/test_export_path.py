@@ -8,6 +8,7 @@ from collections.abc import Sequence
 from pathlib import Path
 
 import pytest
+from landing_helpers import build_push
 from prometheus_client.parser import text_string_to_metric_families
 
 from clientmetrics.errors import ConfigurationError
@@ -20,24 +21,7 @@ from clientmetrics.telemetry.model import AcceptedPush
 
 
 def push(n: int = 0) -> AcceptedPush:
-    return AcceptedPush(
-        n,
-        uuid.uuid4(),
-        7,
-        False,
-        "c",
-        "n",
-        "v",
-        "a",
-        1,
-        "User:ANONYMOUS",
-        0,
-        "PLAINTEXT",
-        "PLAINTEXT",
-        0,
-        5,
-        b"",
-    )
+    return build_push(n, received_at_ms=n, client_instance_id=uuid.uuid4(), payload=b"")
 
 
 class GateSink:

@@ -7,6 +7,7 @@ from collections.abc import Mapping
 from pathlib import Path
 
 import pytest
+from landing_helpers import build_push
 
 from clientmetrics.errors import ConfigurationError
 from clientmetrics.exporters import (
@@ -20,24 +21,7 @@ from clientmetrics.exporters import (
 )
 from clientmetrics.telemetry.model import AcceptedPush
 
-PUSH = AcceptedPush(
-    1,
-    uuid.uuid4(),
-    7,
-    False,
-    "c",
-    "n",
-    "v",
-    "a",
-    1,
-    "User:ANONYMOUS",
-    0,
-    "PLAINTEXT",
-    "PLAINTEXT",
-    0,
-    5,
-    b"x",
-)
+PUSH = build_push(1, received_at_ms=1, client_instance_id=uuid.uuid4(), payload=b"x")
 
 
 class _FakeEntryPoint:
