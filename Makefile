@@ -1,10 +1,10 @@
-# One command each: `make run` (the demo), `make serve`, `make upstream`, `make test`, `make lint`,
-# `make bench`.
+# One command each: `make run` (the demo), `make serve`, `make upstream`, `make kafka`, `make test`,
+# `make lint`, `make peers`, `make bench`.
 VENV ?= .venv
 PYTHON ?= python3
 BIN = $(VENV)/bin
 
-.PHONY: install run serve upstream test lint bench clean
+.PHONY: install run serve upstream kafka peers test lint bench clean
 
 $(VENV)/.installed: pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -30,12 +30,24 @@ upstream: install
 	exec "$$($(TANSU))" broker --listener-url tcp://$(UPSTREAM) \
 		--advertised-listener-url tcp://$(UPSTREAM) --storage-engine memory://tansu/
 
+# Apache Kafka 4.4.0 (KRaft, one node, from Maven's jars) on 127.0.0.1:9092 until Ctrl-C.
+# `make kafka KAFKA_ARGS=--sasl-ssl` adds TLS, SCRAM users and StandardAuthorizer.
+KAFKA_ARGS ?=
+kafka: install
+	$(BIN)/python -m peers.kafka $(KAFKA_ARGS)
+
+# Fetch (Maven Central, the Go module proxy) and build the real peers the tests drive:
+# Kafka 4.4's jars, the Java client program, franz-go's program, the broker plugin. Cached
+# outside the clone (~/.cache/clientmetrics-peers).
+peers: install
+	$(BIN)/python -m peers
+
 lint: install
-	$(BIN)/ruff check src tests bench
-	$(BIN)/ruff format --check src tests bench
+	$(BIN)/ruff check src tests bench peers
+	$(BIN)/ruff format --check src tests bench peers
 	$(BIN)/mypy
 
-test: lint
+test: lint peers
 	$(BIN)/pytest
 
 bench: install

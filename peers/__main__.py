@@ -1,0 +1,37 @@
+"""``make peers``: fetch and build every peer the tests drive, so a test run finds them cached.
+
+Prints one line a peer (where it is cached); exits 1 with the reason if one cannot be
+built (a missing JDK, Maven or Go, or a registry that refused).
+"""
+
+from __future__ import annotations
+
+import sys
+import time
+from collections.abc import Callable
+from pathlib import Path
+
+from peers.build import PeerUnavailable
+from peers.kafka.launcher import kafka_jars, minimal_plugin
+
+#: name -> builder; each returns where its result is cached.
+PEERS: dict[str, Callable[[], Path]] = {
+    "kafka 4.4.0 jars": kafka_jars,
+    "kafka test plugin": lambda: minimal_plugin().jars[0],
+}
+
+
+def main() -> int:
+    for name, build in PEERS.items():
+        began = time.monotonic()
+        try:
+            where = build()
+        except PeerUnavailable as exc:
+            print(f"peers: {name}: {exc}", file=sys.stderr)
+            return 1
+        print(f"peers: {name}: {where} ({time.monotonic() - began:.1f} s)", flush=True)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
