@@ -16,6 +16,9 @@ labels, the start, the peak value and, for ``resolved``, when it ended.
 from __future__ import annotations
 
 import hashlib
+import json
+from datetime import date, datetime
+from typing import Any
 
 import numpy as np
 import pyarrow as pa
@@ -326,3 +329,29 @@ def event_time(events: pa.Table) -> pa.ChunkedArray:
     """When each alert event happened: its resolution, else its firing (its ``date``)."""
     moment = pc.coalesce(events.column("resolved_at"), events.column("fired_at"))
     return moment if isinstance(moment, pa.ChunkedArray) else pa.chunked_array([moment])
+
+
+def _json_default(value: object) -> str:
+    if isinstance(value, datetime | date):
+        return value.isoformat()
+    return str(value)
+
+
+def alert_json(alert: dict[str, Any]) -> str:
+    """One alert event as a JSON line (maps become objects, times ISO 8601)."""
+    return json.dumps(alert, default=_json_default, sort_keys=True)
+
+
+def event_lines(events: pa.Table) -> list[str]:
+    """Alert events (``ALERTS_ARROW`` rows) as the JSON lines the sink and webhook get.
+
+    Each has the alerts table's columns and its ``date`` (of the event).
+    """
+    days = pc.cast(event_time(events), pa.date32()).to_pylist()
+    maps = [field.name for field in ALERTS_ARROW if pa.types.is_map(field.type)]
+    lines = []
+    for row, day in zip(events.to_pylist(), days, strict=True):
+        for name in maps:
+            row[name] = None if row[name] is None else dict(row[name])
+        lines.append(alert_json({**row, "date": day}))
+    return lines
