@@ -29,6 +29,7 @@ import pyarrow.compute as pc
 
 from clientmetrics.pipeline.core.alerts import (
     alert_events,
+    end_with_clients,
     event_time,
     open_episodes,
     rule_candidates,
@@ -184,7 +185,10 @@ def process_group(rows: pa.Table, plan: PassPlan) -> GroupResult:
         candidates = rule_candidates(points, order, plan.rules)
         episodes = track_episodes(candidates, state["alert"], plan.rules)
         events = alert_events(episodes, plan.rules, inventory)
-        alert_state = open_episodes(episodes)
+        ended, alert_state = end_with_clients(
+            open_episodes(episodes), inventory, plan.rules, plan.as_of_us
+        )
+        events = pa.concat_tables([events, ended])
     else:
         events, alert_state = ALERTS_ARROW.empty_table(), ALERT_STATE_ARROW.empty_table()
     kept, retired = retire(inventory, plan.retire_before_us)
