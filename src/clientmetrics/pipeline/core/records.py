@@ -14,6 +14,8 @@ All of it on whole columns: no Python loop per record.
 
 from __future__ import annotations
 
+from collections.abc import Iterable
+
 import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
@@ -63,26 +65,71 @@ def _typed(text: pa.Array, field: pa.Field) -> pa.Array:
     return pc.cast(pc.utf8_trim_whitespace(text), field.type)
 
 
+def _landing_column(
+    records: pa.Table | pa.RecordBatch, text: dict[str, pa.Array], field: pa.Field
+) -> pa.Array | pa.ChunkedArray:
+    """One landing column of the records: its header, else what the record says, else null."""
+    if field.name == "payload":
+        return pc.fill_null(records.column("value"), b"")
+    column = _typed(text[field.name], field)
+    if field.name == "client_instance_id":
+        return pc.coalesce(column, pc.cast(records.column("key"), pa.string()))
+    if field.name == "received_at":
+        return pc.coalesce(column, pc.cast(records.column("timestamp"), field.type))
+    if field.name == "terminating":
+        return pc.fill_null(column, False)
+    return column
+
+
 def landing_rows(records: pa.Table | pa.RecordBatch) -> pa.Table:
     """The landing rows (``LANDING_ARROW``) of topic records (``RECORDS_ARROW`` columns).
 
     A header whose value does not parse as its column's type raises
     ``pyarrow.ArrowInvalid``; the caller decides what a bad record costs.
     """
-    names = [name for name in LANDING_ARROW.names if name != "payload"]
-    text = _header_text(records, names)
-    key = records.column("key")
-    columns: dict[str, pa.Array | pa.ChunkedArray] = {}
-    for field in LANDING_ARROW:
-        if field.name == "payload":
-            columns[field.name] = pc.fill_null(records.column("value"), b"")
+    text = _header_text(records, [name for name in LANDING_ARROW.names if name != "payload"])
+    return pa.table(
+        [_landing_column(records, text, field) for field in LANDING_ARROW], schema=LANDING_ARROW
+    )
+
+
+#: What ``summarise`` says of a task's records: their partition, how many, the newest push.
+SUMMARY_ARROW = pa.schema(
+    [("partition", pa.int32()), ("records", pa.int64()), ("max_received_at", TIMESTAMP)]
+)
+
+#: The record columns ``summarise`` reads (not the payload).
+SUMMARISED = ("partition", "timestamp", "headers")
+
+
+def summarise(batches: Iterable[pa.RecordBatch]) -> pa.RecordBatch:
+    """Per partition: how many records, and the newest push's ``received_at`` (as landed).
+
+    ``batches`` hold the ``SUMMARISED`` columns of records. What the pass
+    needs to know before it runs: which shares have pushes, and the newest
+    push of the batch (``silent``'s clock).
+    """
+    counts: dict[int, int] = {}
+    newest: dict[int, int | None] = {}
+    received = LANDING_ARROW.field("received_at")
+    for batch in batches:
+        if not batch.num_rows:
             continue
-        column = _typed(text[field.name], field)
-        if field.name == "client_instance_id":
-            column = pc.coalesce(column, pc.cast(key, pa.string()))
-        elif field.name == "received_at":
-            column = pc.coalesce(column, pc.cast(records.column("timestamp"), field.type))
-        elif field.name == "terminating":
-            column = pc.fill_null(column, False)
-        columns[field.name] = column
-    return pa.table([columns[name] for name in LANDING_ARROW.names], schema=LANDING_ARROW)
+        text = _header_text(batch, [received.name])
+        moments = pc.cast(_landing_column(batch, text, received), pa.int64())
+        partition = batch.column("partition")
+        for part in pc.unique(partition).to_pylist():
+            mine = pc.equal(partition, part)
+            counts[part] = counts.get(part, 0) + pc.sum(pc.cast(mine, pa.int64())).as_py()
+            latest = pc.max(pc.filter(moments, mine)).as_py()
+            before = newest.get(part)
+            newest[part] = latest if before is None else max(before, latest or before)
+    parts = sorted(counts)
+    return pa.RecordBatch.from_arrays(
+        [
+            pa.array(parts, pa.int32()),
+            pa.array([counts[p] for p in parts], pa.int64()),
+            pa.array([newest[p] for p in parts], pa.int64()).cast(TIMESTAMP),
+        ],
+        schema=SUMMARY_ARROW,
+    )

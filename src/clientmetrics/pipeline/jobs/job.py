@@ -7,10 +7,9 @@ checkpoint holds what was read (the landing directory's processed files, or
 the topic's offsets), so a second ``run`` adds nothing and ``stream`` resumes
 where ``run`` (or a killed ``stream``) stopped.
 
-Each micro-batch goes through ``process_batch``: at most two Spark jobs (the
-landing source's names the batch's files, the Kafka source's stages its
-records as landing rows, a file per partition), then the core's pass over
-whole instances (``spark.passes``), then publishing what it wrote. State
+Each micro-batch goes through ``process_batch``: the core's pass over whole
+instances in one Spark job (``spark.passes``; from the Kafka source after a
+small job over the records' headers), then publishing what it wrote. State
 between batches (series cumulative values, open windows, open alert
 episodes, the client inventory, the progress) is kept per batch id, which
 makes a replayed batch produce exactly what the first try would have (see
@@ -146,8 +145,7 @@ class PipelineJob:
         store, config = self._store, self._config
         previous_max, previous_received = self._progress(batch_id)
         with self._stage("input", batch_id):
-            by_share, filtered, newest = self._pushes(pushes, batch_id)
-        received = _latest(previous_received, newest)
+            found = self._input(pushes, batch_id)
         watermark = _minus(previous_max, config.lateness_seconds)
         plan = PassPlan(
             staging=store.staging_path("pass", batch_id),
@@ -155,13 +153,18 @@ class PipelineJob:
             late_before_us=watermark,
             close_before_us=_NEVER if config.flush_windows else watermark,
             rules=config.rules.rules,
-            as_of_us=_micros_or_none(received),
+            as_of_us=_micros_or_none(_latest(previous_received, found.newest)),
             retire_before_us=_minus(previous_max, config.retention_seconds),
         )
         store.clear(plan.staging)
         with self._stage("pass", batch_id):
-            inputs = self._share_inputs(by_share, filtered, batch_id)
-            rows = passes.run_share_pass(self._spark, inputs, plan).collect()
+            inputs = self._share_inputs(found, batch_id)
+            if config.kafka is None:
+                manifests = passes.run_share_pass(self._spark, inputs, plan)
+            else:
+                manifests = passes.run_records_pass(self._spark, pushes, inputs, found.idle, plan)
+            rows = manifests.collect()
+            _check_shares(rows, found.count)
         with self._stage("publish", batch_id):
             written = _by_kind(rows)
             for kind in _APPENDED:
@@ -170,48 +173,43 @@ class PipelineJob:
                 store.adopt_state(written.get(kind, []), name, batch_id)
             store.replace_files(written.get("clients", []), "clients", batch_id)
             highest = _latest(previous_max, *(row["max_event_time"] for row in rows))
+            received = _latest(previous_received, *(row["max_received_at"] for row in rows))
             self._write_progress(highest, received, batch_id)
             self._announce([row["event"] for row in rows if row["kind"] == "alert_event"], batch_id)
         store.clear(plan.staging)
-        store.clear(store.staging_path("records", batch_id))
 
-    def _pushes(
-        self, pushes: DataFrame, batch_id: int
-    ) -> tuple[list[list[str]], bool, datetime | None]:
-        """The batch's push files by share, whether they hold other shares too, the newest push.
+    def _input(self, pushes: DataFrame, batch_id: int) -> _BatchInput:
+        """What the batch holds, as far as the pass must know it before it runs.
 
-        Landed files hold every instance: each of the shares (twice the cores,
-        ``spark.sql.shuffle.partitions``) reads them all and keeps its own. The
-        Kafka source's records are staged as landing rows, a file per
-        partition: partition ``n`` is share ``n``.
+        Landed files hold every instance: each of the shares
+        (``spark.sql.shuffle.partitions``) reads them all and keeps its own,
+        and so finds the batch's newest push itself; naming the files runs no
+        Spark job. The Kafka source's partition ``n`` is share ``n``: a small
+        job over the records' headers says which partitions have records
+        and the newest push.
         """
         kafka = self._config.kafka
         if kafka is None:
-            newest, files = sources.landed_files(pushes)
             count = int(self._spark.conf.get("spark.sql.shuffle.partitions") or 1)
-            return [files] * count, True, _aware(newest) if newest else None
+            return _BatchInput(count, tuple(sources.landed_files(pushes)), True, (), None)
         count = sources.batch_partitions(self._config.checkpoint_path, batch_id, kafka.topic)
-        staging = self._store.staging_path("records", batch_id)
-        self._store.clear(staging)
-        rows = passes.stage_records(pushes, staging).collect()
-        by_share: list[list[str]] = [[] for _ in range(count)]
-        for row in rows:
-            if row["kind"] == "records":
-                by_share[row["share"]].append(row["path"])
-        return by_share, False, _latest(*(row["max_received_at"] for row in rows))
+        summary = passes.summarise_records(pushes).collect()
+        busy = {row["partition"] for row in summary}
+        idle = tuple(share for share in range(count) if share not in busy)
+        return _BatchInput(
+            count, (), False, idle, _latest(*(r["max_received_at"] for r in summary))
+        )
 
-    def _share_inputs(
-        self, by_share: list[list[str]], filtered: bool, batch_id: int
-    ) -> list[ShareInput]:
-        """What each share's task reads: its pushes, and its carried state."""
-        count = len(by_share)
+    def _share_inputs(self, found: _BatchInput, batch_id: int) -> list[ShareInput]:
+        """What each share's task reads: its pushes (landed files), and its carried state."""
+        count = found.count
         state_by_share: dict[str, dict[int, list[str]] | None] = {}
         everything: dict[str, list[str]] = {}
         for name, tag, _ in _STATE:
             everything[tag] = self._store.state_files(name, batch_id)
             state_by_share[tag] = share_files(everything[tag], count)
         resharded = any(found is None for found in state_by_share.values())
-        if resharded and not filtered and any(everything.values()):
+        if resharded and not found.filtered and any(everything.values()):
             raise ConfigurationError(
                 f"the topic now has {count} partitions: the pipeline's state is kept by "
                 "partition, so the partition count of its topic must not change "
@@ -220,10 +218,10 @@ class PipelineJob:
         inputs = []
         for share in range(count):
             state = {
-                tag: tuple(everything[tag] if resharded else (found or {}).get(share, []))
-                for tag, found in state_by_share.items()
+                tag: tuple(everything[tag] if resharded else (by_share or {}).get(share, []))
+                for tag, by_share in state_by_share.items()
             }
-            inputs.append(ShareInput(tuple(by_share[share]), filtered, state, resharded))
+            inputs.append(ShareInput(found.files, found.filtered, state, resharded))
         return inputs
 
     def _progress(self, batch_id: int) -> tuple[datetime | None, datetime | None]:
@@ -252,6 +250,29 @@ class PipelineJob:
         if lines and not self._store.exists(marker):
             self._notifier.notify_lines(sorted(lines))
             self._store.mark(marker)
+
+
+@dataclass(frozen=True, slots=True)
+class _BatchInput:
+    """What a micro-batch holds, as the pass must know it before it runs."""
+
+    #: How many shares the pass has (tasks; Kafka partitions).
+    count: int
+    #: Landed files every share reads (none for the Kafka source).
+    files: tuple[str, ...]
+    #: Whether the pushes a share reads hold other shares' too (landed files do).
+    filtered: bool
+    #: Shares with no pushes this batch (Kafka partitions with no record).
+    idle: tuple[int, ...]
+    #: The batch's newest push, when known before the pass (the Kafka source).
+    newest: datetime | None
+
+
+def _check_shares(rows: Sequence[Row], count: int) -> None:
+    """Every share ran exactly once (a task's manifest has one progress row)."""
+    ran = sorted(row["share"] for row in rows if row["kind"] == "progress")
+    if ran != list(range(count)):
+        raise RuntimeError(f"the pass ran shares {ran}, not each of 0..{count - 1} once")
 
 
 def _by_kind(rows: Sequence[Row]) -> dict[str, list[str]]:

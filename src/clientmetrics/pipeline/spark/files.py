@@ -2,20 +2,20 @@
 
 Runs in the Python workers, through pyarrow's filesystems (the driver moves
 the same files with the same API, ``storage``). ``pass_share`` reads one
-share of the instances' pushes (landed files, or the records a Kafka
-partition staged) and carried state, and ``run_pass`` drives the core
+share of the instances' landed pushes and ``pass_records`` takes one Kafka
+partition's records (a share whole) as they come; both read the share's
+carried state, and ``run_pass`` drives the core
 (``core.batch.process_group``) over whole instances and writes the points
-and the side outputs as Parquet under the batch's staging directory.
-``stage_records`` turns a Kafka partition's records into landing rows.
-Each returns a manifest of the files it wrote (and the batch's new alert
+and the side outputs as Parquet under the batch's staging directory. Each
+returns a manifest of the files it wrote (and the batch's new alert
 events); the driver publishes only those.
 """
 
 from __future__ import annotations
 
 import re
-from collections.abc import Callable, Iterator, Mapping, Sequence
-from dataclasses import dataclass
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
+from dataclasses import dataclass, replace
 
 import pyarrow as pa
 import pyarrow.compute as pc
@@ -42,10 +42,10 @@ DAY_OF: dict[str, Callable[[pa.Table], pa.ChunkedArray] | None] = {
     **{name: day for name, (_, day) in SIDE_OUTPUTS.items()},
 }
 
-#: What each task returns: a row per file written (``kind`` is ``points``, a side
-#: output, or ``records`` for staged topic records), a row per new alert event
-#: (``event``: its JSON line), and one ``progress`` row with no file carrying
-#: the task's highest event time and newest push.
+#: What each task returns: a row per file written (``kind`` is ``points`` or a side
+#: output), a row per new alert event (``event``: its JSON line), and one
+#: ``progress`` row with no file carrying the task's share, highest event time
+#: and newest push.
 MANIFEST_ARROW = pa.schema(
     [
         ("kind", pa.string()),
@@ -92,12 +92,11 @@ def _parquet_options(schema: pa.Schema) -> dict[str, object]:
     }
 
 
-def write_parquet(uri: str, table: pa.Table, *, compress: bool = True) -> None:
+def write_parquet(uri: str, table: pa.Table) -> None:
     """Write ``table`` as one Parquet file (``_parquet_options``), its directory made if need be."""
     filesystem, path = open_uri(uri)
     filesystem.create_dir(path.rsplit("/", 1)[0], recursive=True)
-    options = _parquet_options(table.schema) if compress else {"compression": "none"}
-    pq.write_table(table, path, filesystem=filesystem, **options)
+    pq.write_table(table, path, filesystem=filesystem, **_parquet_options(table.schema))
 
 
 def read_parquet(path: str, schema: pa.Schema) -> pa.Table:
@@ -124,11 +123,11 @@ class _TaskFiles:
         self._files: list[tuple[str, str, int]] = []
         self._seq = 0
 
-    def write(self, kind: str, directory: str, table: pa.Table, *, compress: bool = True) -> None:
+    def write(self, kind: str, directory: str, table: pa.Table) -> None:
         """Write ``table`` as a new file under ``directory`` (relative to the staging URI)."""
         self._seq += 1
         uri = f"{self._staging}/{directory}/part-{self._task}-{self._seq:05d}.parquet"
-        write_parquet(uri, table, compress=compress)
+        write_parquet(uri, table)
         self._files.append((kind, uri, table.num_rows))
 
     def write_kind(self, kind: str, table: pa.Table) -> None:
@@ -205,7 +204,7 @@ class _TaskWriter:
             self._points, self._buffered = [], 0
             self._files.write_kind("points", table)
 
-    def close(self) -> pa.RecordBatch:
+    def close(self, received: int | None = None) -> pa.RecordBatch:
         self._flush_points()
         events: list[str] = []
         for name, tables in self._sides.items():
@@ -214,23 +213,28 @@ class _TaskWriter:
                 self._files.write_kind(name, table)
                 if name == "alerts":
                     events = event_lines(table)
-        return self._files.manifest(self._highest, events=events)
+        return self._files.manifest(self._highest, received, events)
 
 
 def run_pass(
-    batches: Iterator[pa.RecordBatch], plan: PassPlan, task: str, share: int = 0
+    batches: Iterator[pa.RecordBatch],
+    plan: PassPlan,
+    task: str,
+    share: int = 0,
+    received: int | None = None,
 ) -> pa.RecordBatch:
     """Process one task's rows (sorted by instance); write its files; return its manifest.
 
     ``task`` names its files: the share and attempt, so that a retried task
     never mixes its files with an earlier attempt's (the driver publishes
     only the files the manifest lists), and the next batch's task of the same
-    share finds its state by name (``share_files``).
+    share finds its state by name (``share_files``). ``received`` (the newest
+    push the task read) goes into the manifest's progress row.
     """
     writer = _TaskWriter(plan, task, share)
     for group in instance_groups(batches):
         writer.add(process_group(group, plan))
-    return writer.close()
+    return writer.close(received)
 
 
 # --- the pass's input, read by the tasks themselves ----------------------------------------------
@@ -287,6 +291,41 @@ def _read(
     return pa.concat_tables(parts) if parts else schema.empty_table()
 
 
+def _newest(pushes: pa.Table) -> int | None:
+    """The newest push's ``received_at`` (µs), or None."""
+    newest: int | None = pc.max(pc.cast(pushes.column("received_at"), pa.int64())).as_py()
+    return newest
+
+
+def _later(*moments: int | None) -> int | None:
+    return max((m for m in moments if m is not None), default=None)
+
+
+def _pass(
+    pushes: pa.Table,
+    given: ShareInput,
+    plan: PassPlan,
+    where: tuple[int, int, int],
+    received: int | None,
+) -> pa.RecordBatch:
+    """``run_pass`` over a share's pushes and its carried state (``where``: share, count, attempt).
+
+    ``received`` is the newest push of the batch the task knows of: it moves
+    ``silent``'s clock (``plan.as_of_us``) on.
+    """
+    share, count, attempt = where
+    rows = pass_input(
+        pushes,
+        {
+            tag: _read(paths, CARRIED[tag], tag, share, count, given.filter_state)
+            for tag, paths in given.state.items()
+        },
+    )
+    plan = replace(plan, as_of_us=_later(plan.as_of_us, received))
+    task = task_name(count, share, attempt)
+    return run_pass(iter(rows.to_batches(max_chunksize=GROUP_ROWS)), plan, task, share, received)
+
+
 def pass_share(
     given: ShareInput, plan: PassPlan, share: int, count: int, attempt: int
 ) -> pa.RecordBatch:
@@ -294,40 +333,41 @@ def pass_share(
 
     Landed files hold every instance: the task keeps those of its share (a
     CRC-32 of the instance id, ``core.batch.shares``), so an instance's pushes
-    and state meet in one task without a shuffle. A Kafka partition's staged
-    records are its share whole.
+    and state meet in one task without a shuffle. Every task reads every
+    landed file, so each knows the batch's newest push.
     """
-    rows = pass_input(
-        _read(given.pushes, PUSH_COLUMNS, None, share, count, given.filter_pushes),
-        {
-            tag: _read(paths, CARRIED[tag], tag, share, count, given.filter_state)
-            for tag, paths in given.state.items()
-        },
-    )
-    task = task_name(count, share, attempt)
-    return run_pass(iter(rows.to_batches(max_chunksize=GROUP_ROWS)), plan, task, share)
+    parts, received = [], None
+    for path in given.pushes:
+        table = read_parquet(path, PUSH_COLUMNS)
+        received = _later(received, _newest(table))
+        if given.filter_pushes:
+            table = table.filter(pc.equal(shares(instance_of(table, None), count), share))
+        parts.append(table)
+    pushes = pa.concat_tables(parts) if parts else PUSH_COLUMNS.empty_table()
+    return _pass(pushes, given, plan, (share, count, attempt), received)
 
 
-def stage_records(batches: Iterator[pa.RecordBatch], staging: str, task: str) -> pa.RecordBatch:
-    """Topic records (``core.records.RECORDS_ARROW`` columns) as landing rows, a file per partition.
+def pass_records(
+    batches: Iterable[pa.RecordBatch],
+    inputs: Mapping[int, ShareInput],
+    plan: PassPlan,
+    count: int,
+    attempt: int,
+) -> Iterator[pa.RecordBatch]:
+    """``run_pass`` over one Kafka partition's records (``core.records.RECORDS_ARROW``).
 
-    The manifest has a ``records`` row per file (its ``share`` the Kafka
-    partition) and the newest push received.
+    Records are keyed by instance, so a partition holds whole instances: it is
+    share ``partition`` of ``count``, whose carried state ``inputs`` names.
+    Yields the manifest, or nothing when there were no records (the driver
+    then runs the share without pushes).
     """
     tables = [pa.Table.from_batches([batch]) for batch in batches if batch.num_rows]
-    parts = _TaskFiles(staging, task, -1)
-    received: int | None = None
-    manifests = []
-    if tables:
-        records = pa.concat_tables(tables)
-        partition = records.column("partition")
-        for value in pc.unique(partition).to_pylist():
-            rows = landing_rows(records.filter(pc.equal(partition, value)))
-            newest = pc.max(pc.cast(rows.column("received_at"), pa.int64())).as_py()
-            received = newest if received is None else max(received, newest or received)
-            share = _TaskFiles(staging, f"{task}-p{value:05d}", value)
-            share.write("records", f"records/{value:05d}", rows, compress=False)
-            written = share.manifest()
-            manifests.append(written.filter(pc.equal(written.column("kind"), "records")))
-    manifests.append(parts.manifest(received=received))
-    return pa.concat_batches(manifests)
+    if not tables:
+        return
+    records = pa.concat_tables(tables)
+    partitions = pc.unique(records.column("partition")).to_pylist()
+    if len(partitions) != 1:
+        raise ValueError(f"a pass task got the records of partitions {partitions}, not one")
+    share = int(partitions[0])
+    pushes = landing_rows(records).select(PUSH_COLUMNS.names)
+    yield _pass(pushes, inputs[share], plan, (share, count, attempt), _newest(pushes))

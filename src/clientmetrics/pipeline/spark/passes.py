@@ -2,19 +2,26 @@
 
 Spark does no rule here, and no row of a push goes through a shuffle:
 
-* ``run_share_pass`` — the batch's pass: one task per share of the client
-  instances, each reading its share's pushes and carried state with pyarrow
-  (``files.pass_share``), so an instance's pushes and state meet in one task;
-* ``stage_records`` — for the Kafka source, the batch's records as landing
-  rows, one file per Kafka partition (records are keyed by instance, so a
-  partition holds whole instances and is a share as it is).
+* ``run_share_pass`` — the batch's pass over landed files: one task per
+  share of the client instances, each reading its share's pushes and
+  carried state with pyarrow (``files.pass_share``), so an instance's
+  pushes and state meet in one task;
+* ``summarise_records`` — for the Kafka source, what the pass must know
+  before it runs: which partitions have records and the batch's newest push
+  (a small job over the records' headers);
+* ``run_records_pass`` — the batch's pass over the Kafka source's records:
+  records are keyed by instance, so a partition holds whole instances and
+  its task is that share's pass as it is (``files.pass_records``; the
+  records go from the Kafka source's task to the core in memory); shares
+  whose partition has nothing this batch run from their state alone, in the
+  same job.
 
-Both return the manifest (``files.MANIFEST_ARROW``) of what their tasks wrote.
+The passes return the manifest (``files.MANIFEST_ARROW``) of what their tasks wrote.
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from functools import partial
 
 import pyarrow as pa
@@ -24,7 +31,7 @@ from pyspark.sql.pandas.types import from_arrow_schema
 from pyspark.sql.types import StructType
 
 from clientmetrics.pipeline.core.batch import PassPlan
-from clientmetrics.pipeline.core.records import RECORDS_ARROW
+from clientmetrics.pipeline.core.records import RECORDS_ARROW, SUMMARISED, SUMMARY_ARROW, summarise
 from clientmetrics.pipeline.spark import files
 
 
@@ -35,6 +42,7 @@ def spark_schema(schema: pa.Schema) -> StructType:
 
 
 MANIFEST = spark_schema(files.MANIFEST_ARROW)
+SUMMARY = spark_schema(SUMMARY_ARROW)
 
 
 def _attempt() -> int:
@@ -44,13 +52,26 @@ def _attempt() -> int:
 
 def _share_task(
     plan: PassPlan,
-    inputs: Sequence[files.ShareInput],
+    inputs: Mapping[int, files.ShareInput],
+    count: int,
+    chosen: Sequence[int],
     batches: Iterator[pa.RecordBatch],
 ) -> Iterator[pa.RecordBatch]:
-    count = len(inputs)
     for batch in batches:
-        for share in batch.column(0).to_pylist():
+        for index in batch.column(0).to_pylist():
+            share = chosen[index]
             yield files.pass_share(inputs[share], plan, share, count, _attempt())
+
+
+def _shares_pass(
+    spark: SparkSession,
+    inputs: Mapping[int, files.ShareInput],
+    count: int,
+    chosen: Sequence[int],
+    plan: PassPlan,
+) -> DataFrame:
+    tasks = spark.range(len(chosen), numPartitions=max(len(chosen), 1))
+    return tasks.mapInArrow(partial(_share_task, plan, inputs, count, tuple(chosen)), MANIFEST)
 
 
 def run_share_pass(
@@ -61,17 +82,42 @@ def run_share_pass(
     No rows go through Spark: the tasks' manifests come back.
     """
     count = len(inputs)
-    shares = spark.range(count, numPartitions=count)
-    return shares.mapInArrow(partial(_share_task, plan, tuple(inputs)), MANIFEST)
+    return _shares_pass(spark, dict(enumerate(inputs)), count, range(count), plan)
 
 
-def _stage_task(staging: str, batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
-    context = TaskContext.get()
-    task = f"{context.partitionId():05d}-{context.attemptNumber()}" if context else "00000-0"
-    yield files.stage_records(batches, staging, task)
+def _summary_task(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
+    yield summarise(batches)
 
 
-def stage_records(records: DataFrame, staging: str) -> DataFrame:
-    """The Kafka source's records as landing rows under ``staging``: their manifest."""
-    columns = records.select(*RECORDS_ARROW.names)
-    return columns.mapInArrow(partial(_stage_task, staging), MANIFEST)
+def summarise_records(records: DataFrame) -> DataFrame:
+    """Per partition of the batch's records: how many, and the newest push (``SUMMARY``)."""
+    return records.select(*SUMMARISED).mapInArrow(_summary_task, SUMMARY)
+
+
+def _records_task(
+    plan: PassPlan,
+    inputs: Mapping[int, files.ShareInput],
+    batches: Iterator[pa.RecordBatch],
+) -> Iterator[pa.RecordBatch]:
+    yield from files.pass_records(batches, inputs, plan, len(inputs), _attempt())
+
+
+def run_records_pass(
+    spark: SparkSession,
+    records: DataFrame,
+    inputs: Sequence[files.ShareInput],
+    idle: Sequence[int],
+    plan: PassPlan,
+) -> DataFrame:
+    """The batch's pass over the Kafka source's records: partition ``n`` is share ``n``.
+
+    ``idle`` names the shares whose partition has no record this batch: they
+    run too (their state is carried on, their clients may go silent), from
+    their state alone, in the same job.
+    """
+    shares = dict(enumerate(inputs))
+    task = partial(_records_task, plan, shares)
+    passes = records.select(*RECORDS_ARROW.names).mapInArrow(task, MANIFEST)
+    if idle:
+        passes = passes.union(_shares_pass(spark, shares, len(inputs), idle, plan))
+    return passes
