@@ -35,6 +35,7 @@ from clientmetrics.pipeline.core.schemas import (
     STRING_MAP,
     TIMESTAMP,
 )
+from clientmetrics.pipeline.core.series import SeriesOrder
 
 _NEVER = np.iinfo(np.int64).max
 
@@ -235,7 +236,7 @@ def _merge(trues: pa.Table, state: pa.Table, closes: pa.Table, rule: str) -> pa.
     )
 
 
-def rule_candidates(points: pa.Table, order: pa.Array, rules: tuple[AlertRule, ...]) -> pa.Table:
+def rule_candidates(points: pa.Table, order: SeriesOrder, rules: tuple[AlertRule, ...]) -> pa.Table:
     """The points alert episodes need: those of metrics a rule names, less what cannot matter.
 
     Of a series a rule names, every point when the rule's condition holds on
@@ -254,12 +255,11 @@ def rule_candidates(points: pa.Table, order: pa.Array, rules: tuple[AlertRule, .
         holding |= hit & holds(rule.op, values, rule.threshold)
     if not named.any():
         return CANDIDATES_ARROW.empty_table()
-    sorted_rows = order.to_numpy()
-    chosen = sorted_rows[named[sorted_rows]]  # named points, grouped and in time order
-    series = points.column("series").take(pa.array(chosen))
-    active = pc.unique(points.column("series").filter(pa.array(holding)))
-    keep = flags(pc.is_in(series, active))
-    first, _ = runs(series)
+    in_rules = named[order.rows]
+    chosen = order.rows[in_rules]  # named points, grouped and in time order
+    codes = order.codes[in_rules]
+    keep = np.isin(codes, codes[holding[chosen]])
+    first, _ = runs(codes)
     keep[first] = True
     rows = pa.array(chosen[keep])
     return points.select(CANDIDATES_ARROW.names).take(rows).cast(CANDIDATES_ARROW)

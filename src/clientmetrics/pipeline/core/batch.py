@@ -24,6 +24,7 @@ import zlib
 from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass
 
+import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
@@ -51,7 +52,7 @@ from clientmetrics.pipeline.core.schemas import (
     SERIES_STATE_ARROW,
     WINDOW_STATE_ARROW,
 )
-from clientmetrics.pipeline.core.series import running_values
+from clientmetrics.pipeline.core.series import SeriesOrder, running_values
 from clientmetrics.pipeline.core.windows import merge_windows, split_windows, window_partials
 
 
@@ -175,7 +176,8 @@ def process_group(rows: pa.Table, plan: PassPlan) -> GroupResult:
         running, order = running_values(decode_pushes(pushes))
         points = normalise(running, state["series"])
     else:
-        points, order = POINTS_ARROW.empty_table(), pa.array([], pa.int64())
+        points = POINTS_ARROW.empty_table()
+        order = SeriesOrder(np.zeros(0, np.int64), np.zeros(0, np.int64))
     highest = pc.max(pc.cast(points.column("event_time"), pa.int64())).as_py()
     partials = window_partials(points, order, plan.window_seconds, plan.late_before_us)
     closed, windows = split_windows(merge_windows(state["window"], partials), plan.close_before_us)

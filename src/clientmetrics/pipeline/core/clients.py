@@ -65,14 +65,18 @@ def client_views(pushes: pa.Table, points: pa.Table) -> pa.Table:
     if pushes.num_rows == 0:
         return INVENTORY_ARROW.empty_table()
     received = pc.cast(pushes.column("received_at"), pa.int64())
-    pushes = pushes.take(group_order(pushes.column("client_instance_id"), ("t", received)))
+    order = group_order(pushes.column("client_instance_id"), ("t", received))
+    if "payload" in pushes.column_names:
+        with_metrics = filled(pc.greater(pc.binary_length(pushes.column("payload")), 0), False)
+        with_metrics = with_metrics[order.to_numpy()]
+    else:
+        with_metrics = np.zeros(pushes.num_rows, dtype=bool)
+    # The labels only: the payloads are not moved.
+    pushes = pushes.select(["client_instance_id", "received_at", *PUSH_LABELS, "terminating"])
+    pushes = pushes.take(order)
     first, last = runs(pushes.column("client_instance_id"))
     latest = take_rows(pushes, last)
     received_at, received_ok = micros(pushes.column("received_at"))
-    if "payload" in pushes.column_names:
-        with_metrics = filled(pc.greater(pc.binary_length(pushes.column("payload")), 0), False)
-    else:
-        with_metrics = np.zeros(pushes.num_rows, dtype=bool)
     floor = np.iinfo(np.int64).min
     pushed = np.maximum.reduceat(
         np.where(with_metrics.astype(bool) & received_ok, received_at, floor), first
