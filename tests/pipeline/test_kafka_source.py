@@ -79,9 +79,17 @@ def test_the_golden_pushes_from_a_topic_make_the_golden_tables(
     topic = _topic(broker, "golden", 3)
     producer = Producer(broker.client_config())
     config = golden_config(tmp_path, kafka=_source(broker, topic))
+    follow_ups = {"idle": 0, "judged": 0}
     for pushes in golden_batches():  # one micro-batch each, as the landed files are
         produce(producer, topic, landing_table(pushes))
-        PipelineJob(spark_kafka, config).run()
+        job = PipelineJob(spark_kafka, config)
+        job.run()
+        follow_ups = {k: v + job.follow_ups[k] for k, v in follow_ups.items()}
+    # Some batch had a partition with no record (its share ran from its state), and
+    # some share's task had read an earlier newest push than the batch's (its
+    # clients were judged again by the batch's): the tables are the golden ones anyway.
+    assert follow_ups["idle"] > 0
+    assert follow_ups["judged"] > 0
     for name in TABLES:
         rows = canonical_rows(read_table(tmp_path / "tables", name))
         assert _in_millis(rows) == _in_millis(golden_rows(name)), name

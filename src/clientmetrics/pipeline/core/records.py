@@ -14,8 +14,6 @@ All of it on whole columns: no Python loop per record.
 
 from __future__ import annotations
 
-from collections.abc import Iterable
-
 import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
@@ -90,46 +88,4 @@ def landing_rows(records: pa.Table | pa.RecordBatch) -> pa.Table:
     text = _header_text(records, [name for name in LANDING_ARROW.names if name != "payload"])
     return pa.table(
         [_landing_column(records, text, field) for field in LANDING_ARROW], schema=LANDING_ARROW
-    )
-
-
-#: What ``summarise`` says of a task's records: their partition, how many, the newest push.
-SUMMARY_ARROW = pa.schema(
-    [("partition", pa.int32()), ("records", pa.int64()), ("max_received_at", TIMESTAMP)]
-)
-
-#: The record columns ``summarise`` reads (not the payload).
-SUMMARISED = ("partition", "timestamp", "headers")
-
-
-def summarise(batches: Iterable[pa.RecordBatch]) -> pa.RecordBatch:
-    """Per partition: how many records, and the newest push's ``received_at`` (as landed).
-
-    ``batches`` hold the ``SUMMARISED`` columns of records. What the pass
-    needs to know before it runs: which shares have pushes, and the newest
-    push of the batch (``silent``'s clock).
-    """
-    counts: dict[int, int] = {}
-    newest: dict[int, int | None] = {}
-    received = LANDING_ARROW.field("received_at")
-    for batch in batches:
-        if not batch.num_rows:
-            continue
-        text = _header_text(batch, [received.name])
-        moments = pc.cast(_landing_column(batch, text, received), pa.int64())
-        partition = batch.column("partition")
-        for part in pc.unique(partition).to_pylist():
-            mine = pc.equal(partition, part)
-            counts[part] = counts.get(part, 0) + pc.sum(pc.cast(mine, pa.int64())).as_py()
-            latest = pc.max(pc.filter(moments, mine)).as_py()
-            before = newest.get(part)
-            newest[part] = latest if before is None else max(before, latest or before)
-    parts = sorted(counts)
-    return pa.RecordBatch.from_arrays(
-        [
-            pa.array(parts, pa.int32()),
-            pa.array([counts[p] for p in parts], pa.int64()),
-            pa.array([newest[p] for p in parts], pa.int64()).cast(TIMESTAMP),
-        ],
-        schema=SUMMARY_ARROW,
     )

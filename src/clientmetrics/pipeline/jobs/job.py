@@ -8,8 +8,9 @@ the topic's offsets), so a second ``run`` adds nothing and ``stream`` resumes
 where ``run`` (or a killed ``stream``) stopped.
 
 Each micro-batch goes through ``process_batch``: the core's pass over whole
-instances in one Spark job (``spark.passes``; from the Kafka source after a
-small job over the records' headers), then publishing what it wrote. State
+instances in one Spark job (``spark.passes``), a second only where a share
+needs one (a Kafka partition with no record this batch, or clients judged
+by an earlier newest push than the batch's), then publishing what they wrote. State
 between batches (series cumulative values, open windows, open alert
 episodes, the client inventory, the progress) is kept per batch id, which
 makes a replayed batch produce exactly what the first try would have (see
@@ -23,7 +24,7 @@ import re
 import time
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime, timedelta
 
 import pyarrow as pa
@@ -39,8 +40,8 @@ from clientmetrics.pipeline.jobs import sources
 from clientmetrics.pipeline.jobs.notify import AlertNotifier
 from clientmetrics.pipeline.jobs.sources import KafkaSource
 from clientmetrics.pipeline.spark import passes
-from clientmetrics.pipeline.spark.files import ShareInput, share_files
 from clientmetrics.pipeline.spark.storage import TableStore
+from clientmetrics.pipeline.spark.tasks import ShareInput, share_files
 
 _log = structlog.get_logger(__name__)
 
@@ -101,6 +102,8 @@ class PipelineJob:
         self._notifier = AlertNotifier(config.alert_sink, config.rules.webhook)
         #: Wall seconds per stage, summed over the batches this job has processed.
         self.stage_seconds: dict[str, float] = {}
+        #: Shares that needed the second job (``_follow_up``): ``idle`` and ``judged``.
+        self.follow_ups: dict[str, int] = {"idle": 0, "judged": 0}
 
     @contextmanager
     def _stage(self, name: str, batch_id: int) -> Iterator[None]:
@@ -153,18 +156,20 @@ class PipelineJob:
             late_before_us=watermark,
             close_before_us=_NEVER if config.flush_windows else watermark,
             rules=config.rules.rules,
-            as_of_us=_micros_or_none(_latest(previous_received, found.newest)),
+            # Each task moves it on to the newest push it reads (``spark.tasks``).
+            as_of_us=_micros_or_none(previous_received),
             retire_before_us=_minus(previous_max, config.retention_seconds),
         )
         store.clear(plan.staging)
         with self._stage("pass", batch_id):
             inputs = self._share_inputs(found, batch_id)
             if config.kafka is None:
-                manifests = passes.run_share_pass(self._spark, inputs, plan)
+                rows = passes.run_share_pass(self._spark, inputs, plan).collect()
             else:
-                manifests = passes.run_records_pass(self._spark, pushes, inputs, found.idle, plan)
-            rows = manifests.collect()
-            _check_shares(rows, found.count)
+                rows = passes.run_records_pass(pushes, inputs, plan).collect()
+            received = _latest(previous_received, *(row["max_received_at"] for row in rows))
+        with self._stage("follow-up", batch_id):
+            rows = self._follow_up(rows, inputs, replace(plan, as_of_us=_micros_or_none(received)))
         with self._stage("publish", batch_id):
             written = _by_kind(rows)
             for kind in _APPENDED:
@@ -173,32 +178,58 @@ class PipelineJob:
                 store.adopt_state(written.get(kind, []), name, batch_id)
             store.replace_files(written.get("clients", []), "clients", batch_id)
             highest = _latest(previous_max, *(row["max_event_time"] for row in rows))
-            received = _latest(previous_received, *(row["max_received_at"] for row in rows))
             self._write_progress(highest, received, batch_id)
             self._announce([row["event"] for row in rows if row["kind"] == "alert_event"], batch_id)
         store.clear(plan.staging)
 
     def _input(self, pushes: DataFrame, batch_id: int) -> _BatchInput:
-        """What the batch holds, as far as the pass must know it before it runs.
+        """How many shares the pass has, and the landed files they read.
 
         Landed files hold every instance: each of the shares
-        (``spark.sql.shuffle.partitions``) reads them all and keeps its own,
-        and so finds the batch's newest push itself; naming the files runs no
-        Spark job. The Kafka source's partition ``n`` is share ``n``: a small
-        job over the records' headers says which partitions have records
-        and the newest push.
+        (``spark.sql.shuffle.partitions``) reads them all and keeps its own;
+        naming the files runs no Spark job. The Kafka source's partition ``n``
+        is share ``n``: the partitions are counted in the batch's offsets.
         """
         kafka = self._config.kafka
         if kafka is None:
             count = int(self._spark.conf.get("spark.sql.shuffle.partitions") or 1)
-            return _BatchInput(count, tuple(sources.landed_files(pushes)), True, (), None)
+            return _BatchInput(count, tuple(sources.landed_files(pushes)), True)
         count = sources.batch_partitions(self._config.checkpoint_path, batch_id, kafka.topic)
-        summary = passes.summarise_records(pushes).collect()
-        busy = {row["partition"] for row in summary}
-        idle = tuple(share for share in range(count) if share not in busy)
-        return _BatchInput(
-            count, (), False, idle, _latest(*(r["max_received_at"] for r in summary))
-        )
+        return _BatchInput(count, (), False)
+
+    def _follow_up(self, rows: list[Row], inputs: list[ShareInput], plan: PassPlan) -> list[Row]:
+        """The pass's manifests, completed by a second job where a share needs one.
+
+        Each task judged its clients (``silent``, and the alerts of clients
+        that went away) by the newest push it had read; ``plan``'s clock is
+        the batch's. A share whose task saw an earlier one, and whose clients
+        that clock would judge otherwise, is judged again; a share that had no
+        task (a Kafka partition with no record this batch) runs its pass from
+        its state. Landed files give every task the batch's newest push.
+        """
+        ran = {row["share"]: row for row in rows if row["kind"] == "progress"}
+        idle = {share: given for share, given in enumerate(inputs) if share not in ran}
+        judged = {}
+        for share, done in ran.items():
+            changes = _micros_or_none(done["clock_changes_at"])
+            if changes is not None and plan.as_of_us is not None and plan.as_of_us >= changes:
+                written = [row for row in rows if row["share"] == share]
+                state = {
+                    tag: tuple(row["path"] for row in written if row["kind"] == kind)
+                    for tag, kind in (("client", "inventory"), ("alert", "alert_state"))
+                }
+                judged[share] = ShareInput((), False, state, False)
+        self.follow_ups["idle"] += len(idle)
+        self.follow_ups["judged"] += len(judged)
+        if not idle and not judged:
+            return rows
+        more = passes.run_followup(self._spark, idle, judged, len(inputs), plan).collect()
+        superseded = [
+            row
+            for row in rows
+            if row["share"] in judged and row["kind"] in ("clients", "alert_state")
+        ]
+        return [row for row in rows if row not in superseded] + more
 
     def _share_inputs(self, found: _BatchInput, batch_id: int) -> list[ShareInput]:
         """What each share's task reads: its pushes (landed files), and its carried state."""
@@ -254,7 +285,7 @@ class PipelineJob:
 
 @dataclass(frozen=True, slots=True)
 class _BatchInput:
-    """What a micro-batch holds, as the pass must know it before it runs."""
+    """What the pass must know of a micro-batch before it runs."""
 
     #: How many shares the pass has (tasks; Kafka partitions).
     count: int
@@ -262,10 +293,6 @@ class _BatchInput:
     files: tuple[str, ...]
     #: Whether the pushes a share reads hold other shares' too (landed files do).
     filtered: bool
-    #: Shares with no pushes this batch (Kafka partitions with no record).
-    idle: tuple[int, ...]
-    #: The batch's newest push, when known before the pass (the Kafka source).
-    newest: datetime | None
 
 
 def _check_shares(rows: Sequence[Row], count: int) -> None:

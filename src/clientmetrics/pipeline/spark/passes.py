@@ -4,19 +4,18 @@ Spark does no rule here, and no row of a push goes through a shuffle:
 
 * ``run_share_pass`` — the batch's pass over landed files: one task per
   share of the client instances, each reading its share's pushes and
-  carried state with pyarrow (``files.pass_share``), so an instance's
-  pushes and state meet in one task;
-* ``summarise_records`` — for the Kafka source, what the pass must know
-  before it runs: which partitions have records and the batch's newest push
-  (a small job over the records' headers);
+  carried state with pyarrow (``tasks.pass_share``), so an instance's pushes
+  and state meet in one task;
 * ``run_records_pass`` — the batch's pass over the Kafka source's records:
   records are keyed by instance, so a partition holds whole instances and
-  its task is that share's pass as it is (``files.pass_records``; the
-  records go from the Kafka source's task to the core in memory); shares
-  whose partition has nothing this batch run from their state alone, in the
-  same job.
+  its task is that share's pass as it is (``tasks.pass_records``; the
+  records go from the Kafka source's task to the core in memory);
+* ``run_followup`` — only when a share needs it: the shares whose partition
+  had no record this batch run from their state alone, and those whose task
+  saw an earlier newest push than the batch's have their clients judged
+  again with the batch's (``tasks.judge_share``).
 
-The passes return the manifest (``files.MANIFEST_ARROW``) of what their tasks wrote.
+Each returns the manifests (``files.MANIFEST_ARROW``) of what its tasks wrote.
 """
 
 from __future__ import annotations
@@ -31,8 +30,9 @@ from pyspark.sql.pandas.types import from_arrow_schema
 from pyspark.sql.types import StructType
 
 from clientmetrics.pipeline.core.batch import PassPlan
-from clientmetrics.pipeline.core.records import RECORDS_ARROW, SUMMARISED, SUMMARY_ARROW, summarise
-from clientmetrics.pipeline.spark import files
+from clientmetrics.pipeline.core.records import RECORDS_ARROW
+from clientmetrics.pipeline.spark import tasks
+from clientmetrics.pipeline.spark.files import MANIFEST_ARROW
 
 
 def spark_schema(schema: pa.Schema) -> StructType:
@@ -41,8 +41,10 @@ def spark_schema(schema: pa.Schema) -> StructType:
     return converted
 
 
-MANIFEST = spark_schema(files.MANIFEST_ARROW)
-SUMMARY = spark_schema(SUMMARY_ARROW)
+MANIFEST = spark_schema(MANIFEST_ARROW)
+
+#: What a share's task of ``run_followup`` does.
+PASS, JUDGE = "pass", "judge"
 
 
 def _attempt() -> int:
@@ -52,72 +54,66 @@ def _attempt() -> int:
 
 def _share_task(
     plan: PassPlan,
-    inputs: Mapping[int, files.ShareInput],
+    work: Sequence[tuple[int, str, tasks.ShareInput]],
     count: int,
-    chosen: Sequence[int],
     batches: Iterator[pa.RecordBatch],
 ) -> Iterator[pa.RecordBatch]:
     for batch in batches:
         for index in batch.column(0).to_pylist():
-            share = chosen[index]
-            yield files.pass_share(inputs[share], plan, share, count, _attempt())
+            share, what, given = work[index]
+            run = tasks.pass_share if what == PASS else tasks.judge_share
+            yield run(given, plan, share, count, _attempt())
 
 
-def _shares_pass(
+def _shares_job(
     spark: SparkSession,
-    inputs: Mapping[int, files.ShareInput],
+    work: Sequence[tuple[int, str, tasks.ShareInput]],
     count: int,
-    chosen: Sequence[int],
     plan: PassPlan,
 ) -> DataFrame:
-    tasks = spark.range(len(chosen), numPartitions=max(len(chosen), 1))
-    return tasks.mapInArrow(partial(_share_task, plan, inputs, count, tuple(chosen)), MANIFEST)
+    ranged = spark.range(len(work), numPartitions=max(len(work), 1))
+    return ranged.mapInArrow(partial(_share_task, plan, tuple(work), count), MANIFEST)
 
 
 def run_share_pass(
-    spark: SparkSession, inputs: Sequence[files.ShareInput], plan: PassPlan
+    spark: SparkSession, inputs: Sequence[tasks.ShareInput], plan: PassPlan
 ) -> DataFrame:
-    """The batch's pass (``files.pass_share``), share ``n`` reading ``inputs[n]``.
+    """The batch's pass (``tasks.pass_share``), share ``n`` reading ``inputs[n]``.
 
     No rows go through Spark: the tasks' manifests come back.
     """
-    count = len(inputs)
-    return _shares_pass(spark, dict(enumerate(inputs)), count, range(count), plan)
-
-
-def _summary_task(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
-    yield summarise(batches)
-
-
-def summarise_records(records: DataFrame) -> DataFrame:
-    """Per partition of the batch's records: how many, and the newest push (``SUMMARY``)."""
-    return records.select(*SUMMARISED).mapInArrow(_summary_task, SUMMARY)
+    work = [(share, PASS, given) for share, given in enumerate(inputs)]
+    return _shares_job(spark, work, len(inputs), plan)
 
 
 def _records_task(
     plan: PassPlan,
-    inputs: Mapping[int, files.ShareInput],
+    inputs: Mapping[int, tasks.ShareInput],
     batches: Iterator[pa.RecordBatch],
 ) -> Iterator[pa.RecordBatch]:
-    yield from files.pass_records(batches, inputs, plan, len(inputs), _attempt())
+    yield from tasks.pass_records(batches, inputs, plan, len(inputs), _attempt())
 
 
 def run_records_pass(
-    spark: SparkSession,
-    records: DataFrame,
-    inputs: Sequence[files.ShareInput],
-    idle: Sequence[int],
-    plan: PassPlan,
+    records: DataFrame, inputs: Sequence[tasks.ShareInput], plan: PassPlan
 ) -> DataFrame:
     """The batch's pass over the Kafka source's records: partition ``n`` is share ``n``.
 
-    ``idle`` names the shares whose partition has no record this batch: they
-    run too (their state is carried on, their clients may go silent), from
-    their state alone, in the same job.
+    A partition with no record this batch has no task (Spark plans none).
     """
-    shares = dict(enumerate(inputs))
-    task = partial(_records_task, plan, shares)
-    passes = records.select(*RECORDS_ARROW.names).mapInArrow(task, MANIFEST)
-    if idle:
-        passes = passes.union(_shares_pass(spark, shares, len(inputs), idle, plan))
-    return passes
+    task = partial(_records_task, plan, dict(enumerate(inputs)))
+    return records.select(*RECORDS_ARROW.names).mapInArrow(task, MANIFEST)
+
+
+def run_followup(
+    spark: SparkSession,
+    passes: Mapping[int, tasks.ShareInput],
+    judged: Mapping[int, tasks.ShareInput],
+    count: int,
+    plan: PassPlan,
+) -> DataFrame:
+    """One job: the shares of ``passes`` run their pass (from their state), those of
+    ``judged`` have their clients judged again, both with ``plan``'s clock."""
+    work = [(share, PASS, given) for share, given in sorted(passes.items())]
+    work += [(share, JUDGE, given) for share, given in sorted(judged.items())]
+    return _shares_job(spark, work, count, plan)
