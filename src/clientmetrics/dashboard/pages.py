@@ -8,7 +8,7 @@ from html import escape
 from typing import Any
 from urllib.parse import quote, urlencode
 
-from clientmetrics.dashboard.alerts import Alert
+from clientmetrics.dashboard.alerts import RESOLUTIONS, Alert
 from clientmetrics.dashboard.inventory import InventoryPage
 from clientmetrics.dashboard.series import Chart
 from clientmetrics.dashboard.sources import GatewaySample, SubscriptionView
@@ -230,7 +230,7 @@ def alert_table(alerts: Sequence[Alert]) -> str:
         status = (
             "<span class='badge bad'>open</span>"
             if alert.is_open
-            else "<span class='badge ok'>resolved</span>"
+            else "<span class='badge ok'>resolved</span>" + _resolution(alert.resolution)
         )
         attributes = ",".join(f"{k}={v}" for k, v in alert.attributes)
         condition = escape(alert.condition)
@@ -258,6 +258,14 @@ def alert_table(alerts: Sequence[Alert]) -> str:
     return (
         f"<table class=alerts><thead><tr>{head}</tr></thead><tbody>{''.join(rows)}</tbody></table>"
     )
+
+
+def _resolution(reason: str | None) -> str:
+    """Why an alert resolved, under its badge, explained on hover."""
+    if not reason:
+        return ""
+    title = RESOLUTIONS.get(reason, "")
+    return f"<br><span class=muted title='{escape(title)}'>{escape(reason)}</span>"
 
 
 def alerts_page(alerts: Sequence[Alert], status: str) -> str:
