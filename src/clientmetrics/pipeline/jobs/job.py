@@ -185,14 +185,14 @@ class PipelineJob:
     def _input(self, pushes: DataFrame, batch_id: int) -> _BatchInput:
         """How many shares the pass has, and the landed files they read.
 
-        Landed files hold every instance: each of the shares
-        (``spark.sql.shuffle.partitions``) reads them all and keeps its own;
-        naming the files runs no Spark job. The Kafka source's partition ``n``
-        is share ``n``: the partitions are counted in the batch's offsets.
+        Landed files hold every instance: each of the shares (as many as the
+        session's default parallelism: its cores) reads them all and keeps its
+        own; naming the files runs no Spark job. The Kafka source's partition
+        ``n`` is share ``n``: the partitions are counted in the batch's offsets.
         """
         kafka = self._config.kafka
         if kafka is None:
-            count = int(self._spark.conf.get("spark.sql.shuffle.partitions") or 1)
+            count = max(self._spark.sparkContext.defaultParallelism, 1)
             return _BatchInput(count, tuple(sources.landed_files(pushes)), True)
         count = sources.batch_partitions(self._config.checkpoint_path, batch_id, kafka.topic)
         return _BatchInput(count, (), False)
