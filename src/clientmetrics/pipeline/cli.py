@@ -211,8 +211,6 @@ def _start(
     master = options["master"]
     if master is None and "PYSPARK_GATEWAY_PORT" not in os.environ:
         master = "local[*]"  # not under spark-submit, which would have started the JVM
-    if once:  # the summary counts every batch's progress; Spark keeps the last 100
-        extra.setdefault("spark.sql.streaming.numRecentProgressUpdates", "100000")
     try:
         if config.kafka is not None:
             extra = with_connector(extra)
@@ -240,9 +238,7 @@ def _start(
             raise CommandError(f"clientmetrics pipeline: {message}") from exc
         if not once or tables is None:
             return None
-        # Spark reports idle triggers too (no input, no batch run): count those that read.
-        batches = sum(1 for p in query.recentProgress if int(p["numInputRows"]) > 0)
-        return summarise_run(tables, before, batches, config.rules.rules)
+        return summarise_run(tables, before, job.batches, config.rules.rules)
     finally:
         spark.stop()
 

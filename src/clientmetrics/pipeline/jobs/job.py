@@ -102,6 +102,8 @@ class PipelineJob:
         self._notifier = AlertNotifier(config.alert_sink, config.rules.webhook)
         #: Wall seconds per stage, summed over the batches this job has processed.
         self.stage_seconds: dict[str, float] = {}
+        #: Micro-batches this job has processed.
+        self.batches = 0
         #: Shares that needed the second job (``_follow_up``): ``idle`` and ``judged``.
         self.follow_ups: dict[str, int] = {"idle": 0, "judged": 0}
 
@@ -181,6 +183,7 @@ class PipelineJob:
             self._write_progress(highest, received, batch_id)
             self._announce([row["event"] for row in rows if row["kind"] == "alert_event"], batch_id)
         store.clear(plan.staging)
+        self.batches += 1
 
     def _input(self, pushes: DataFrame, batch_id: int) -> _BatchInput:
         """How many shares the pass has, and the landed files they read.
