@@ -33,6 +33,7 @@ times the pure decoders (columnar ptars + Arrow compute against upb protobuf
 from __future__ import annotations
 
 import argparse
+import os
 import shutil
 import sys
 import tempfile
@@ -109,6 +110,10 @@ def task_slots(master: str) -> int:
     return (os.cpu_count() or 1) if threads == "*" else int(threads)
 
 
+def _one_thread() -> None:
+    pa.set_cpu_count(1)
+
+
 class CoreAlone:
     """The core over the landed files on ``cores`` processes, no Spark (a warm process pool)."""
 
@@ -121,7 +126,9 @@ class CoreAlone:
         self._plan = PassPlan(staging=str(self._staging), window_seconds=60, rules=rules)  # type: ignore[arg-type]
         self._landed = sorted(str(p) for p in (work / "landing" / "pushes").rglob("*.parquet"))
         self._cores = cores
-        self._pool = multiprocessing.get_context("spawn").Pool(cores)
+        # One pyarrow thread a process, as Spark gives its Python workers
+        # (OMP_NUM_THREADS = spark.task.cpus): the same function on the same cores.
+        self._pool = multiprocessing.get_context("spawn").Pool(cores, _one_thread)
         # Start the processes and warm their imports on one file.
         self._pool.map(_core_task, [(self._landed[:1], k, cores, self._plan) for k in range(cores)])
         shutil.rmtree(self._staging, ignore_errors=True)
@@ -236,15 +243,32 @@ def run_job(spark: SparkSession, config: object, points: int, label: str) -> flo
     for path in (config.output_path, config.checkpoint_path):  # type: ignore[attr-defined]
         shutil.rmtree(path, ignore_errors=True)
     Path(config.alert_sink).unlink(missing_ok=True)  # type: ignore[attr-defined]
+    jvm = _cpu_seconds(spark._jvm.java.lang.ProcessHandle.current().pid())  # type: ignore[union-attr]
     started = time.perf_counter()
     job = PipelineJob(spark, config)  # type: ignore[arg-type]
-    job.run()
+    query = job.start(available_now=True)
+    query.awaitTermination()
     seconds = time.perf_counter() - started
-    stages = ", ".join(f"{name} {secs:.1f} s" for name, secs in job.stage_seconds.items())
-    print(f"  {label}: {seconds:.1f} s ({stages})")
+    jvm = _cpu_seconds(spark._jvm.java.lang.ProcessHandle.current().pid()) - jvm  # type: ignore[union-attr]
+    stages = ", ".join(f"{name} {secs:.1f}" for name, secs in job.stage_seconds.items())
+    spark_ms: dict[str, int] = {}
+    for progress in query.recentProgress:
+        for name, ms in progress["durationMs"].items():
+            spark_ms[name] = spark_ms.get(name, 0) + ms
+    streaming = ", ".join(f"{name} {ms / 1000:.1f}" for name, ms in sorted(spark_ms.items()))
+    print(
+        f"  {label}: {seconds:.1f} s (job: {stages}; Spark's progress: {streaming}; "
+        f"JVM CPU {jvm:.1f} s)"
+    )
     written = spark.read.parquet(f"{config.output_path}/points").count()  # type: ignore[attr-defined]
     assert written == points, (written, points)
     return seconds
+
+
+def _cpu_seconds(pid: int) -> float:
+    """CPU seconds a process has used (user and system), from /proc."""
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
 def _load() -> str:
