@@ -40,7 +40,11 @@ from clientmetrics.telemetry.model import (
 )
 from clientmetrics.telemetry.otlp import InvalidPayload, parse_metrics_data
 from clientmetrics.telemetry.stats import StatsRecorder, TelemetryStats
-from clientmetrics.telemetry.subscription_id import SubscriptionPlan, resolve_plan
+from clientmetrics.telemetry.subscription_id import (
+    SubscriptionPlan,
+    resolve_plan,
+    subscription_order,
+)
 from clientmetrics.wire.errors import ErrorCode
 
 _INT32_MAX = (1 << 31) - 1
@@ -197,7 +201,8 @@ class ClientMetricsManager:
     def _install(self, subs: dict[str, Subscription]) -> None:
         self._subscriptions = subs
         self._patterns.retain(subs.values())
-        ordered = sorted(subs.values(), key=lambda s: s.name)
+        # Matched in the order Kafka iterates its map: RequestedMetrics' order follows it.
+        ordered = subscription_order(subs.values())
         self._compiled = tuple(self._patterns.compile_subscription(s) for s in ordered)
         self._plans = {}
         # Existing instances see the new version on their next request and are re-created.
