@@ -281,13 +281,16 @@ class ClientMetricsManager:
         instance = self._instance(client_instance_id, ctx, now_ms)
         plan = instance.plan
         since = now_ms - max(instance.last_get_ms, instance.last_push_ms)
-        if since < plan.push_interval_ms and instance.last_error not in _REFETCH_ERRORS:
+        if since >= plan.push_interval_ms:
+            instance.last_get_ms = now_ms
+            instance.push_granted = True
+        elif instance.last_error not in _REFETCH_ERRORS:
             self._stats.get_answered(ErrorCode.THROTTLING_QUOTA_EXCEEDED)
             return SubscriptionsResult(
                 ErrorCode.THROTTLING_QUOTA_EXCEEDED, client_instance_id, 0, (), 0, 0, False, ()
             )
-        instance.last_get_ms = now_ms
-        instance.push_granted = True
+        # else: an early re-fetch after 117/76 is answered, but (as in Kafka 4.4) it is not
+        # a Get that grants the next push: that one still waits for its interval.
         instance.last_error = ErrorCode.NONE
         self._stats.get_answered(ErrorCode.NONE)
         return SubscriptionsResult(
