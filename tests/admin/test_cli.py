@@ -40,9 +40,9 @@ def test_alter_describe_list_delete_round_trip(gateway: GatewayProcess) -> None:
     assert (code, err) == (0, "")
     assert out == (
         "Client metrics configs for rt are:\n"
-        "  metrics=org.apache.kafka.producer.,org.apache.kafka.consumer.\n"
         "  interval.ms=60000\n"
         "  match=client_id=app-.*,client_software_name=librdkafka\n"
+        "  metrics=org.apache.kafka.producer.,org.apache.kafka.consumer.\n"
     )
     assert "rt" in tool(gateway, "--list")[1].splitlines()
     assert tool(gateway, "--delete", "--name", "rt") == (
@@ -58,7 +58,7 @@ def test_an_empty_option_value_deletes_that_key_only(gateway: GatewayProcess) ->
     assert tool(gateway, "--alter", "--name", "partial", "--metrics", "")[0] == 0
     out = tool(gateway, "--describe", "--name", "partial")[1]
     # The deleted key is back at its default; the other key is untouched.
-    assert out.splitlines()[1:] == ["  metrics=", "  interval.ms=1000", "  match="]
+    assert out.splitlines()[1:] == ["  interval.ms=1000", "  match=", "  metrics="]
 
 
 def test_list_and_describe_without_name_cover_every_subscription(
@@ -71,8 +71,8 @@ def test_list_and_describe_without_name_cover_every_subscription(
     code, out, _ = tool(fresh_gateway, "--describe")
     assert code == 0
     assert out == (
-        "Client metrics configs for one are:\n  metrics=\n  interval.ms=1000\n  match=\n"
-        "Client metrics configs for two are:\n  metrics=\n  interval.ms=2000\n  match=\n"
+        "Client metrics configs for one are:\n  interval.ms=1000\n  match=\n  metrics=\n"
+        "Client metrics configs for two are:\n  interval.ms=2000\n  match=\n  metrics=\n"
     )
     listed = json.loads(tool(fresh_gateway, "--list", "--output", "json")[1])
     assert listed == {"resources": ["one", "two"]}

@@ -60,7 +60,7 @@ def test_refused_until_an_acl_is_granted_and_reloaded(gateway: GatewayProcess) -
         "",
     )
     code, out, _ = tool(gateway, "--describe", "--name", "s1")  # implied by ALTER_CONFIGS
-    assert (code, out.splitlines()[1]) == (0, "  metrics=org.apache.kafka.")
+    assert (code, out.splitlines()[3]) == (0, "  metrics=org.apache.kafka.")
     assert tool(gateway, "--list")[:2] == (0, "s1\n")
 
     # A broken file keeps the ACLs in force.

@@ -19,7 +19,13 @@ from clientmetrics.gateway.connection import ConnectionState
 from clientmetrics.gateway.subscriptions import Subscriptions
 from clientmetrics.security.base import Operation
 from clientmetrics.store.base import StoreError
-from clientmetrics.telemetry.configs import ConfigError, apply_incremental, describe, validate
+from clientmetrics.telemetry.configs import (
+    ConfigError,
+    apply_incremental,
+    describe,
+    normalize,
+    validate,
+)
 from clientmetrics.wire import (
     ErrorCode,
     RequestHeader,
@@ -146,7 +152,7 @@ class ConfigHandlers:
             "resource_type": rtype,
             "resource_name": name,
             "error_code": ErrorCode.NONE,
-            "error_message": None,
+            "error_message": "",  # Kafka 4.4 sends "" (not null) with NONE here
             "configs": [],
         }
         if rtype != CLIENT_METRICS:
@@ -241,7 +247,7 @@ class ConfigHandlers:
             over = self._over_cap(name, new, stored, count)
             if over is not None:
                 raise ConfigError(over["error_code"], over["error_message"])
-            return new
+            return normalize(new)  # stored (and described) as Kafka stores it
 
         try:
             if body.validate_only:
