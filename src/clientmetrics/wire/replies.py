@@ -156,11 +156,14 @@ def _api_versions_error(
     version = header.api_version if low <= header.api_version <= high else 0
     response = response_type(ApiKey.API_VERSIONS, version)
     listed: tuple[Any, ...] = ()
-    if code is ErrorCode.UNSUPPORTED_VERSION:
+    own = api_keys.get(ApiKey.API_VERSIONS)
+    if code is ErrorCode.UNSUPPORTED_VERSION and own is not None:
+        # Like Kafka (ApiVersionsRequest.getErrorResponse), only ApiVersions' own range:
+        # all a client needs to ask again with a version both sides know.
         item = _item_type(response, "api_keys")
-        listed = tuple(
-            item(api_key=i16(key), min_version=i16(lo), max_version=i16(hi))
-            for key, (lo, hi) in sorted(api_keys.items())
+        low, high = own
+        listed = (
+            item(api_key=i16(ApiKey.API_VERSIONS), min_version=i16(low), max_version=i16(high)),
         )
     body = blank_entity(response, error_code=KioErrorCode(int(code)), api_keys=listed)
     # The response header of ApiVersions is always v0, whatever version was asked for.
