@@ -26,6 +26,7 @@ from clientmetrics.telemetry.configs import (
     normalize,
     validate,
 )
+from clientmetrics.telemetry.java_order import map_key_order
 from clientmetrics.wire import (
     ErrorCode,
     RequestHeader,
@@ -280,7 +281,9 @@ class ConfigHandlers:
         """
         if not self._allowed(conn, Operation.DESCRIBE_CONFIGS):
             return []
-        return [{"resource_name": n, "resource_type": CLIENT_METRICS} for n in self._subs.names()]
+        # In the order Kafka 4.4 lists them (its map of subscriptions), as tools print them.
+        names = map_key_order(self._subs.names())
+        return [{"resource_name": n, "resource_type": CLIENT_METRICS} for n in names]
 
     async def list_config_resources(
         self, conn: ConnectionState, header: RequestHeader, frame: bytes, offset: int
