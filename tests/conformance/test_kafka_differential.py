@@ -45,6 +45,8 @@ PRODUCER, CONSUMER = "org.apache.kafka.producer.", "org.apache.kafka.consumer."
 K1 = uuid.UUID("0f1e2d3c-4b5a-6978-8796-a5b4c3d2e1f0")
 ONE = uuid.UUID(int=1)
 ZERO = uuid.UUID(int=0)
+#: Matched by its canonical text in the gateway only (Kafka matches the base64 form).
+K7 = uuid.UUID("7c1d6a7e-2f3b-4c5d-9e8f-0a1b2c3d4e5f")
 PAYLOAD = producer_payload(1_700_000_000_000_000_000, 1)
 
 
@@ -198,6 +200,7 @@ SUBSCRIPTIONS = {
         ("interval.ms", SET, "600000"),
         ("match", SET, "client_id=all-.*"),
     ],
+    "conf-iid": [("metrics", SET, "x."), ("match", SET, f"client_instance_id={K7}")],
 }
 
 
@@ -240,6 +243,22 @@ class Pusher:
         if wait:
             time.sleep(INTERVAL * 1.1 / 1000)  # the next push is due
         return codes
+
+    def null_metrics(self, iid: uuid.UUID, sid: int) -> Answers:
+        """A push whose Metrics is null (compact length 0), as older librdkafka sends when
+        nothing matched: the error code, or "closed" if the server hung up."""
+        body = iid.bytes + struct.pack(">ib", sid, 0) + b"\x00" + b"\x00" + b"\x00"
+        out = {}
+        for server, conn in self.client.conns.items():
+            conn.correlation += 1
+            header = struct.pack(">hhih", 72, 0, conn.correlation, 3) + b"tel" + b"\x00"
+            conn.sock.sendall(struct.pack(">i", len(header + body)) + header + body)
+            try:
+                out[server] = struct.unpack_from(">h", recv_frame(conn.sock), 9)[0]
+            except (ConnectionError, TimeoutError):
+                out[server] = "closed"
+        time.sleep(INTERVAL * 1.1 / 1000)
+        return Answers(out["kafka"], out["gateway"])
 
 
 def test_telemetry_as_kafka(
@@ -316,6 +335,12 @@ def test_telemetry_as_kafka(
     push2(k2, 999, terminating=True).same(117, "a terminating push with a wrong id")
     push2(k2, sid2).differ("terminating", kafka=42, gateway=0, what="after a failed goodbye")
 
+    # A null Metrics field (on its own connection: Kafka hangs up).
+    nulls = Client(ports, "tel-3")
+    k6 = uuid.UUID(int=random.getrandbits(128))
+    sid6 = get(nulls, k6).same()["subscription_id"]
+    Pusher(nulls).null_metrics(k6, sid6).differ("null-metrics", kafka="closed", gateway=0)
+
     # Reserved ids, and a push before any Get (each server makes the instance then).
     push2(ZERO, 0, wait=False).same(42, "the zero id")
     push2(ONE, 0, wait=False).same(42, "the reserved id")
@@ -334,6 +359,8 @@ def test_telemetry_as_kafka(
     k5 = uuid.UUID(int=random.getrandbits(128))
     wide = get(everything, k5).map(lambda r: (r["requested_metrics"], r["push_interval"]))
     wide.differ("interval-cap", kafka=(("*",), 300000), gateway=(("*",), 600000))
+    by_uuid = get(other, K7).map(lambda r: r["requested_metrics"])
+    by_uuid.differ("instance-id-selector", kafka=(), gateway=("x.",))
 
     # A subscription change: an immediate Get is answered, the old id is refused.
     admin.ask(44, 1, alter("conf-tel", [("interval.ms", SET, "300")])).map(outcome).same((0, None))
@@ -368,5 +395,5 @@ def test_telemetry_as_kafka(
         kafka=sorted(p for p in push.handed["kafka"] if p[0]),
         gateway=sorted(push.handed["gateway"]),
     )
-    for client in (admin, probe, other, tel, tel2, everything):
+    for client in (admin, probe, other, tel, tel2, nulls, everything):
         client.close()
