@@ -15,6 +15,7 @@ from clientmetrics.errors import ConfigurationError
 from clientmetrics.pipeline.spark import connector
 from peers.build import PeerUnavailable
 from peers.kafka.launcher import kafka_jars, minimal_plugin
+from peers.kafka.tools import harness_jar
 
 
 def _spark_kafka_connector() -> Path:
@@ -28,6 +29,7 @@ def _spark_kafka_connector() -> Path:
 PEERS: dict[str, Callable[[], Path]] = {
     "kafka 4.4.0 jars": kafka_jars,
     "kafka test plugin": lambda: minimal_plugin().jars[0],
+    "kafka tool harness": harness_jar,
     "spark kafka connector": _spark_kafka_connector,
 }
 
