@@ -98,32 +98,26 @@ def test_generate_name_creates_a_kafka_style_uuid_name(gateway: GatewayProcess) 
     [
         (
             ["--name", "", "--interval", "1000"],
-            "Subscription name can't be empty (INVALID_REQUEST)",
+            "Subscription name can't be empty",
         ),
         (
             ["--name", "v", "--interval", "10"],
             "Invalid value 10 for interval.ms, interval must be between 100 and 3600000 "
-            "(1 hour) (INVALID_REQUEST)",
+            "(1 hour)",
         ),
         (
             ["--name", "v", "--interval", "3600001"],
             "Invalid value 3600001 for interval.ms, interval must be between 100 and 3600000 "
-            "(1 hour) (INVALID_REQUEST)",
+            "(1 hour)",
         ),
-        (["--name", "v", "--match", "10"], "Illegal client matching pattern: 10 (INVALID_CONFIG)"),
+        (["--name", "v", "--match", "10"], "Illegal client matching pattern: 10"),
         (
             ["--name", "v", "--match", "client_id="],
-            "Illegal client matching pattern: client_id= (INVALID_CONFIG)",
+            "Illegal client matching pattern: client_id=",
         ),
         (
             ["--name", "v", "--match", "user=bob"],
-            "Illegal client matching pattern: user=bob (INVALID_CONFIG)",
-        ),
-        # Java's Integer conversion fails before anything is sent, as in Kafka's tool.
-        (["--name", "v", "--interval", "abc"], "Cannot parse argument 'abc' of option interval"),
-        (
-            ["--name", "v", "--interval", "2147483648"],
-            "Cannot parse argument '2147483648' of option interval",
+            "Illegal client matching pattern: user=bob",
         ),
     ],
 )
@@ -163,6 +157,11 @@ USAGE_ERRORS = [
         ["--bootstrap-server", "h:1", "--alter", "--name", "n", "--output", "json"],
         'Option "[alter]" can\'t be used with option "[output]"',
     ),
+    (
+        ["--bootstrap-server", "h:1", "--list", "--frobnicate"],
+        "frobnicate is not a recognized option",
+    ),
+    (["--list", "--bootstrap-server"], "Option bootstrap-server requires an argument"),
 ]
 
 
@@ -187,11 +186,15 @@ PLAIN_ERRORS = [
         ["--bootstrap-server", "h:1", "--delete"],
         "A client metrics resource name must be specified with --delete.",
     ),
+    # Java's Integer.parseInt fails in checkArgs, before anything is sent (Kafka 4.4).
     (
-        ["--bootstrap-server", "h:1", "--list", "--frobnicate"],
-        "frobnicate is not a recognized option",
+        ["--bootstrap-server", "h:1", "--alter", "--name", "v", "--interval", "abc"],
+        "Invalid interval value. Enter an integer, or leave empty to reset.",
     ),
-    (["--list", "--bootstrap-server"], "Option bootstrap-server requires an argument"),
+    (
+        ["--bootstrap-server", "h:1", "--alter", "--name", "v", "--interval", "2147483648"],
+        "Invalid interval value. Enter an integer, or leave empty to reset.",
+    ),
     (["--bootstrap-server", "nohost", "--list"], "Invalid url in bootstrap.servers: nohost"),
     (
         ["--bootstrap-server", "h:1", "--list", "--command-config", "/no/such/file"],
