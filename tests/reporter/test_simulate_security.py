@@ -73,6 +73,7 @@ def test_a_wrong_password_is_refused(secured: tuple[Front, Path]) -> None:
     result = simulate(front, ca_file, "wrong")
     assert result.returncode == 1
     assert result.stderr == (
-        "clientmetrics simulate: Authentication failed: Invalid user credentials\n"
+        "clientmetrics simulate: Authentication failed during authentication due to invalid "
+        "credentials with SASL mechanism SCRAM-SHA-512\n"
     )
     assert front.principals == []
