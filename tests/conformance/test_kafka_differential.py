@@ -119,11 +119,13 @@ def test_config_rpcs_as_kafka(ports: dict[str, int]) -> None:
     admin = Client(ports, "conformance-admin")
     for case in ALTER_CASES:
         request = alter(case.name, case.ops, validate_only=True, resource_type=case.resource_type)
-        answers = admin.ask(44, 1, request).map(outcome)
+        response = admin.ask(44, 1, request)
+        answers = response.map(outcome)
         if case.row:
             answers.differ(case.row, kafka=case.kafka, gateway=case.gateway, what=case.label)
         else:
             answers.same(case.both, what=case.label)
+            response.map(fields_of).same(what=case.label)  # every other field too
 
     # What is stored, as describe shows it (every field of every version).
     stored = [
@@ -245,7 +247,9 @@ class Pusher:
                   "compression_type": compression, "metrics": payload}  # fmt: skip
         values = {"kafka": {**common, "subscription_id": sids.kafka},
                   "gateway": {**common, "subscription_id": sids.gateway}}  # fmt: skip
-        codes = self.client.ask_each(72, 0, values).map(lambda r: int(r.error_code))
+        answers = self.client.ask_each(72, 0, values)
+        answers.map(lambda r: r.throttle_time.total_seconds()).same(0, "ThrottleTimeMs")
+        codes = answers.map(lambda r: int(r.error_code))
         for server, code in (("kafka", codes.kafka), ("gateway", codes.gateway)):
             if code == 0:
                 self.handed[server].append((payload if data is None else data, terminating))
