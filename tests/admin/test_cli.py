@@ -102,8 +102,7 @@ def test_generate_name_creates_a_kafka_style_uuid_name(gateway: GatewayProcess) 
         ),
         (
             ["--name", "v", "--interval", "10"],
-            "Invalid value 10 for interval.ms, interval must be between 100 and 3600000 "
-            "(1 hour)",
+            "Invalid value 10 for interval.ms, interval must be between 100 and 3600000 (1 hour)",
         ),
         (
             ["--name", "v", "--interval", "3600001"],
