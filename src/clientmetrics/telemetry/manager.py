@@ -2,11 +2,11 @@
 
 The gateway hands in decoded GetTelemetrySubscriptions and PushTelemetry
 requests with the current time and gets plain results back. Behaviour follows
-Apache Kafka (reference §2) except where Kafka has a known defect (DESIGN.md):
+Apache Kafka 4.4 except where docs/kafka-differences.md says otherwise:
 
 * a failed terminating push does not lock the instance out (KAFKA-20898);
 * after UNKNOWN_SUBSCRIPTION_ID or UNSUPPORTED_COMPRESSION_TYPE the next Get
-  is not throttled (Kafka's ``||`` should have been ``&&``);
+  is not throttled (as Kafka 4.4 does; earlier brokers' ``||`` throttled it);
 * PushIntervalMs is the minimum matched ``interval.ms``, even above 300000;
 * the decompressed payload is bounded by ``telemetry.max.bytes``;
 * empty pushes are accepted *and* handed on (Kafka skips them);
