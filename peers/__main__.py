@@ -12,12 +12,16 @@ from collections.abc import Callable
 from pathlib import Path
 
 from peers.build import PeerUnavailable
+from peers.franz_go import franz_go_binary
+from peers.java_client import java_client_jars
 from peers.kafka.launcher import kafka_jars, minimal_plugin
 
 #: name -> builder; each returns where its result is cached.
 PEERS: dict[str, Callable[[], Path]] = {
     "kafka 4.4.0 jars": kafka_jars,
     "kafka test plugin": lambda: minimal_plugin().jars[0],
+    "java client peer": java_client_jars,
+    "franz-go peer": franz_go_binary,
 }
 
 

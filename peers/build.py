@@ -121,13 +121,17 @@ def maven_dependencies(pom: Path, name: str) -> Path:
     return _cached(name, digest([pom]), build)
 
 
-def maven_project(project: Path, name: str) -> Path:
-    """``mvn package`` of a project; a folder with its jar and its runtime dependencies."""
+def maven_project(project: Path, name: str, *, tests: bool = False) -> Path:
+    """``mvn package`` of a project; a folder with its jar and its runtime dependencies.
+
+    ``tests``: run the project's own tests too (once per change of its sources).
+    """
     mvn = require("mvn", "Maven (apt-get install maven)")
     sources = [project / "pom.xml", *sorted((project / "src").rglob("*.java"))]
 
     def build(tmp: Path) -> None:
-        _run([mvn, "-q", "-B", "package", "-DskipTests"], project, f"building {name}")
+        skip = [] if tests else ["-DskipTests"]
+        _run([mvn, "-q", "-B", "package", *skip], project, f"building {name}")
         built = sorted((project / "target").glob("*.jar"))
         built = [jar for jar in built if not jar.name.endswith(("-sources.jar", "-tests.jar"))]
         if not built:
@@ -163,13 +167,19 @@ def javac_jar(sources: list[Path], classpath: Path, name: str) -> Path:
     return _cached(name, digest(sources, str(classpath)), build) / f"{name}.jar"
 
 
-def go_binary(module: Path, name: str) -> Path:
-    """``go build`` of a Go module (its ``go.mod`` and ``go.sum`` pin every dependency)."""
+def go_binary(module: Path, name: str, *, tests: bool = False) -> Path:
+    """``go build`` of a Go module (its ``go.mod`` and ``go.sum`` pin every dependency).
+
+    ``tests``: ``go vet`` and ``go test`` it first (once per change of its sources).
+    """
     go = require("go", "the Go toolchain")
     sources = [module / "go.mod", module / "go.sum", *sorted(module.glob("*.go"))]
 
     def build(tmp: Path) -> None:
         env = {**os.environ, "GOFLAGS": "-mod=readonly", "CGO_ENABLED": "0"}
+        if tests:
+            _run([go, "vet", "./..."], module, f"vetting {name}", env)
+            _run([go, "test", "./..."], module, f"testing {name}", env)
         _run([go, "build", "-o", str(tmp / name), "."], module, f"building {name}", env)
 
     return _cached(name, digest(sources), build) / name
