@@ -93,6 +93,16 @@ def decode_value(value: bytes | None) -> dict[str, str]:
         return {}
 
 
+#: What a partition's metadata says for a moment after its topic is created.
+_NO_LEADER_YET = frozenset(
+    {
+        KafkaError.NOT_LEADER_FOR_PARTITION,
+        KafkaError.LEADER_NOT_AVAILABLE,
+        KafkaError.UNKNOWN_TOPIC_OR_PART,
+    }
+)
+
+
 class TopicSubscriptionStore:
     """A ``SubscriptionStore`` backed by a (compacted) Kafka topic."""
 
@@ -161,6 +171,24 @@ class TopicSubscriptionStore:
                 log.info("create_topic_retry", topic=self._topic, error=str(error))
         raise StoreError(f"cannot create subscription topic {self._topic}")
 
+    def _high_watermark(self, consumer: Consumer, partition: TopicPartition) -> int:
+        """The partition's end offset; a topic just created may have no leader yet.
+
+        Kafka 4.4 answers NOT_LEADER_FOR_PARTITION for a moment after creating the
+        topic: retriable errors are retried until the store's timeout.
+        """
+        deadline = time.monotonic() + self._timeout
+        while True:
+            try:
+                _low, high = consumer.get_watermark_offsets(partition, timeout=self._timeout)
+                return int(high)
+            except KafkaException as exc:
+                error = exc.args[0]
+                settling = error.retriable() or error.code() in _NO_LEADER_YET
+                if not settling or time.monotonic() > deadline:
+                    raise
+                time.sleep(0.1)
+
     def _catch_up(self) -> dict[str, dict[str, str]]:
         self._producer = Producer({**self._client_config(), "linger.ms": 0, "acks": "all"})
         # Connect and learn the partition leader now, not on the first alter.
@@ -182,10 +210,7 @@ class TopicSubscriptionStore:
         partitions = sorted(metadata.topics[self._topic].partitions)
         ends: dict[int, int] = {}
         for p in partitions:
-            _low, high = consumer.get_watermark_offsets(
-                TopicPartition(self._topic, p), timeout=self._timeout
-            )
-            ends[p] = high
+            ends[p] = self._high_watermark(consumer, TopicPartition(self._topic, p))
             self._consumed[p] = 0
         consumer.assign([TopicPartition(self._topic, p, OFFSET_BEGINNING) for p in partitions])
         state: dict[str, dict[str, str]] = {}
