@@ -29,7 +29,8 @@ public final class Options {
 
     static final String USAGE = String.join("\n",
         "usage: java-client-peer --bootstrap HOST:PORT [options]",
-        "  --bootstrap HOST:PORT      bootstrap.servers (required)",
+        "  --bootstrap HOST:PORT      bootstrap.servers (required); repeated with --role producer:",
+        "                             one producer per cluster, each with the same client id",
         "  --command-config FILE      client properties (security...), as Kafka's tools take them",
         "  --property K=V             one more client property (repeatable)",
         "  --client-id ID             client.id base: ID-producer, ID-consumer (default java-peer)",
@@ -41,7 +42,8 @@ public final class Options {
         "  --duration SECONDS         stop after this long (default 0: on 'stop' or EOF on stdin, or SIGTERM)",
         "  --compression TYPE         the producer's compression.type for records (default none)",
         "  --instance-timeout SECONDS how long to wait for each client's instance id (default 30)",
-        "  --close                    close the clients at the end (a terminating push); else halt");
+        "  --close                    close the clients at the end (a terminating push; the producer\n"
+        + "                             sends one last record first); else halt");
 
     /** The options that take a value. */
     private static final Set<String> VALUED = Set.of("--bootstrap", "--command-config", "--property",
@@ -49,6 +51,8 @@ public final class Options {
         "--compression", "--instance-timeout");
 
     public final String bootstrap;
+    /** Every --bootstrap given, the first being {@link #bootstrap}. */
+    public final List<String> bootstraps;
     public final Path commandConfig;
     public final Map<String, String> properties;
     public final String clientId;
@@ -62,8 +66,10 @@ public final class Options {
     public final double instanceTimeoutSeconds;
     public final boolean close;
 
-    private Options(Map<String, String> single, Map<String, String> properties, boolean close) {
+    private Options(Map<String, String> single, Map<String, String> properties, boolean close,
+                    List<String> bootstraps) {
         this.bootstrap = required(single, "--bootstrap");
+        this.bootstraps = List.copyOf(bootstraps);
         String config = single.get("--command-config");
         this.commandConfig = config == null ? null : Path.of(config);
         this.properties = properties;
@@ -77,6 +83,9 @@ public final class Options {
         this.compression = compression(single.getOrDefault("--compression", "none"));
         this.instanceTimeoutSeconds = number(single, "--instance-timeout", 30, 0);
         this.close = close;
+        if (bootstraps.size() > 1 && role != Role.PRODUCER) {
+            throw new IllegalArgumentException("several --bootstrap need --role producer");
+        }
     }
 
     /** Parse {@code args}; unknown options, missing values and bad numbers are refused. */
@@ -84,6 +93,7 @@ public final class Options {
         Map<String, String> single = new LinkedHashMap<>();
         Map<String, String> properties = new LinkedHashMap<>();
         boolean close = false;
+        List<String> bootstraps = new ArrayList<>();
         for (int i = 0; i < args.length; i++) {
             String arg = args[i];
             if (arg.equals("--close")) {
@@ -104,10 +114,13 @@ public final class Options {
                 }
                 properties.put(value.substring(0, eq), value.substring(eq + 1));
             } else {
-                single.put(arg, value);
+                if (arg.equals("--bootstrap")) {
+                    bootstraps.add(value);
+                }
+                single.putIfAbsent(arg, value);
             }
         }
-        return new Options(single, properties, close);
+        return new Options(single, properties, close, bootstraps);
     }
 
     /** The settings every client gets: bootstrap, the command config's, then --property's. */

@@ -30,7 +30,8 @@ import org.apache.kafka.common.serialization.StringSerializer;
  * <p>Prints one JSON object a line on stdout: {@code started}, each client's {@code instance}
  * (its client instance id, so a test finds its pushes), {@code done} with the records produced
  * or consumed, {@code closed} when a client was closed (its terminating push is sent then),
- * {@code error}, and {@code exit} last. It stops after {@code --duration}, on a {@code stop}
+ * {@code delivered} with the producer's acknowledged and failed records (after its close,
+ * when everything is settled), {@code error}, and {@code exit} last. It stops after {@code --duration}, on a {@code stop}
  * line or end of input on stdin, or on SIGTERM.
  */
 public final class TelemetryPeer {
@@ -87,12 +88,14 @@ public final class TelemetryPeer {
 
     private void run() throws Exception {
         Properties common = options.common();
-        emit("started", "bootstrap", options.bootstrap, "options", options.describe());
+        emit("started", "bootstrap", options.bootstraps, "options", options.describe());
         Thread hook = new Thread(this::onSigterm, "peer-shutdown");
         Runtime.getRuntime().addShutdownHook(hook);
         startStdinWatcher();
         if (options.role.producer()) {
-            start("producer", () -> produce(common));
+            for (String bootstrap : options.bootstraps) {
+                start("producer", () -> produce(common, bootstrap));
+            }
         }
         if (options.role.consumer()) {
             start("consumer", () -> consume(common));
@@ -137,7 +140,7 @@ public final class TelemetryPeer {
             } catch (RuntimeException e) {
                 emit("error", "role", role, "error", e.toString());
             }
-        }, "peer-" + role);
+        }, "peer-" + role + "-" + workers.size());
         workers.add(thread);
         thread.start();
     }
@@ -165,9 +168,10 @@ public final class TelemetryPeer {
         return stop.getCount() == 0;
     }
 
-    private void produce(Properties common) {
+    private void produce(Properties common, String bootstrap) {
         Properties props = new Properties();
         props.putAll(common);
+        props.put("bootstrap.servers", bootstrap);
         props.put("client.id", options.clientId + "-producer");
         props.put("key.serializer", StringSerializer.class.getName());
         props.put("value.serializer", StringSerializer.class.getName());
@@ -201,8 +205,17 @@ public final class TelemetryPeer {
             }
             sleep(20);
         }
-        emit("done", "role", "producer", "sent", sent, "acked", acked.get(), "failed", failed.get());
+        if (options.close && options.messages > 0) {
+            // KafkaProducer.close() sends the terminating push only while its I/O thread
+            // still has work (Sender.run() stops polling once nothing is queued or in
+            // flight): a last record, as a producer closed mid-stream has, gives it that.
+            producer.send(new ProducerRecord<>(options.topic, "last", "last"),
+                (metadata, error) -> (error == null ? acked : failed).incrementAndGet());
+            sent++;
+        }
+        emit("done", "role", "producer", "sent", sent);
         finish("producer", producer::close);
+        emit("delivered", "role", "producer", "acked", acked.get(), "failed", failed.get());
     }
 
     private void consume(Properties common) {
@@ -273,6 +286,7 @@ public final class TelemetryPeer {
     private final class Instance {
         private final String role;
         private final String clientId;
+        private final String bootstrap;
         private final Function<Duration, Uuid> ask;
         private final long deadline;
         private volatile boolean settled;
@@ -280,6 +294,7 @@ public final class TelemetryPeer {
         Instance(String role, Properties props, Function<Duration, Uuid> ask) {
             this.role = role;
             this.clientId = props.getProperty("client.id");
+            this.bootstrap = props.getProperty("bootstrap.servers");
             this.ask = ask;
             this.deadline = System.nanoTime() + (long) (options.instanceTimeoutSeconds * 1e9);
         }
@@ -294,8 +309,8 @@ public final class TelemetryPeer {
                 Uuid id = ask.apply(wait);
                 if (id != null) {
                     settled = true;
-                    emit("instance", "role", role, "client_id", clientId, "client_instance_id",
-                        canonical(id), "client_instance_id_base64", id.toString());
+                    emit("instance", "role", role, "client_id", clientId, "bootstrap", bootstrap,
+                        "client_instance_id", canonical(id), "client_instance_id_base64", id.toString());
                     return;
                 }
             } catch (org.apache.kafka.common.errors.TimeoutException e) {

@@ -44,6 +44,17 @@ class OptionsTest {
     }
 
     @Test
+    void severalClustersGetOneProducerEach() {
+        Options o = Options.parse(new String[] {
+            "--bootstrap", "a:1", "--bootstrap", "b:2", "--role", "producer"});
+        assertEquals("a:1", o.bootstrap);
+        assertEquals(java.util.List.of("a:1", "b:2"), o.bootstraps);
+        assertEquals("several --bootstrap need --role producer", assertThrows(
+            IllegalArgumentException.class,
+            () -> Options.parse(new String[] {"--bootstrap", "a:1", "--bootstrap", "b:2"})).getMessage());
+    }
+
+    @Test
     void badCommandLinesAreRefusedWithTheReason() {
         assertEquals("--bootstrap is required",
             assertThrows(IllegalArgumentException.class, () -> Options.parse(new String[] {})).getMessage());
