@@ -101,6 +101,11 @@ def test_three_real_clients_through_the_proxy(proxy: GatewayProcess, tmp_path: P
     assert jv.wait_event("done", 5, role="consumer")["consumed"] > 0
     assert not jv.events("no_instance")
     assert fg.wait_event("done", 5, role="consumer")["consumed"] > 0
+    # Each told the proxy its software (franz-go after its KIP-511 retry below v5).
+    software = {c: {(r["client_software_name"], r["client_software_version"]) for r in rows[c]}
+                for c in clients}  # fmt: skip
+    assert software["px-java-producer"] == {("apache-kafka-java", "4.4.0")}
+    assert software["px-franz-consumer"] == {("kgo", "v1.22.3")}
     # Kafka is node 1: Java says node-1, librdkafka node.id 1, franz-go node_id 1.
     for client in [*clients, "px-rdkafka"]:
         assert str(KAFKA_NODE) in node_labels(rows[client]), client

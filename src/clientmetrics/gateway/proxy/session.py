@@ -199,7 +199,12 @@ class ProxySession:
         assert link is not None
         header = request.header
         if unreadable_api_versions(header):
-            self._apply(self.core.reject(request, ErrorCode.UNSUPPORTED_VERSION))
+            # As Kafka answers it (KIP-511): the ApiVersions range alone, so the client
+            # (franz-go checks) asks again at the highest version in it.
+            only: dict[int, tuple[int, int]] = {ApiKey.API_VERSIONS: SERVED[ApiKey.API_VERSIONS]}
+            answer = error_response(header, ErrorCode.UNSUPPORTED_VERSION, api_keys=only)
+            self.core.complete(request.id, answer)
+            self._flush()
             return
         if header.api_key == ApiKey.API_VERSIONS and not self._record_software(request.frame):
             # Kafka answers this itself; answering here keeps upstreams that do not
