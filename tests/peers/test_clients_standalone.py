@@ -41,26 +41,30 @@ def gateway(tmp_path_factory: pytest.TempPathFactory) -> Iterator[GatewayProcess
     assert gw.tracebacks() == []
 
 
-def test_all_metrics_reach_java_and_librdkafka_with_one_broker_label(
+def test_all_metrics_then_a_subscription_change_reach_java_and_librdkafka(
     gateway: GatewayProcess, tmp_path: Path
 ) -> None:
-    """A "*" subscription is said ``[""]`` on the wire, and both clients push everything.
+    """A "*" subscription is said ``[""]`` on the wire, and both clients push everything;
+    then a changed subscription reaches the running Java client.
 
     (franz-go is in test_clients_proxy: it starts its telemetry only once it has a
     produce or fetch connection, which a standalone gateway, serving no topics, never
     gives it.) Java's ``node_id="node-0"`` and librdkafka's ``node.id`` 0 for the
-    gateway (node 0) decode as one label with one value.
+    gateway (node 0) decode as one label with one value. The change takes the
+    UNKNOWN_SUBSCRIPTION_ID path: the next push carries the old SubscriptionId, is
+    refused with 117, and Java fetches the new subscription at once and goes on (same
+    instance, new metrics; its telemetry is not switched off).
     """
+    match = {"match": "client_id=all-.*"}
     set_subscription(
-        gateway.bootstrap,
-        "everything",
-        {"metrics": "*", "interval.ms": "1000", "match": "client_id=all-.*"},
+        gateway.bootstrap, "everything", {"metrics": "*", "interval.ms": "500", **match}
     )
     assert requested_metrics(gateway.port, "all-raw") == [""]
     rdkafka = Producer({"bootstrap.servers": gateway.bootstrap, "client.id": "all-rdkafka"})
     clients = ("all-java-producer", "all-rdkafka")
     with java(gateway.bootstrap, tmp_path, "--client-id", "all-java", "--role", "producer",
-              "--messages", "0"):  # fmt: skip
+              "--messages", "0") as client:  # fmt: skip
+        instance = client.instance_ids()["producer"]
 
         def both_pushed_metrics() -> bool:
             rdkafka.poll(0.05)
@@ -68,51 +72,35 @@ def test_all_metrics_reach_java_and_librdkafka_with_one_broker_label(
             return all(names(rows.get(c, [])) for c in clients)
 
         wait_for(both_pushed_metrics, 60, what="metrics from both clients")
-    rdkafka.flush(1)
-    rows = rows_by_client(gateway.data_dir)
-    java_names = names(rows["all-java-producer"])
-    assert java_names >= JAVA_PRODUCER
-    assert len(java_names) > 50  # every metric in its registry, not a standard few
-    assert "org.apache.kafka.producer.node.request.latency.avg" in names(rows["all-rdkafka"])
-    software = {c: {str(r["client_software_name"]) for r in rows[c]} for c in clients}
-    assert software == {
-        "all-java-producer": {"apache-kafka-java"},
-        "all-rdkafka": {"confluent-kafka-python"},
-    }
-    for client in clients:
-        labels = node_labels(rows[client])
-        assert "0" in labels, (client, labels)
-        assert all(label.lstrip("-").isdigit() for label in labels), (client, labels)
-
-
-def test_java_follows_a_subscription_change(gateway: GatewayProcess, tmp_path: Path) -> None:
-    """The UNKNOWN_SUBSCRIPTION_ID path: a changed subscription reaches the running client.
-
-    Its next push carries the old SubscriptionId, is refused with 117, and the Java
-    client fetches the new subscription at once and goes on, same instance, new metrics.
-    """
-    name = "change"
-    first = {"metrics": "org.apache.kafka.producer.", "interval.ms": "500"}
-    set_subscription(gateway.bootstrap, name, {**first, "match": "client_id=change-.*"})
-    with java(gateway.bootstrap, tmp_path, "--client-id", "change", "--role", "producer",
-              "--messages", "0") as client:  # fmt: skip
-        instance = client.instance_ids()["producer"]
+        rdkafka.flush(1)
+        rows = rows_by_client(gateway.data_dir)
+        java_names = names(rows["all-java-producer"])
+        assert java_names >= JAVA_PRODUCER
+        assert len(java_names) > 50  # every metric in its registry, not a standard few
+        assert "org.apache.kafka.producer.node.request.latency.avg" in names(rows["all-rdkafka"])
+        software = {c: {str(r["client_software_name"]) for r in rows[c]} for c in clients}
+        assert software == {
+            "all-java-producer": {"apache-kafka-java"},
+            "all-rdkafka": {"confluent-kafka-python"},
+        }
+        for c in clients:
+            labels = node_labels(rows[c])
+            assert "0" in labels, (c, labels)
+            assert all(label.lstrip("-").isdigit() for label in labels), (c, labels)
 
         def mine() -> list[dict[str, object]]:
             return [r for r in landed_rows(gateway.data_dir) if r["client_instance_id"] == instance]
 
-        wait_for(lambda: names(mine()), 30, what="a first push with metrics")
         before = {r["subscription_id"] for r in mine()}
         assert len(before) == 1
-        assert all(n.startswith("org.apache.kafka.producer.") for n in names(mine()))
-        assert any(not n.startswith("org.apache.kafka.producer.node.") for n in names(mine()))
-        set_subscription(gateway.bootstrap, name, {"metrics": "org.apache.kafka.producer.node."})
+        narrower = "org.apache.kafka.producer.node."
+        set_subscription(gateway.bootstrap, "everything", {"metrics": narrower})
 
         def after() -> list[dict[str, object]]:
             return [r for r in mine() if r["subscription_id"] not in before and r["payload"]]
 
         wait_for(lambda: len(after()) >= 2, 30, what="two pushes under the new subscription")
-    assert all(n.startswith("org.apache.kafka.producer.node.") for n in names(after()))
+    assert all(n.startswith(narrower) for n in names(after()))
     assert not client.events("no_instance")
     assert not any(r["terminating"] for r in mine())  # not closed: halted
 
