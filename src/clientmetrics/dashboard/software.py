@@ -56,7 +56,8 @@ def software_page(table: pa.Table | None) -> str:
             f"<td>{escape(', '.join(row['roles'])) or '<span class=muted>none</span>'}</td>"
             f"<td class=coverage>{len(sent)} of {wanted}{share}</td>"
             f"<td class=wrap>{_names(missing) or '<span class=muted>none</span>'}</td>"
-            f"<td class=wrap>{_names(sent)}</td>"
+            f"<td class=wrap><details><summary>{len(sent)} metrics</summary>"
+            f"{_names(sent)}</details></td>"
             "</tr>"
         )
     head = "".join(
