@@ -111,3 +111,47 @@ def test_only_the_roles_played_count() -> None:
 def test_no_points_no_software() -> None:
     empty = points_of(*ALL).slice(0, 0)
     assert software_coverage(empty).num_rows == 0
+
+
+def test_the_inventory_keeps_each_instances_standard_metrics_across_batches() -> None:
+    from clientmetrics.pipeline.core.clients import client_views, merge_inventory
+    from clientmetrics.pipeline.core.decode import decode_pushes
+    from tests.synthetic import Push, landing_table
+
+    def pushes(*which: tuple[Path, str, int]) -> pa.Table:
+        return landing_table(
+            [
+                Push(at, _labels(folder, role)[0], (folder / f"{role}-push.otlp.bin").read_bytes())
+                for folder, role, at in which
+            ]
+        )
+
+    first = pushes((JAVA, "producer", 1_000_000), (FRANZ_GO, "consumer", 1_000_000))
+    view = client_views(first, decode_pushes(first))
+    sent = dict(zip(view.column("client_instance_id").to_pylist(),
+                    view.column("standard_metrics").to_pylist(), strict=True))  # fmt: skip
+    java_id, franz_id = _labels(JAVA, "producer")[0], _labels(FRANZ_GO, "consumer")[0]
+    assert sent[java_id] == sorted(STANDARD_BY_ROLE["producer"])
+    assert sent[franz_id] == [
+        P + "consumer.connection.creation.rate",
+        P + "consumer.connection.creation.total",
+        P + "consumer.coordinator.commit.latency.avg",
+        P + "consumer.coordinator.commit.latency.max",
+        P + "consumer.node.request.latency.avg",
+        P + "consumer.node.request.latency.max",
+    ]
+    # A later batch in which franz-go pushed only its producer-side copy: the union stays.
+    carried = view
+    later = pushes((FRANZ_GO, "producer", 2_000_000))
+    later = later.set_column(
+        later.schema.get_field_index("client_instance_id"),
+        "client_instance_id",
+        pa.array([franz_id], pa.string()),
+    )
+    merged = merge_inventory(carried, client_views(later, decode_pushes(later)))
+    rows = {r["client_instance_id"]: r["standard_metrics"] for r in merged.to_pylist()}
+    assert rows[java_id] == sorted(STANDARD_BY_ROLE["producer"])
+    assert rows[franz_id] == sorted(
+        [*sent[franz_id], P + "producer.node.request.latency.avg",
+         P + "producer.node.request.latency.max"]
+    )  # fmt: skip

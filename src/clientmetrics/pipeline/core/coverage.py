@@ -15,12 +15,13 @@ has a value. A role no instance played is not held against the software.
 
 from __future__ import annotations
 
+import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
 from clientmetrics.telemetry.standard import STANDARD_BY_ROLE, STANDARD_METRICS
 
-__all__ = ["COVERAGE_INPUT", "SOFTWARE_ARROW", "software_coverage"]
+__all__ = ["COVERAGE_INPUT", "SOFTWARE_ARROW", "software_coverage", "standard_lists"]
 
 _KEYS = ["client_software_name", "client_software_version"]
 #: The columns ``software_coverage`` reads (decoded points have them all).
@@ -90,3 +91,31 @@ def software_coverage(points: pa.Table) -> pa.Table:
             }
         )
     return pa.Table.from_pylist(rows, schema=SOFTWARE_ARROW)
+
+
+def standard_lists(
+    group: np.ndarray, names: pa.Array | pa.ChunkedArray, groups: int
+) -> pa.ListArray:
+    """Per group ``0..groups-1``: the standard metrics among ``names`` (sorted, each once).
+
+    ``group[i]`` is the group of ``names[i]`` (negative: none). What the inventory
+    keeps per instance (``standard_metrics``), and how it merges across batches.
+    """
+    standard = pc.fill_null(
+        pc.is_in(names, value_set=pa.array(sorted(STANDARD_METRICS), pa.string())), False
+    )
+    keep = np.asarray(standard.to_numpy(zero_copy_only=False), dtype=bool) & (group >= 0)
+    rows = pa.table({"g": pa.array(group[keep], pa.int64()), "n": pc.filter(names, keep)})
+    rows = rows.take(pc.sort_indices(rows, [("g", "ascending"), ("n", "ascending")]))
+    g = rows.column("g").to_numpy()
+    n = rows.column("n")
+    first = np.ones(len(g), dtype=bool)
+    if len(g) > 1:
+        same_name = pc.fill_null(pc.equal(n[1:], n[:-1]), False)
+        same = (g[1:] == g[:-1]) & np.asarray(same_name.to_numpy(zero_copy_only=False), bool)
+        first[1:] = ~same
+    g, n = g[first], pc.filter(n, first)
+    counts = np.bincount(g, minlength=groups) if len(g) else np.zeros(groups, np.int64)
+    offsets = np.concatenate([[0], np.cumsum(counts)]).astype(np.int32)
+    values = n.combine_chunks() if isinstance(n, pa.ChunkedArray) else n
+    return pa.ListArray.from_arrays(pa.array(offsets, pa.int32()), values.cast(pa.string()))

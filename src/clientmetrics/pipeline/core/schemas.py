@@ -116,6 +116,8 @@ INVENTORY_ARROW = pa.schema(
         ("last_push", TIMESTAMP),
         ("pushes", pa.int64()),
         ("terminated", pa.bool_()),
+        #: KIP-714 standard metrics the instance has sent (any push; ``coverage.py``).
+        ("standard_metrics", pa.list_(pa.string())),
     ]
 )
 
@@ -131,6 +133,7 @@ CLIENTS_ARROW = pa.schema(
         ("last_push", TIMESTAMP),
         ("pushes", pa.int64()),
         ("terminated", pa.bool_()),
+        ("standard_metrics", pa.list_(pa.string())),
         ("silent", pa.bool_()),
     ]
 )
