@@ -266,11 +266,12 @@ class Gateway:
         if cfg.store_kind == "topic":
             from clientmetrics.store.topic import TopicSubscriptionStore
 
-            bootstrap = ",".join(str(a) for a in cfg.upstream)
+            bootstrap = ",".join(str(a) for a in cfg.store_bootstrap)
             return TopicSubscriptionStore(
                 bootstrap,
                 cfg.subscriptions_topic,
                 client_config=cfg.upstream_security.librdkafka(),
+                fetch_wait_ms=cfg.subscriptions_fetch_wait_ms,
             )
         return SqliteSubscriptionStore(cfg.data_dir / "subscriptions.db")
 
