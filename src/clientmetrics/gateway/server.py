@@ -193,6 +193,12 @@ class Gateway:
                 load_exporters(specs, cfg.data_dir), specs, cfg.data_dir
             )
         self._export_path = ExportPath(self._exporters)
+        if not self._export_path.gating:
+            log.warning(
+                "no_durable_exporter",
+                hint="no exporter gates the answer (landing disabled, none required): pushes "
+                "are acknowledged before any exporter has them and may be dropped",
+            )
         for exporter in self._exporters:
             await exporter.start()
         self._subscriptions = Subscriptions(self._store, self.manager)
