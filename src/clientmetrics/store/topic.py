@@ -32,6 +32,7 @@ from __future__ import annotations
 import asyncio
 import json
 import threading
+import time
 from collections.abc import Mapping
 from typing import Any
 
@@ -47,6 +48,7 @@ from confluent_kafka import (
 from confluent_kafka.admin import AdminClient, NewTopic  # type: ignore[attr-defined]
 
 from clientmetrics.store.base import Change, ChangeListener, ConfigMap, StoreError
+from clientmetrics.store.follow import FetchWatch
 
 __all__ = ["DEFAULT_TOPIC", "TopicSubscriptionStore"]
 
@@ -127,6 +129,7 @@ class TopicSubscriptionStore:
         self._producer: Producer | None = None
         self._consumer: Consumer | None = None
         self._stop = threading.Event()
+        self._watch = FetchWatch(topic)
         self._thread: threading.Thread | None = None
 
     def _client_config(self) -> dict[str, Any]:
@@ -188,12 +191,14 @@ class TopicSubscriptionStore:
                 # librdkafka wants its request timeout at least 1 s past the fetch wait.
                 "socket.timeout.ms": max(60_000, self._fetch_wait_ms + 10_000),
                 "fetch.error.backoff.ms": 50,
+                # librdkafka's statistics (local, no request) show a follower gone quiet.
+                "statistics.interval.ms": self._fetch_wait_ms,
+                "stats_cb": self._watch.update,
                 "enable.partition.eof": False,
             }
         )
         self._consumer = consumer
-        metadata = consumer.list_topics(self._topic, timeout=self._timeout)
-        partitions = sorted(metadata.topics[self._topic].partitions)
+        partitions = self._partitions(consumer)
         ends: dict[int, int] = {}
         for p in partitions:
             _low, high = consumer.get_watermark_offsets(
@@ -218,6 +223,24 @@ class TopicSubscriptionStore:
                 remaining.discard(partition)
         self._state = state
         return state
+
+    def _partitions(self, consumer: Consumer) -> list[int]:
+        """The topic's partitions once each has a leader (a topic just created may be
+        listed without partitions, or without leaders, for a moment)."""
+        deadline = time.monotonic() + self._timeout
+        while True:
+            metadata = consumer.list_topics(self._topic, timeout=self._timeout)
+            topic = metadata.topics.get(self._topic)
+            if (
+                topic is not None
+                and topic.error is None
+                and topic.partitions
+                and all(p.leader >= 0 and p.error is None for p in topic.partitions.values())
+            ):
+                return sorted(topic.partitions)
+            if time.monotonic() > deadline:
+                raise StoreError(f"subscription topic {self._topic} has no partition leaders")
+            time.sleep(0.1)
 
     @staticmethod
     def _record(message: Any) -> tuple[str, dict[str, str], int | None]:
@@ -258,7 +281,15 @@ class TopicSubscriptionStore:
         loop = self._loop
         assert consumer is not None
         assert loop is not None
+        read_to = dict(self._consumed)  # this thread's view; _consumed belongs to the loop
         while not self._stop.is_set():
+            if self._watch.stuck:
+                # Sent no fetch for two fetch waits: start the partitions' fetchers again.
+                log.warning("subscription_follower_restarted", topic=self._topic)
+                self._watch.stuck = False
+                partitions = [TopicPartition(self._topic, p, o) for p, o in read_to.items()]
+                consumer.assign(partitions)
+                consumer.resume(partitions)
             try:
                 message = consumer.poll(_POLL_S)
             except RuntimeError:  # closed under us: close() is under way
@@ -270,6 +301,7 @@ class TopicSubscriptionStore:
                 continue
             name, configs, base = self._record(message)
             partition, offset = int(message.partition() or 0), int(message.offset() or 0)
+            read_to[partition] = offset + 1
             loop.call_soon_threadsafe(self._apply, name, configs, base, partition, offset)
 
     def _apply(
@@ -337,8 +369,7 @@ class TopicSubscriptionStore:
         error, partition, offset = outcome[0]
         if error is not None:
             raise StoreError(f"cannot write subscription {name}: {error}")
-        consumed = self._consumed.get(partition, 0)
-        if consumed == offset:
+        if self._consumed.get(partition) == offset:
             self._apply(name, decode_value(value), decode_base(value), partition, offset)
         if self._consumed.get(partition, 0) > offset:
             return offset
