@@ -1,12 +1,14 @@
 """The topic exporter: each push becomes one record on a Kafka topic.
 
 ``[exporters.topic] bootstrap_servers``, ``topic`` (default ``otlp_metrics``). The
-record value is an OTLP ``ExportMetricsServiceRequest`` in protobuf with the
-broker's labels merged into each resource (the OpenTelemetry Collector's
-``kafkareceiver`` reads it with ``encoding: otlp_proto``), the key is the client
-instance id (so one client's pushes stay in order on one partition), the headers
-are the labels. The producer (librdkafka, through confluent-kafka) retries failed
-deliveries itself; what still fails is counted. In proxy mode the cluster defaults
+record (``topic_record``, docs/record-format.md: the broker plugin writes the same) has
+an OTLP ``ExportMetricsServiceRequest`` in protobuf as its value, with the broker's
+labels merged into each resource (the OpenTelemetry Collector's ``kafkareceiver`` reads
+it with ``encoding: otlp_proto``), the client instance id as its key (so one client's
+pushes stay in order on one partition), the labels, ``terminating`` and
+``push_interval_ms`` as headers, and the time the push was received. The producer
+(librdkafka, through confluent-kafka) retries failed deliveries itself; what still fails
+is counted. In proxy mode the cluster defaults
 to the upstream one (``gateway.config``).
 """
 
@@ -16,6 +18,7 @@ import asyncio
 import contextlib
 import threading
 from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -43,6 +46,36 @@ SECURITY = {
 }
 _OWN = {"bootstrap_servers", "topic", "partitions", "create_topic", "producer", *SECURITY}
 _POLL_S = 0.1
+
+
+@dataclass(frozen=True, slots=True)
+class TopicRecord:
+    """One push as one Kafka record (its topic is the exporter's)."""
+
+    key: bytes
+    value: bytes
+    headers: tuple[tuple[str, bytes], ...]
+    timestamp_ms: int
+
+
+def topic_record(push: AcceptedPush, labels: Sequence[str]) -> TopicRecord:
+    """The record of ``push`` with the broker labels ``labels`` (docs/record-format.md).
+
+    Key: the instance id as canonical UUID text. Value: the payload's ``ResourceMetrics``
+    as an ``ExportMetricsServiceRequest``, the labels merged into each resource. Headers:
+    the labels as text, then ``terminating`` and ``push_interval_ms``. Timestamp: when
+    the push was received. Raises ``InvalidPayload`` if the payload is not OTLP.
+    """
+    values = push.label_values(labels)
+    headers = [(name, str(value).encode()) for name, value in values]
+    headers.append(("terminating", b"true" if push.terminating else b"false"))
+    headers.append(("push_interval_ms", str(push.push_interval_ms).encode()))
+    return TopicRecord(
+        key=str(push.client_instance_id).encode(),
+        value=export_request([(push.payload, values)]),
+        headers=tuple(headers),
+        timestamp_ms=push.received_at_ms,
+    )
 
 
 def _confluent() -> Any:
@@ -131,14 +164,16 @@ class TopicSink:
 
     async def send(self, pushes: Sequence[AcceptedPush]) -> int:
         for index, push in enumerate(pushes):
-            labels = push.label_values(self.labels)
-            value = export_request([(push.payload, labels)])
-            key = str(push.client_instance_id).encode()
-            headers = [(name, str(v).encode()) for name, v in labels]
+            record = topic_record(push, self.labels)
             for attempt in range(50):
                 try:
                     self._producer.produce(
-                        self.topic, value, key, headers=headers, on_delivery=self._delivered
+                        self.topic,
+                        record.value,
+                        record.key,
+                        headers=list(record.headers),
+                        timestamp=record.timestamp_ms,
+                        on_delivery=self._delivered,
                     )
                     break
                 except BufferError:  # librdkafka's own queue is full: let it drain
