@@ -12,12 +12,13 @@ from collections.abc import Callable
 from pathlib import Path
 
 from peers.build import PeerUnavailable
-from peers.kafka.launcher import kafka_jars, minimal_plugin
+from peers.kafka.launcher import kafka_jars, minimal_plugin, plugin_jar
 
 #: name -> builder; each returns where its result is cached.
 PEERS: dict[str, Callable[[], Path]] = {
     "kafka 4.4.0 jars": kafka_jars,
     "kafka test plugin": lambda: minimal_plugin().jars[0],
+    "clientmetrics broker plugin (with its JUnit tests)": plugin_jar,
 }
 
 

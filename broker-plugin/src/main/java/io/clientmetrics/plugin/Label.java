@@ -35,6 +35,11 @@ enum Label {
         this.key = name().toLowerCase(Locale.ROOT);
     }
 
+    /** The names of {@code labels}, comma-separated, as a log line shows them. */
+    static String keys(List<Label> labels) {
+        return labels.stream().map(l -> l.key).collect(Collectors.joining(","));
+    }
+
     static String known() {
         return Arrays.stream(values()).map(l -> l.key).collect(Collectors.joining(", "));
     }

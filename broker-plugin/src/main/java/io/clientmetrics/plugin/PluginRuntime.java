@@ -40,7 +40,7 @@ final class PluginRuntime {
         }
         forwarder = started;
         LOG.info("clientmetrics: broker plugin on node {}: topic {} on {}, labels {}", config.nodeId(),
-                config.topic(), config.target(), config.labels());
+                config.topic(), config.target(), Label.keys(config.labels()));
     }
 
     void validate(Map<String, ?> broker) {
@@ -53,7 +53,7 @@ final class PluginRuntime {
         if (current != null) {
             current.update(config);
             LOG.info("clientmetrics: reconfigured: topic {} on {}, labels {}", config.topic(), config.target(),
-                    config.labels());
+                    Label.keys(config.labels()));
         }
     }
 
