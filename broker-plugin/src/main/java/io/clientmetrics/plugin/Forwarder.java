@@ -35,8 +35,8 @@ final class Forwarder {
     private volatile boolean closing;
     private volatile long closeDeadlineMs;
 
-    // Owned by the forwarder's thread.
-    private Producer<byte[], byte[]> producer;
+    // Owned by the forwarder's thread (close() may close the producer from outside).
+    private volatile Producer<byte[], byte[]> producer;
     private PluginConfig producerConfig;
     private boolean topicReady;
     private long nextTopicAttemptMs;
@@ -89,9 +89,17 @@ final class Forwarder {
         closeDeadlineMs = System.currentTimeMillis() + config.closeTimeoutMs();
         closing = true;
         try {
-            thread.join(config.closeTimeoutMs() + 10_000);
+            thread.join(config.closeTimeoutMs() + 1_000);
+            Producer<byte[], byte[]> stuck = producer;
+            if (thread.isAlive() && stuck != null) {
+                // Blocked in send() on a cluster that is away: closing the producer ends it.
+                stuck.close(java.time.Duration.ZERO);
+                thread.join(5_000);
+            }
         } catch (InterruptedException e) {
             Thread.currentThread().interrupt();
+        } catch (RuntimeException e) {
+            LOG.warn("clientmetrics: closing the forwarder failed", e);
         }
     }
 

@@ -30,6 +30,8 @@ record PluginConfig(
         int nodeId,
         /* Properties for the producer (and the admin client that creates the topic). */
         Map<String, Object> producer,
+        /* The plugin's own settings the producer is made from (a change needs a new one). */
+        Map<String, Object> producerSettings,
         /* Where the records go, in words, for the log. */
         String target) {
 
@@ -116,8 +118,11 @@ record PluginConfig(
         props.put(ProducerConfig.LINGER_MS_CONFIG, 20);
         props.put(ProducerConfig.COMPRESSION_TYPE_CONFIG, "lz4");
         // The forwarder's own thread blocks in send() at most this long when the cluster is
-        // away; meanwhile the queue takes new pushes and then drops them (counted).
-        props.put(ProducerConfig.MAX_BLOCK_MS_CONFIG, 5_000);
+        // away (or a new topic's metadata is slow to come); meanwhile the queue takes new
+        // pushes and then drops them (counted).
+        props.put(ProducerConfig.MAX_BLOCK_MS_CONFIG, 30_000);
+        // Its own telemetry would come back to this plugin on a broker that is its own target.
+        props.put("enable.metrics.push", false);
         props.putAll(target.properties());
         props.putAll(producer);
         return new PluginConfig(
@@ -130,11 +135,27 @@ record PluginConfig(
                 config.getLong(CLOSE_TIMEOUT_MS),
                 nodeId,
                 Collections.unmodifiableMap(props),
+                producerSettings(own, producer),
                 target.description());
     }
 
-    /** Whether moving from this config to {@code next} needs a new producer. */
+    /**
+     * Whether moving from this config to {@code next} needs a new producer: only when the
+     * plugin's own settings for it change (a dynamic update hands the plugin the broker's
+     * settings with their defaults filled in, which must not count as a change).
+     */
     boolean sameProducer(PluginConfig next) {
-        return producer.equals(next.producer);
+        return producerSettings.equals(next.producerSettings);
+    }
+
+    private static Map<String, Object> producerSettings(Map<String, Object> own, Map<String, Object> producer) {
+        Map<String, Object> out = new HashMap<>();
+        producer.forEach((k, v) -> out.put(PRODUCER_PREFIX + k, BrokerTarget.text(v)));
+        for (String name : new String[] {BOOTSTRAP_SERVERS, LISTENER}) {
+            if (own.containsKey(name)) {
+                out.put(name, own.get(name));
+            }
+        }
+        return Collections.unmodifiableMap(out);
     }
 }
