@@ -29,10 +29,13 @@ enum Label {
     final boolean integer;
     /** The name in a record's headers and resource attributes. */
     final String key;
+    /** The name as UTF-8 bytes (how a resource attribute's key is compared). */
+    final byte[] utf8;
 
     Label(boolean integer) {
         this.integer = integer;
         this.key = name().toLowerCase(Locale.ROOT);
+        this.utf8 = key.getBytes(java.nio.charset.StandardCharsets.UTF_8);
     }
 
     /** The names of {@code labels}, comma-separated, as a log line shows them. */

@@ -1,13 +1,9 @@
 package io.clientmetrics.plugin;
 
-import java.nio.ByteBuffer;
-import java.nio.charset.CharacterCodingException;
-import java.nio.charset.CodingErrorAction;
 import java.nio.charset.StandardCharsets;
 import java.util.ArrayList;
-import java.util.HashSet;
+import java.util.Arrays;
 import java.util.List;
-import java.util.Set;
 
 /**
  * One push as one Kafka record, in the format the gateway's topic exporter writes too
@@ -67,10 +63,10 @@ final class RecordFormat {
 
     /** The payload ({@code MetricsData}) as an {@code ExportMetricsServiceRequest} with the labels. */
     static byte[] relabel(byte[] payload, List<Label> labels, List<Object> values) throws Wire.Malformed {
-        Set<String> names = new HashSet<>();
+        byte[][] names = new byte[labels.size()][];
         Wire.Writer added = new Wire.Writer(32 * labels.size());
         for (int i = 0; i < labels.size(); i++) {
-            names.add(labels.get(i).key);
+            names[i] = labels.get(i).utf8;
             added.field(ATTRIBUTES, keyValue(labels.get(i), values.get(i)));
         }
         Wire.Writer out = new Wire.Writer(payload.length + 16 + added.size() * 4);
@@ -90,7 +86,7 @@ final class RecordFormat {
 
     /** One {@code ResourceMetrics}: its resource rewritten first, its other fields as they were. */
     private static Wire.Writer resourceMetrics(
-            byte[] buf, int offset, int length, Set<String> names, Wire.Writer added) throws Wire.Malformed {
+            byte[] buf, int offset, int length, byte[][] names, Wire.Writer added) throws Wire.Malformed {
         Wire.Writer resource = new Wire.Writer(256);
         Wire.Writer rest = new Wire.Writer(length);
         Wire.Reader in = new Wire.Reader(buf, offset, offset + length);
@@ -115,7 +111,7 @@ final class RecordFormat {
     }
 
     /** A {@code Resource}: attributes named like a label dropped, the labels appended. */
-    private static Wire.Writer resource(byte[] buf, Set<String> names, Wire.Writer added) throws Wire.Malformed {
+    private static Wire.Writer resource(byte[] buf, byte[][] names, Wire.Writer added) throws Wire.Malformed {
         Wire.Writer attributes = new Wire.Writer(buf.length + added.size());
         Wire.Writer rest = new Wire.Writer(16);
         Wire.Reader in = new Wire.Reader(buf, 0, buf.length);
@@ -124,9 +120,9 @@ final class RecordFormat {
             int tag = in.tag();
             if (tag == (ATTRIBUTES << 3 | Wire.LEN)) {
                 int size = in.length();
-                String key = key(buf, in.pos, in.pos + size);
+                boolean replaced = isLabel(buf, in.pos, in.pos + size, names);
                 in.pos += size;
-                if (!names.contains(key)) {
+                if (!replaced) {
                     attributes.raw(buf, start, in.pos - start);
                 }
             } else {
@@ -139,21 +135,31 @@ final class RecordFormat {
         return attributes;
     }
 
-    /** A {@code KeyValue}'s key (the last one, as protobuf reads a repeated scalar field). */
-    private static String key(byte[] buf, int offset, int limit) throws Wire.Malformed {
+    /**
+     * Whether a {@code KeyValue}'s key (the last one, as protobuf reads a repeated scalar
+     * field) is one of the label names: compared as UTF-8 bytes, never decoded.
+     */
+    private static boolean isLabel(byte[] buf, int offset, int limit, byte[][] names) throws Wire.Malformed {
         Wire.Reader in = new Wire.Reader(buf, offset, limit);
-        String key = "";
+        int keyStart = 0;
+        int keyEnd = 0;
         while (in.more()) {
             int tag = in.tag();
             if (tag == (KEY << 3 | Wire.LEN)) {
                 int size = in.length();
-                key = strictUtf8(buf, in.pos, size);
+                keyStart = in.pos;
+                keyEnd = in.pos + size;
                 in.pos += size;
             } else {
                 in.skip(tag & 7);
             }
         }
-        return key;
+        for (byte[] name : names) {
+            if (Arrays.equals(buf, keyStart, keyEnd, name, 0, name.length)) {
+                return true;
+            }
+        }
+        return false;
     }
 
     private static Wire.Writer keyValue(Label label, Object value) {
@@ -165,27 +171,13 @@ final class RecordFormat {
             byte[] text = utf8((String) value);
             any.field(STRING_VALUE, text, 0, text.length);
         }
-        Wire.Writer kv = new Wire.Writer(any.size() + label.key.length() + 4);
-        byte[] name = utf8(label.key);
-        kv.field(KEY, name, 0, name.length);
+        Wire.Writer kv = new Wire.Writer(any.size() + label.utf8.length + 4);
+        kv.field(KEY, label.utf8, 0, label.utf8.length);
         kv.field(VALUE, any);
         return kv;
     }
 
     static byte[] utf8(String text) {
         return text.getBytes(StandardCharsets.UTF_8);
-    }
-
-    private static String strictUtf8(byte[] buf, int offset, int length) throws Wire.Malformed {
-        try {
-            return StandardCharsets.UTF_8
-                    .newDecoder()
-                    .onMalformedInput(CodingErrorAction.REPORT)
-                    .onUnmappableCharacter(CodingErrorAction.REPORT)
-                    .decode(ByteBuffer.wrap(buf, offset, length))
-                    .toString();
-        } catch (CharacterCodingException e) {
-            throw new Wire.Malformed("an attribute key that is not UTF-8");
-        }
     }
 }
