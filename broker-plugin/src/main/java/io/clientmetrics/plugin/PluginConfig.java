@@ -115,7 +115,10 @@ record PluginConfig(
         Map<String, Object> props = new HashMap<>();
         props.put(ProducerConfig.CLIENT_ID_CONFIG, "clientmetrics-plugin-" + nodeId);
         props.put(ProducerConfig.ACKS_CONFIG, "all");
-        props.put(ProducerConfig.LINGER_MS_CONFIG, 20);
+        // Few, large produce requests: the broker's CPU matters more here than a record's
+        // latency (100 ms at most).
+        props.put(ProducerConfig.LINGER_MS_CONFIG, 100);
+        props.put(ProducerConfig.BATCH_SIZE_CONFIG, 256 * 1024);
         props.put(ProducerConfig.COMPRESSION_TYPE_CONFIG, "lz4");
         // The forwarder's own thread blocks in send() at most this long when the cluster is
         // away (or a new topic's metadata is slow to come); meanwhile the queue takes new
