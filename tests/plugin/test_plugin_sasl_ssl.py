@@ -19,6 +19,7 @@ from peers.build import javac_jar
 from peers.kafka import KafkaBroker, clientmetrics_plugin, kafka_jars, minimal_plugin
 
 from clientmetrics.telemetry.otlp import metric_names
+from tests.kadmin import set_subscription
 from tests.kafka import kafka_broker
 from tests.plugin.records import Pushed, Record, TopicReader, kafka_uuid, witnessed
 from tests.procs import wait_for
@@ -77,12 +78,16 @@ def test_each_push_is_one_record_with_the_brokers_labels_and_they_change_at_run_
     kafka: KafkaBroker,
 ) -> None:
     witness_file = Path(kafka.plugins[1].properties["test.telemetry.record.file"])  # type: ignore[index]
-    kafka.tool(
-        "client-metrics",
-        *("--bootstrap-server", kafka.bootstrap, "--command-config", str(kafka.command_config())),
-        *("--alter", "--name", "producers", "--metrics", "org.apache.kafka.producer."),
-        *("--interval", "1000"),
-        check=True,
+    assert kafka.tls is not None
+    set_subscription(
+        kafka.bootstrap,
+        "producers",
+        {"metrics": "org.apache.kafka.producer.", "interval.ms": "1000"},
+        security_protocol="SASL_SSL",
+        sasl_mechanism="SCRAM-SHA-512",
+        sasl_plain_username="admin",
+        sasl_plain_password=kafka.admin_password,
+        ssl_cafile=str(kafka.tls.ca),
     )
     java = java_client(kafka, seconds=5)
     producer = confluent_kafka.Producer(
@@ -100,13 +105,20 @@ def test_each_push_is_one_record_with_the_brokers_labels_and_they_change_at_run_
         return [p for p in witnessed(witness_file) if p.client_id == client_id]
 
     run(producer, lambda: len(pushes("rdkafka-orders")) >= 2)
-    kafka.tool(
-        "configs",
-        *("--bootstrap-server", kafka.bootstrap, "--command-config", str(kafka.command_config())),
-        *("--alter", "--entity-type", "brokers", "--entity-default"),
-        *("--add-config", "clientmetrics.labels=principal"),
-        check=True,
-    )
+
+    def alter(setting: str) -> subprocess.CompletedProcess[str]:
+        return kafka.tool(
+            "configs",
+            *("--bootstrap-server", kafka.bootstrap),
+            *("--command-config", str(kafka.command_config())),
+            *("--alter", "--entity-type", "brokers", "--entity-default"),
+            *("--add-config", setting),
+        )
+
+    refused = alter("clientmetrics.labels=hostname")
+    assert refused.returncode != 0
+    assert "unknown label hostname" in refused.stdout + refused.stderr
+    assert alter("clientmetrics.labels=principal").returncode == 0
     reader = TopicReader(kafka.client_config(), "otlp_metrics")
     try:
         count = len(pushes("rdkafka-orders"))
