@@ -9,11 +9,13 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+import pyarrow as pa
 from confluent_kafka import Consumer
 from opentelemetry.proto.collector.metrics.v1.metrics_service_pb2 import (
     ExportMetricsServiceRequest,
 )
 
+from clientmetrics.pipeline.core.records import RECORDS_ARROW
 from clientmetrics.telemetry.otlp import metric_names
 from tests.procs import wait_for
 
@@ -63,6 +65,7 @@ class Record:
     header_names: tuple[str, ...]
     timestamp_ms: int
     value: bytes
+    raw_headers: tuple[tuple[str, bytes], ...] = ()
 
     def resource_attributes(self) -> list[dict[str, Any]]:
         request = ExportMetricsServiceRequest.FromString(self.value)
@@ -75,6 +78,21 @@ class Record:
         return metric_names(self.value)
 
 
+def as_source_records(records: list[Record]) -> pa.Table:
+    """The records as Spark's Kafka source hands them to the pipeline (``RECORDS_ARROW``)."""
+    return pa.table(
+        {
+            "key": [r.key.encode() for r in records],
+            "value": [r.value for r in records],
+            "partition": [0] * len(records),
+            "offset": list(range(len(records))),
+            "timestamp": [r.timestamp_ms * 1000 for r in records],
+            "headers": [[{"key": k, "value": v} for k, v in r.raw_headers] for r in records],
+        },
+        schema=RECORDS_ARROW,
+    )
+
+
 class TopicReader:
     """A consumer of the whole topic from its start; ``read()`` returns everything so far."""
 
@@ -85,6 +103,8 @@ class TopicReader:
                 "group.id": f"check-{uuid.uuid4()}",
                 "auto.offset.reset": "earliest",
                 "enable.metrics.push": False,
+                # The plugin creates the topic when its first record comes: notice it soon.
+                "topic.metadata.refresh.interval.ms": 1000,
                 "log_level": 3,
             }
         )
@@ -95,7 +115,8 @@ class TopicReader:
         for message in self.consumer.consume(500, seconds):
             if message.error() is not None:
                 continue
-            headers = [(k, v.decode()) for k, v in message.headers() or []]
+            raw = tuple(message.headers() or [])
+            headers = [(k, v.decode()) for k, v in raw]
             self.records.append(
                 Record(
                     message.key().decode(),
@@ -103,6 +124,7 @@ class TopicReader:
                     tuple(k for k, _ in headers),
                     message.timestamp()[1],
                     message.value() or b"",
+                    raw,
                 )
             )
         return self.records

@@ -47,9 +47,9 @@ def brokers(
         {
             "bootstrap.servers": target.bootstrap,
             "queue.size": "5",
-            # A small producer buffer: with the target away, send() soon blocks and the
-            # queue fills, so drops show within seconds.
-            "producer.buffer.memory": "32768",
+            # Room for two batches only: with the target away, send() soon blocks and
+            # the queue fills, so drops show within seconds.
+            "producer.buffer.memory": str(2 * 256 * 1024),
         }
     )
     witness = minimal_plugin(work / "pushes.jsonl")
