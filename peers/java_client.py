@@ -29,7 +29,7 @@ JVM_OPTIONS = ("-Xmx256m", "-XX:+UseSerialGC", "-XX:TieredStopAtLevel=1", "-Xsha
 
 def java_client_jars() -> Path:
     """The folder with the peer's jar and its runtime dependencies (built once, cached)."""
-    return maven_project(PROJECT, "java-client-peer", tests=True)
+    return maven_project(PROJECT, "java-client-peer", run_tests=True)
 
 
 class JavaClient(PeerProcess):
