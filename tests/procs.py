@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import signal
 import subprocess
 import sys
@@ -275,6 +276,11 @@ class TansuProcess:
         return self.start()
 
 
+def stunnel_binary() -> str | None:
+    """Debian's stunnel4 (named ``stunnel4`` or ``stunnel``), or None when not installed."""
+    return shutil.which("stunnel4") or shutil.which("stunnel")
+
+
 @dataclass
 class StunnelProcess:
     """Debian's stunnel4 terminating TLS on 127.0.0.1 in front of a plaintext port, by PID."""
@@ -289,9 +295,7 @@ class StunnelProcess:
     proc: subprocess.Popen[bytes] | None = None
 
     def start(self, timeout: float = 10.0) -> StunnelProcess:
-        import shutil
-
-        binary = shutil.which("stunnel4") or shutil.which("stunnel")
+        binary = stunnel_binary()
         if binary is None:
             raise RuntimeError("stunnel4 is not installed (apt-get install stunnel4)")
         if self.port == 0:
