@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import shutil
@@ -10,6 +11,7 @@ import subprocess
 import sys
 import threading
 import time
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -354,3 +356,22 @@ def _wait_listening(proc: subprocess.Popen[bytes], port: int, timeout: float, wh
                 raise RuntimeError(f"{what} exited with {proc.returncode}") from None
             time.sleep(0.05)
     raise RuntimeError(f"{what} did not start listening on {port}")
+
+
+@contextlib.contextmanager
+def http_port() -> Iterator[int]:
+    """A port where an HTTP server answers (stdlib ``http.server``, as the dashboard's)."""
+    from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+    class Quiet(BaseHTTPRequestHandler):
+        def log_message(self, format: str, *args: object) -> None:
+            pass
+
+    server = ThreadingHTTPServer(("127.0.0.1", 0), Quiet)
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    try:
+        yield int(server.server_address[1])
+    finally:
+        server.shutdown()
+        server.server_close()

@@ -9,7 +9,6 @@ from clientmetrics.telemetry.compression import (
     decompress,
 )
 from clientmetrics.telemetry.configs import (
-    AlterOp,
     ConfigEntry,
     ConfigError,
     apply_incremental,
@@ -17,6 +16,7 @@ from clientmetrics.telemetry.configs import (
     validate,
 )
 from clientmetrics.telemetry.instances import ClientInstance, InstanceRegistry
+from clientmetrics.wire.api import AlterOp
 from clientmetrics.telemetry.manager import (
     ClientMetricsManager,
     PendingPush,

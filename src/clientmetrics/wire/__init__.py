@@ -9,7 +9,7 @@ directly. kio's quirks (zero UUIDs read as ``None``, unknown tagged fields and
 error codes rejected) are normalised in ``wire.codec``.
 """
 
-from clientmetrics.wire.api import ApiKey
+from clientmetrics.wire.api import AlterOp, ApiKey, ConfigResourceType
 from clientmetrics.wire.codec import ZERO_UUID
 from clientmetrics.wire.errors import ErrorCode, FrameTooLarge, ProtocolError, UnsupportedApi
 from clientmetrics.wire.framing import DEFAULT_MAX_FRAME_BYTES, FrameDecoder, encode_frame
@@ -45,7 +45,9 @@ __all__ = [
     "HEADER_V3_FROM",
     "SERVED",
     "ZERO_UUID",
+    "AlterOp",
     "ApiKey",
+    "ConfigResourceType",
     "ErrorCode",
     "FrameDecoder",
     "FrameTooLarge",
