@@ -16,7 +16,6 @@ from clientmetrics.telemetry.configs import (
     validate,
 )
 from clientmetrics.telemetry.instances import ClientInstance, InstanceRegistry
-from clientmetrics.wire.api import AlterOp
 from clientmetrics.telemetry.manager import (
     ClientMetricsManager,
     PendingPush,
@@ -54,6 +53,7 @@ from clientmetrics.telemetry.subscription_id import (
     subscription_id,
     uuid_hash_code,
 )
+from clientmetrics.wire.api import AlterOp
 
 __all__ = [
     "ONE_UUID",
