@@ -35,7 +35,8 @@ def _run(config: GatewayConfig, log_level: str, log_format: str, reuse_port: boo
     cls=DescribedDefault,
     show_default="127.0.0.1:9092",
     help="[PROTOCOL://]HOST:PORT to accept clients on (port 0: any), repeatable; PROTOCOL "
-    "is PLAINTEXT (the default) or SSL.",
+    "is PLAINTEXT (the default), SSL (needs [tls]), SASL_PLAINTEXT or SASL_SSL (need [sasl], "
+    "or [proxy] sasl = passthrough).",
 )
 @click.option(
     "--data-dir",

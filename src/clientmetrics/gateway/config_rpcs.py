@@ -66,6 +66,41 @@ def _incremental(
     return apply_incremental(stored, ops)
 
 
+def _audit(
+    conn: ConnectionState | None,
+    resource: Any,
+    result: dict[str, Any],
+    changed: tuple[Mapping[str, str], Mapping[str, str]] | None,
+    incremental: bool,
+) -> None:
+    """The audit trail: who changed which subscription from where, or was refused.
+
+    Info level, one event per resource: ``subscription_changed`` with the configs
+    before and after, ``subscription_change_refused`` with the error and what was asked.
+    """
+    who = (
+        {"principal": conn.principal, "source": f"{conn.peer_host}:{conn.peer_port}"}
+        if conn is not None
+        else {}
+    )
+    asked = [
+        {"name": c.name, "op": int(getattr(c, "config_operation", 0)), "value": c.value}
+        for c in resource.configs
+    ]
+    name = str(resource.resource_name)
+    api = "IncrementalAlterConfigs" if incremental else "AlterConfigs"
+    if changed is not None:
+        before, after = changed
+        if before == after:
+            return
+        log.info("subscription_changed", **who, subscription=name, api=api,
+                 before=dict(before), after=dict(after))  # fmt: skip
+        return
+    log.info("subscription_change_refused", **who, subscription=name, api=api,
+             error_code=int(result["error_code"]), error=result["error_message"],
+             asked=asked)  # fmt: skip
+
+
 class ConfigHandlers:
     """The config RPCs for client-metrics subscriptions.
 
@@ -211,7 +246,11 @@ class ConfigHandlers:
             else:
                 new = {c.name: c.value for c in resource.configs if c.value is not None}
                 change = functools.partial(_replacement, new)
-            responses.append(await self._alter_one(resource, change, body, allowed))
+            result = await self._alter_one(resource, change, body, allowed)
+            changed = result.pop("_changed", None)
+            if changed is not None or result["error_code"]:
+                _audit(conn, resource, result, changed, incremental)
+            responses.append(result)
         return responses
 
     async def _alter_one(
@@ -247,7 +286,9 @@ class ConfigHandlers:
             if body.validate_only:
                 validated(self._subs.get(name))
             else:
+                before = self._subs.get(name)
                 await self._subs.update(name, validated)
+                result["_changed"] = (before, self._subs.get(name))
         except ConfigError as exc:
             return {**result, "error_code": exc.error_code, "error_message": exc.message}
         except StoreError as exc:

@@ -233,7 +233,12 @@ class Gateway:
         reauth = self.config.connections_max_reauth_ms or None
         requires = listener.protocol.sasl
         if self._sasl is not None and requires:
-            return ListenerPolicy(requires_sasl=True, sasl=self._sasl, reauth_ms=reauth)
+            return ListenerPolicy(
+                requires_sasl=True,
+                sasl=self._sasl,
+                reauth_ms=reauth,
+                identity_of=self._identity_of,  # only to name the user a failure tried
+            )
         if self.config.proxy:
             return ListenerPolicy(
                 requires_sasl=requires, passthrough=True, identity_of=self._identity_of
@@ -249,7 +254,8 @@ class Gateway:
         self.sasl = sasl_server_for(cfg, self.credentials)
         if self._sasl is None:
             self._sasl = self.sasl
-        if self._identity_of is None and cfg.proxy:
+        if self._identity_of is None and (cfg.proxy or self._sasl is not None):
+            # Passthrough's principal; terminate mode names the user a failure tried.
             self._identity_of = sasl_mechanisms.identity_of
         if self.sasl is not None and cfg.sasl is not None:
             self._tasks.spawn(keep_jwks_fresh(self.sasl, cfg.sasl))
