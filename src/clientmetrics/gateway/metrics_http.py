@@ -25,14 +25,15 @@ from clientmetrics.exporters.queued import ExporterStats
 log = structlog.get_logger("clientmetrics.gateway")
 
 #: name -> (kind, help); kind "counter" or "gauge". Names follow KIP-714's broker
-#: metrics (group client-metrics), Prometheus-style.
+#: metrics (group client-metrics), the Prometheus way: base units (seconds, bytes),
+#: and counters exposed with ``_total`` (``kafka_server_client_metrics_push_total``).
 METRICS: dict[str, tuple[str, str]] = {
     "instance_count": ("gauge", "Client instances currently tracked"),
     "unknown_subscription_request": ("counter", "Pushes with an unknown subscription id"),
     "throttle": ("counter", "Get and Push requests throttled"),
     "plugin_export": ("counter", "Pushes handed to the exporters successfully"),
-    "plugin_export_time_ms": ("counter", "Total time spent exporting, milliseconds"),
-    "plugin_export_time_max_ms": ("gauge", "Longest export so far, milliseconds"),
+    "plugin_export_time_seconds": ("counter", "Total time spent exporting"),
+    "plugin_export_time_max_seconds": ("gauge", "Longest export so far"),
     "plugin_error": ("counter", "Pushes the exporters failed to land"),
     "push": ("counter", "PushTelemetry requests answered"),
     "get_subscriptions": ("counter", "GetTelemetrySubscriptions requests answered"),
@@ -57,6 +58,14 @@ METRICS: dict[str, tuple[str, str]] = {
 }
 
 
+PREFIX = "kafka_server_client_metrics_"
+
+
+def exposed_name(name: str) -> str:
+    """The name a ``METRICS`` entry has on ``/metrics``."""
+    return f"{PREFIX}{name}_total" if METRICS[name][0] == "counter" else f"{PREFIX}{name}"
+
+
 class _GatewayCollector(Collector):
     def __init__(self, read: Callable[[], Mapping[str, float]]) -> None:
         self._read = read
@@ -66,7 +75,7 @@ class _GatewayCollector(Collector):
         for name, (kind, text) in METRICS.items():
             if name not in values:
                 continue
-            full = f"kafka_server_client_metrics_{name}"
+            full = f"{PREFIX}{name}"
             family: Metric
             if kind == "counter":
                 family = CounterMetricFamily(full, text, value=values[name])
