@@ -110,7 +110,7 @@ def check_known(doc: Mapping[str, Any], env: EnvSettings) -> None:
     """``ConfigurationError`` listing every unknown section, key and variable at once."""
     known = _known()
     unknown = [f"[{name}]" for name in doc if name not in known and name != "exporters"]
-    for section, keys in known.items():
+    for section in known:
         table = doc.get(section, {})
         if isinstance(table, Mapping):
             unknown += [f"[{section}] {key}" for key in table if not _is_known(section, key)]
