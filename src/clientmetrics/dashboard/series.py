@@ -26,6 +26,7 @@ from clientmetrics.dashboard.tables import TableReader
 from clientmetrics.pipeline.core.decode import decode_pushes
 from clientmetrics.pipeline.core.rates import fresh_rates, series_state_of
 from clientmetrics.pipeline.core.schemas import LABEL_COLUMNS, POINTS_ARROW
+from clientmetrics.pipeline.core.units import display_unit
 
 POINT_COLUMNS = (
     "client_instance_id",
@@ -108,7 +109,7 @@ def build_charts(samples: Iterable[_Sample]) -> list[Chart]:
         if sample.value is None or not math.isfinite(sample.value):
             continue
         grouped[sample.metric][sample.label].append((sample.time_s, sample.value))
-        meta[sample.metric] = (sample.unit, sample.kind == "sum")
+        meta[sample.metric] = (display_unit(sample.metric, sample.unit), sample.kind == "sum")
     charts = []
     for metric in sorted(grouped, key=_chart_order):
         lines = tuple(
