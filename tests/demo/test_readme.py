@@ -199,6 +199,39 @@ def check_config(scratch: Scratch, body: str) -> None:
     assert LandingOptions.from_mapping(landing.options).roll_seconds == 5.0
 
 
+#: What the scratch directory holds that a reader's clone would not: the clone's own
+#: files, and this test's logs and configuration.
+NOT_THE_READERS = re.compile(r"\.venv|Makefile|pyproject\.toml|server-\d+\.log|gateway\.toml")
+
+
+def not_ignored(root: Path) -> list[str]:
+    """What the README's blocks created under ``root`` that the clone's .gitignore misses."""
+    made = [
+        p.name + ("/" if p.is_dir() else "")
+        for p in root.iterdir()
+        if not NOT_THE_READERS.fullmatch(p.name)
+    ]
+    return [
+        name
+        for name in made
+        if subprocess.run(
+            ["git", "check-ignore", "-q", "--no-index", name], cwd=REPO, check=False
+        ).returncode
+        != 0
+    ]
+
+
+def test_gitignore_covers_what_the_readme_creates(tmp_path: Path) -> None:
+    for made in ("cm-data/", "cm-proxy/", "spark-warehouse/"):
+        (tmp_path / made).mkdir()
+    (tmp_path / "rules.toml").write_text("")
+    (tmp_path / "derby.log").write_text("")
+    (tmp_path / "server-0.log").write_text("")
+    assert not_ignored(tmp_path) == []
+    (tmp_path / "notes.txt").write_text("")
+    assert not_ignored(tmp_path) == ["notes.txt"]
+
+
 def test_readme_blocks_run_in_order(scratch: Scratch) -> None:
     for block in readme_blocks():
         if block.lang == "toml" and block.mode == "config":
@@ -219,6 +252,8 @@ def test_readme_blocks_run_in_order(scratch: Scratch) -> None:
             assert re.search(r"tests/\w+/test_\w+\.py", out), out
         else:
             pytest.fail(f"unknown readme-test mode {block.mode!r}")
+    # Whatever the blocks left in the clone, git ignores.
+    assert not_ignored(scratch.root) == []
     # What the blocks claim happened did: tables with the simulated clients and an alert.
     tables = scratch.root / "cm-data" / "tables"
     clients = sum(pq.ParquetFile(p).metadata.num_rows for p in tables.glob("clients/*/*.parquet"))
