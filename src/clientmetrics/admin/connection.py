@@ -25,9 +25,14 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, Protocol
 
-from clientmetrics.admin.errors import AdminConnectionError, AdminError, AdminTimeoutError
+from clientmetrics.admin.errors import (
+    AdminAuthenticationError,
+    AdminConnectionError,
+    AdminError,
+    AdminTimeoutError,
+)
 from clientmetrics.admin.properties import AdminConfig
-from clientmetrics.admin.sasl import AdminAuthenticationError, authenticate
+from clientmetrics.client.sasl import SaslAuthenticationError, authenticate
 from clientmetrics.wire import (
     SERVED,
     ApiKey,
@@ -172,7 +177,10 @@ class BrokerConnection:
                 except AdminTimeoutError as exc:
                     raise AdminTimeoutError(address, exc.what, budget) from exc
                 if config.sasl is not None:
-                    await authenticate(conn, config.sasl)
+                    try:
+                        await authenticate(conn, config.sasl)
+                    except SaslAuthenticationError as exc:
+                        raise AdminAuthenticationError(exc.error_code, exc.message) from exc
             except AdminAuthenticationError:
                 # Wrong credentials are wrong everywhere: say so rather than try on.
                 await conn.close()
@@ -259,19 +267,9 @@ class BrokerConnection:
         )
         return self._decode_or_fail(api_key, version, frame)
 
-    async def raw_request(self, api_key: int, version: int, body: bytes, what: str) -> bytes:
-        """Send a body the wire layer has no codec for (SASL); the response body bytes.
-
-        For non-flexible APIs only: the response header is read as v0.
-        """
-        header = self._header(api_key, version)
-        frame = await self._exchange(
-            self._framing.raw_request(header, body),
-            header.correlation_id,
-            self._config.timeout_s,
-            what,
-        )
-        return frame[4:]
+    async def sasl_request(self, api_key: int, version: int, body: Any, what: str) -> Any:
+        """A SASL request at the version the exchange speaks (``client.sasl``)."""
+        return await self._round_trip(api_key, version, body, self._config.timeout_s, what)
 
     def _header(self, api_key: int, version: int) -> RequestHeader:
         return self._framing.header(api_key, version, self._config.client_id)

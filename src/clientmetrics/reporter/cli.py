@@ -9,7 +9,7 @@ from pathlib import Path
 
 import click
 
-from clientmetrics.admin.properties import PROTOCOLS, ClientSecurity, read_properties
+from clientmetrics.client.properties import PROTOCOLS, ClientSecurity, read_properties
 from clientmetrics.errors import ClientMetricsError, ConfigurationError
 from clientmetrics.reporter.sim_net import delete_subscription, set_subscription
 from clientmetrics.reporter.simulate import SimConfig, SimReport

@@ -14,8 +14,8 @@ import typing
 from collections.abc import Sequence
 from typing import Any
 
-from clientmetrics.admin.properties import ClientSecurity
-from clientmetrics.admin.sasl import authenticate
+from clientmetrics.client.properties import ClientSecurity
+from clientmetrics.client.sasl import authenticate
 from clientmetrics.errors import ClientMetricsError
 from clientmetrics.wire import (
     AlterOp,
@@ -67,9 +67,6 @@ class SimConnection(asyncio.Protocol):
             if waiter is None or waiter[0].done():
                 continue
             future, api_key, version = waiter
-            if api_key < 0:  # a raw request (SASL): the body after a v0 response header
-                future.set_result(frame[4:])
-                continue
             try:
                 future.set_result(decode_response(api_key, version, frame)[1])
             except ClientMetricsError as exc:
@@ -103,16 +100,9 @@ class SimConnection(asyncio.Protocol):
         self.transport.write(self._framing.request(header, body))
         return future
 
-    async def raw_request(self, api_key: int, version: int, body: bytes, what: str) -> bytes:
-        """Send a body the wire layer has no codec for (SASL); the response body bytes."""
-        header = self._framing.header(api_key, version, self.client_id)
-        future: asyncio.Future[Any] = asyncio.get_running_loop().create_future()
-        if self.transport is None or self._lost is not None:
-            raise ConnectionError("not connected")
-        self._waiters[header.correlation_id] = (future, -1, version)
-        self.transport.write(self._framing.raw_request(header, body))
-        data: bytes = await future
-        return data
+    async def sasl_request(self, api_key: int, version: int, body: Any, what: str) -> Any:
+        """A SASL request at the version the exchange speaks (``client.sasl``)."""
+        return await self.call(self._framing.header(api_key, version, self.client_id), body)
 
     async def handshake(self) -> None:
         """ApiVersions v3: learn which telemetry versions the broker offers."""

@@ -19,7 +19,7 @@ from concurrent.futures import ProcessPoolExecutor
 from dataclasses import dataclass, field
 from typing import Any
 
-from clientmetrics.admin.properties import ClientSecurity
+from clientmetrics.client.properties import ClientSecurity
 from clientmetrics.reporter.driver import new_client_instance_id
 from clientmetrics.reporter.payload import encode_push
 from clientmetrics.reporter.protocol import (

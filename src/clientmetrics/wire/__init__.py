@@ -1,8 +1,8 @@
 """clientmetrics.wire: Kafka framing, headers v0-v3 and message codecs, without I/O.
 
-The sans-IO server connection both gateway modes drive is ``wire.server`` (not
-re-exported here: it depends on the ``security.base`` contract, which may import
-this package).
+The sans-IO server connection both gateway modes drive is ``wire.server``; the
+SASL mechanisms it drives implement ``wire.mechanism`` (both imported by name,
+not re-exported here).
 
 Built on kio 0.6.5; the rest of the package depends on this module, never on kio
 directly. kio's quirks (zero UUIDs read as ``None``, unknown tagged fields and

@@ -3,7 +3,8 @@
 Two modes, chosen by the listener's policy:
 
 * **terminate**: the core runs the exchange against a ``SaslServer`` (the
-  mechanisms live in ``clientmetrics.security``) and answers both requests;
+  ``wire.mechanism`` contract; the mechanisms live in ``clientmetrics.security``)
+  and answers both requests;
 * **passthrough** (proxy): both requests are forwarded; the core reads the
   identity the client claims from its token (``identity_of``) and trusts it only
   once the upstream answered the final SaslAuthenticate with success.
@@ -24,15 +25,6 @@ import struct
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from clientmetrics.security.base import (
-    ANONYMOUS,
-    AuthenticationFailed,
-    DeferringExchange,
-    Derivation,
-    SaslExchange,
-    SaslServer,
-    UnsupportedMechanism,
-)
 from clientmetrics.wire.api import ApiKey
 from clientmetrics.wire.auth import AuthEvent, AuthState, IllegalTransition, transition
 from clientmetrics.wire.errors import ErrorCode, ProtocolError, UnsupportedApi
@@ -44,6 +36,15 @@ from clientmetrics.wire.headers import (
     read_uvarint,
     response_header_version,
     write_uvarint,
+)
+from clientmetrics.wire.mechanism import (
+    ANONYMOUS,
+    AuthenticationFailed,
+    DeferringExchange,
+    Derivation,
+    SaslExchange,
+    SaslServer,
+    UnsupportedMechanism,
 )
 from clientmetrics.wire.messages import decode_body
 
