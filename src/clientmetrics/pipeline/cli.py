@@ -13,7 +13,6 @@ from typing import Any
 
 import click
 
-from clientmetrics.admin.properties import read_properties
 from clientmetrics.cli_options import (
     DEFAULT_DATA_DIR,
     CommandError,
@@ -21,11 +20,12 @@ from clientmetrics.cli_options import (
     data_dir_option,
     log_options,
 )
+from clientmetrics.client.properties import read_properties
 from clientmetrics.errors import ClientMetricsError, ConfigurationError
-from clientmetrics.exporters.topic import DEFAULT_TOPIC
 from clientmetrics.logs import configure_logging
 from clientmetrics.pipeline.core.rules import RuleSet, load_rules
 from clientmetrics.pipeline.run_summary import RunSummary, summarise_run, table_files
+from clientmetrics.telemetry.otlp import TELEMETRY_TOPIC as DEFAULT_TOPIC
 
 
 def _options(function: Callable[..., Any]) -> Callable[..., Any]:
