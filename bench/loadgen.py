@@ -18,6 +18,7 @@ from typing import Any
 
 from clientmetrics.client.sasl import SaslScram, authenticate
 from clientmetrics.wire import (
+    ApiKey,
     RequestHeader,
     decode_response,
     encode_request,
@@ -25,7 +26,7 @@ from clientmetrics.wire import (
     request_type,
 )
 
-GET, PUSH = 71, 72
+GET, PUSH = ApiKey.GET_TELEMETRY_SUBSCRIPTIONS, ApiKey.PUSH_TELEMETRY
 
 
 @dataclass

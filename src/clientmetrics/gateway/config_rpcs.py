@@ -14,30 +14,25 @@ from typing import Any
 import structlog
 
 from clientmetrics.gateway.authz import CLUSTER_AUTHORIZATION_FAILED_MESSAGE, AuthorizationHolder
-from clientmetrics.gateway.build import build
 from clientmetrics.gateway.connection import ConnectionState
 from clientmetrics.gateway.subscriptions import Subscriptions
 from clientmetrics.security.base import Operation
 from clientmetrics.store.base import StoreError
 from clientmetrics.telemetry.configs import ConfigError, apply_incremental, describe, validate
 from clientmetrics.wire import (
+    ConfigResourceType,
     ErrorCode,
     RequestHeader,
     decode_body,
     encode_response,
     response_type,
 )
+from clientmetrics.wire.build import build
 
 log = structlog.get_logger("clientmetrics.gateway")
 
-CLIENT_METRICS = 16
-RESOURCE_TYPE_NAMES = {
-    2: "TOPIC",
-    4: "BROKER",
-    8: "BROKER_LOGGER",
-    16: "CLIENT_METRICS",
-    32: "GROUP",
-}
+CLIENT_METRICS = ConfigResourceType.CLIENT_METRICS
+RESOURCE_TYPE_NAMES = {int(t): t.name for t in ConfigResourceType}
 LISTABLE_TYPES = frozenset(RESOURCE_TYPE_NAMES)
 
 

@@ -30,7 +30,6 @@ from clientmetrics.telemetry.model import (
     RESERVED_UUIDS,
     SELECTORS,
     UNKNOWN,
-    ZERO_UUID,
     AcceptedPush,
     ClientContext,
     Subscription,
@@ -54,6 +53,7 @@ from clientmetrics.telemetry.subscription_id import (
     uuid_hash_code,
 )
 from clientmetrics.wire.api import AlterOp
+from clientmetrics.wire.codec import ZERO_UUID
 
 __all__ = [
     "ONE_UUID",
