@@ -30,7 +30,7 @@ from clientmetrics.errors import ConfigurationError
 from clientmetrics.exporters.base import Exporter, ExportError
 from clientmetrics.exporters.queued import ExporterStats, QueuedExporter
 from clientmetrics.exporters.registry import load_exporter
-from clientmetrics.exporters.wal import RECORD_HEADER, check_record, decode_push, encode_record
+from clientmetrics.exporters.wal import RECORD_HEADER, check_record, decode_record, encode_record
 from clientmetrics.lifeline import child_started
 from clientmetrics.telemetry.model import AcceptedPush
 
@@ -260,7 +260,7 @@ async def _pump(reader: asyncio.StreamReader, exporters: list[QueuedExporter]) -
             return  # the gateway closed the stream: finish up
         if not check_record(header, body):
             raise ExportError("corrupt record from the gateway")
-        push = decode_push(body)
+        push = decode_record(body)
         for exporter in exporters:
             exporter.offer(push)
 

@@ -89,8 +89,9 @@ CLIENT_WINDOWS_ARROW = pa.schema(
     ]
 )
 
-#: Labels an instance's inventory row takes from its latest push.
-PUSH_LABELS = (
+#: Labels an instance's inventory row takes from its latest push (not the same set as
+#: ``telemetry.model.PUSH_LABELS``, every label the broker adds to a push).
+INVENTORY_LABELS = (
     "client_id",
     "client_software_name",
     "client_software_version",
@@ -108,7 +109,7 @@ RESOURCE_LABELS = ("group_id", "group_instance_id", "member_id", "transactional_
 INVENTORY_ARROW = pa.schema(
     [
         ("client_instance_id", pa.string()),
-        *(LANDING_ARROW.field(name) for name in PUSH_LABELS),
+        *(LANDING_ARROW.field(name) for name in INVENTORY_LABELS),
         ("resource_attributes", STRING_MAP),
         ("resource_seen", TIMESTAMP),
         ("first_seen", TIMESTAMP),
@@ -123,7 +124,7 @@ INVENTORY_ARROW = pa.schema(
 CLIENTS_ARROW = pa.schema(
     [
         ("client_instance_id", pa.string()),
-        *(LANDING_ARROW.field(name) for name in PUSH_LABELS),
+        *(LANDING_ARROW.field(name) for name in INVENTORY_LABELS),
         *((name, pa.string()) for name in RESOURCE_LABELS),
         ("resource_attributes", STRING_MAP),
         ("first_seen", TIMESTAMP),
