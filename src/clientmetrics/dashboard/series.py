@@ -26,6 +26,7 @@ from clientmetrics.dashboard.tables import TableReader
 from clientmetrics.pipeline.core.decode import decode_pushes
 from clientmetrics.pipeline.core.rates import fresh_rates, series_state_of
 from clientmetrics.pipeline.core.schemas import LABEL_COLUMNS, POINTS_ARROW
+from clientmetrics.pipeline.core.series import series_attributes
 from clientmetrics.pipeline.core.units import display_unit
 
 POINT_COLUMNS = (
@@ -68,9 +69,8 @@ class _Sample:
 
 
 def _label(series: str, metric: str) -> str:
-    # The pipeline's series key is "instance|metric|k=v,k=v"; the attributes tell lines apart.
-    attributes = series.rsplit("|", 1)[-1] if series.count("|") >= 2 else ""
-    return attributes or metric.rsplit(".", 1)[-1]
+    # The series' attributes tell the lines of one chart apart.
+    return series_attributes(series) or metric.rsplit(".", 1)[-1]
 
 
 def _from_points(table: pa.Table) -> list[_Sample]:
