@@ -25,7 +25,12 @@ from clientmetrics.dashboard.svg import Line
 from clientmetrics.dashboard.tables import TableReader
 from clientmetrics.pipeline.core.decode import decode_pushes
 from clientmetrics.pipeline.core.rates import fresh_rates, series_state_of
-from clientmetrics.pipeline.core.schemas import LABEL_COLUMNS, POINTS_ARROW
+from clientmetrics.pipeline.core.schemas import (
+    LABEL_COLUMNS,
+    LANDED_FILES,
+    POINTS_ARROW,
+    landed_pushes,
+)
 from clientmetrics.pipeline.core.series import series_attributes
 from clientmetrics.pipeline.core.units import display_unit
 
@@ -186,4 +191,4 @@ def _ts(moment: datetime) -> pa.Scalar:
 
 def landing_reader(data_dir: Path) -> TableReader:
     """A reader over ``DATA/landing/pushes`` (``date=``/``hour=`` partitions)."""
-    return TableReader(data_dir / "landing" / "pushes", pattern="date=*/hour=*/*.parquet")
+    return TableReader(landed_pushes(data_dir), pattern=LANDED_FILES)

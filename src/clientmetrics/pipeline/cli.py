@@ -26,6 +26,7 @@ from clientmetrics.logs import configure_logging
 from clientmetrics.pipeline.core.rules import RuleSet, load_rules
 from clientmetrics.pipeline.run_summary import RunSummary, summarise_run, table_files
 from clientmetrics.telemetry.otlp import TELEMETRY_TOPIC as DEFAULT_TOPIC
+from clientmetrics.telemetry.push_arrow import landed_pushes
 
 
 def _options(function: Callable[..., Any]) -> Callable[..., Any]:
@@ -148,7 +149,7 @@ def _config(options: dict[str, Any], trigger_seconds: float, flush_windows: bool
         rules = RuleSet(rules.rules, options["webhook"], rules.sink)
     return PipelineConfig(
         kafka=_kafka(options),
-        input_path=options["input_path"] or str(data / "landing" / "pushes"),
+        input_path=options["input_path"] or str(landed_pushes(data)),
         output_path=options["output_path"] or str(data / "tables"),
         checkpoint_path=options["checkpoint"] or str(data / "checkpoints" / "pipeline"),
         rules=rules,

@@ -18,6 +18,9 @@ STRING_MAP = pa.map_(pa.string(), pa.string())
 #: The landing contract (docs/landing.md): one row per accepted push, derived
 #: from the one model of an accepted push (``telemetry.model.AcceptedPush``).
 LANDING_ARROW = push_arrow.LANDING_ARROW
+#: Where the landing contract's files are (``telemetry.push_arrow``), for the dashboard.
+landed_pushes = push_arrow.landed_pushes
+LANDED_FILES = push_arrow.LANDED_FILES
 
 #: Landing columns copied onto every data point (the broker's labels).
 LABEL_COLUMNS = tuple(
