@@ -18,7 +18,7 @@ ROOT = Path(__file__).resolve().parents[1]
 SRC = ROOT / "src" / "clientmetrics"
 DOC = ROOT / "docs" / "architecture.md"
 #: Top-level modules every package may use (they import no package themselves).
-HELPERS = {"errors", "logs", "addresses", "cli_options", "extras", "lifeline"}
+HELPERS = {"errors", "logs", "addresses", "cli_options", "extras", "lifeline", "http_endpoint"}
 
 
 def table() -> dict[str, set[str] | None]:

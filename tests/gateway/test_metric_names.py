@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import re
 from pathlib import Path
 
@@ -9,6 +10,7 @@ from prometheus_client.parser import text_string_to_metric_families
 
 from clientmetrics.exporters.queued import ExporterStats
 from clientmetrics.gateway.metrics_http import METRICS, PREFIX, MetricsServer, exposed_name
+from clientmetrics.http_endpoint import HttpRequest
 
 DOC = Path(__file__).resolve().parents[2] / "docs" / "operations.md"
 
@@ -17,10 +19,10 @@ def exposed() -> set[str]:
     server = MetricsServer(
         lambda: dict.fromkeys(METRICS, 1.0), lambda: [ExporterStats(name="landing")]
     )
-    body, _, _ = server._answer(b"/metrics")
+    response = asyncio.run(server._answer(HttpRequest("GET", "/metrics", {})))
     return {
         sample.name
-        for family in text_string_to_metric_families(body.decode())
+        for family in text_string_to_metric_families(response.body.decode())
         for sample in family.samples
         if not sample.name.endswith("_created")
     }

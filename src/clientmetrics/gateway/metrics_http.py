@@ -21,6 +21,7 @@ from prometheus_client.core import (
 from prometheus_client.registry import Collector
 
 from clientmetrics.exporters.queued import ExporterStats
+from clientmetrics.http_endpoint import NOT_FOUND, HttpRequest, HttpResponse, handle_http
 
 log = structlog.get_logger("clientmetrics.gateway")
 
@@ -160,44 +161,20 @@ class MetricsServer:
         return bound
 
     async def _handle(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
-        try:
-            request = await asyncio.wait_for(reader.readuntil(b"\r\n\r\n"), timeout=5)
-            path = request.split(b" ", 2)[1] if request.count(b" ") >= 2 else b""
-            body, status, ctype = self._answer(path.split(b"?")[0])
-            writer.write(
-                b"HTTP/1.1 "
-                + status
-                + b"\r\nContent-Type: "
-                + ctype
-                + b"\r\nContent-Length: "
-                + str(len(body)).encode()
-                + b"\r\nConnection: close\r\n\r\n"
-                + body
-            )
-            await writer.drain()
-        except (
-            TimeoutError,
-            asyncio.IncompleteReadError,
-            asyncio.LimitOverrunError,
-            ConnectionError,
-        ):
-            pass
-        finally:
-            writer.close()
+        await handle_http(reader, writer, self._answer, timeout_s=5)
 
-    def _answer(self, path: bytes) -> tuple[bytes, bytes, bytes]:
-        text = b"text/plain; charset=utf-8"
-        if path == b"/metrics":
+    async def _answer(self, request: HttpRequest) -> HttpResponse:
+        if request.path == "/metrics":
             body = generate_latest(self._registry)
-            return body, b"200 OK", b"text/plain; version=0.0.4; charset=utf-8"
-        if path == b"/healthz":
-            return b"ok\n", b"200 OK", text
-        if path == b"/readyz":
+            return HttpResponse("200 OK", body, "text/plain; version=0.0.4; charset=utf-8")
+        if request.path == "/healthz":
+            return HttpResponse("200 OK", b"ok\n")
+        if request.path == "/readyz":
             reason = self._not_ready()
             if reason is None:
-                return b"ready\n", b"200 OK", text
-            return reason.encode() + b"\n", b"503 Service Unavailable", text
-        return b"not found\n", b"404 Not Found", text
+                return HttpResponse("200 OK", b"ready\n")
+            return HttpResponse("503 Service Unavailable", reason.encode() + b"\n")
+        return NOT_FOUND
 
     async def close(self) -> None:
         if self._server is not None:
