@@ -17,7 +17,7 @@ from pathlib import Path
 import structlog
 
 from clientmetrics.addresses import parse_host_port
-from clientmetrics.errors import ConfigurationError
+from clientmetrics.errors import ConfigurationError, ListenError
 from clientmetrics.exporters.base import Exporter
 from clientmetrics.exporters.prometheus_state import PushView, SeriesStore, exposition
 from clientmetrics.exporters.queued import ExporterStats, QueuedExporter, QueueOptions
@@ -64,9 +64,7 @@ class PrometheusSink:
         try:
             self._server = await asyncio.start_server(self._handle, host, port)
         except OSError as exc:
-            raise ConfigurationError(
-                f"prometheus exporter cannot listen on {host}:{port}: {exc}"
-            ) from exc
+            raise ListenError(f"prometheus exporter cannot listen on {host}:{port}: {exc}") from exc
         self.port = self._server.sockets[0].getsockname()[1]
         log.info("prometheus_exporter_listening", listen=f"{host}:{self.port}")
 

@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING, Any
 
 import structlog
 
-from clientmetrics.errors import ConfigurationError
+from clientmetrics.errors import ConfigurationError, ListenError
 from clientmetrics.exporters.base import Exporter, HealthReporting
 from clientmetrics.exporters.child import with_exporter_process
 from clientmetrics.exporters.path import ExportPath
@@ -590,4 +590,4 @@ def _listen_error(address: Address, what: str = "") -> Iterator[None]:
         yield
     except OSError as exc:
         reason = os.strerror(exc.errno) if exc.errno else str(exc)
-        raise ConfigurationError(f"cannot listen on {address}{what}: {reason}") from exc
+        raise ListenError(f"cannot listen on {address}{what}: {reason}") from exc
