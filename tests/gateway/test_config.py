@@ -7,7 +7,9 @@ import subprocess
 from pathlib import Path
 
 import pytest
+from click.testing import CliRunner
 
+from clientmetrics.cli import cli
 from clientmetrics.errors import ConfigurationError
 from clientmetrics.gateway.config import Address, load_config
 from tests.procs import BIN
@@ -140,25 +142,27 @@ def test_the_command_line_wins_and_is_not_blamed_on_the_environment(tmp_path: Pa
     assert "CLIENTMETRICS" not in str(info.value)
 
 
-@pytest.mark.parametrize(
-    ("text", "line"),
-    [
-        # found while loading
-        ("[gateway]\nbogus = 1\n", "clientmetrics serve: unknown settings: [gateway] bogus"),
-        # found at start: the JWKS file cannot be read
-        (
-            '[sasl]\nmechanisms = ["OAUTHBEARER"]\n[sasl.oauthbearer]\njwks = "absent.json"\n'
-            'issuer = "i"\naudience = "a"\n',
-            "clientmetrics serve: cannot read JWKS file absent.json: No such file or directory",
-        ),
-    ],
-)
-def test_config_errors_are_one_line_and_exit_2_wherever_found(
-    tmp_path: Path, text: str, line: str
-) -> None:
-    done = subprocess.run(
-        [str(BIN / "clientmetrics"), "serve", "--config", str(write(tmp_path, text)),
-         "--data-dir", str(tmp_path / "data"), "--listen", "127.0.0.1:0"],
+def test_config_errors_are_one_line_and_exit_2_wherever_found(tmp_path: Path) -> None:
+    args = ["--data-dir", str(tmp_path / "data"), "--listen", "127.0.0.1:0"]
+    # found while loading (in process: no gateway starts)
+    bad = write(tmp_path, "[gateway]\nbogus = 1\n")
+    loaded = CliRunner().invoke(cli, ["serve", "--config", str(bad), *args])
+    assert (loaded.exit_code, loaded.stdout, loaded.stderr.splitlines()) == (
+        2,
+        "",
+        ["clientmetrics serve: unknown settings: [gateway] bogus"],
+    )
+    # found at start: the JWKS file cannot be read
+    (tmp_path / "oauth.toml").write_text(
+        '[sasl]\nmechanisms = ["OAUTHBEARER"]\n[sasl.oauthbearer]\njwks = "absent.json"\n'
+        'issuer = "i"\naudience = "a"\n'
+    )
+    started = subprocess.run(
+        [str(BIN / "clientmetrics"), "serve", "--config", "oauth.toml", *args],
         cwd=tmp_path, capture_output=True, text=True, timeout=60, check=False,
     )  # fmt: skip
-    assert (done.returncode, done.stdout, done.stderr.splitlines()) == (2, "", [line])
+    assert (started.returncode, started.stdout, started.stderr.splitlines()) == (
+        2,
+        "",
+        ["clientmetrics serve: cannot read JWKS file absent.json: No such file or directory"],
+    )
