@@ -14,7 +14,7 @@ import pytest
 from clientmetrics.admin import AdminConfig, AdminConnectionError, AsyncAdmin
 from clientmetrics.admin.options import HEADLINE, help_text
 from tests.admin.tool import run_tool, tool
-from tests.procs import GatewayProcess, free_port
+from tests.procs import GatewayProcess, free_port, http_port
 
 pytestmark = pytest.mark.integration
 
@@ -301,6 +301,18 @@ def test_a_server_that_never_answers_times_out_within_the_timeout(silent_server:
     assert result.out == (
         f"{PREFIX}Could not connect to bootstrap server 127.0.0.1:{silent_server} "
         "(timed out after 1000 ms waiting for the ApiVersions response)\n"
+    )
+
+
+def test_an_http_port_is_one_line_at_once() -> None:
+    # The default --timeout (30 s) is not waited out: the HTTP server's answer shows at once
+    # that the port does not speak Kafka (a subprocess timeout of 20 s fails the test).
+    with http_port() as port:
+        result = run_tool("--bootstrap-server", f"127.0.0.1:{port}", "--list", timeout=20)
+    assert (result.code, result.err) == (1, "")
+    assert result.out == (
+        f"{PREFIX}Could not connect to bootstrap server 127.0.0.1:{port} "
+        "(not a Kafka broker: it answered '<!DOCTYPE HTML>')\n"
     )
 
 

@@ -370,8 +370,15 @@ def test_telemetry_as_kafka(
     # More than 300000 ms.
     everything = Client(ports, "all-1")
     k5 = uuid.UUID(int=random.getrandbits(128))
-    wide = get(everything, k5).map(lambda r: (r["requested_metrics"], r["push_interval"]))
-    wide.differ("interval-cap", kafka=(("*",), 300000), gateway=(("*",), 600000))
+    wide = get(everything, k5)
+    wide.map(lambda r: r["push_interval"]).differ("interval-cap", kafka=300000, gateway=600000)
+    wide.map(lambda r: r["requested_metrics"]).differ("all-metrics", kafka=("*",), gateway=("",))
+    # Both compute the SubscriptionId from "*" (each with its own interval).
+    star = {ms: crc32c.crc32c(f"[*]{ms}".encode()) ^ (uuid_hash_code(k5) & 0xFFFFFFFF)
+            for ms in (300000, 600000)}  # fmt: skip
+    wide.map(lambda r: r["subscription_id"] & 0xFFFFFFFF).differ(
+        "interval-cap", kafka=star[300000], gateway=star[600000]
+    )
     by_uuid = get(other, K7).map(lambda r: r["requested_metrics"])
     by_uuid.differ("instance-id-selector", kafka=(), gateway=("x.",))
 

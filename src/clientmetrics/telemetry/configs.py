@@ -10,7 +10,6 @@ selector refused, APPEND/SUBTRACT working on the list keys).
 
 from __future__ import annotations
 
-import enum
 import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
@@ -19,6 +18,7 @@ import re2
 
 from clientmetrics.errors import ClientMetricsError
 from clientmetrics.telemetry.model import SELECTORS, Subscription
+from clientmetrics.wire.api import AlterOp
 from clientmetrics.wire.errors import ErrorCode
 
 METRICS = "metrics"
@@ -68,15 +68,6 @@ class ConfigError(ClientMetricsError):
 
     def __str__(self) -> str:
         return self.message
-
-
-class AlterOp(enum.IntEnum):
-    """IncrementalAlterConfigs ``ConfigOperation`` ids."""
-
-    SET = 0
-    DELETE = 1
-    APPEND = 2
-    SUBTRACT = 3
 
 
 @dataclass(frozen=True, slots=True)
