@@ -19,7 +19,6 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from clientmetrics.gateway.build import build
 from clientmetrics.wire import (
     RequestHeader,
     decode_response,
@@ -27,6 +26,7 @@ from clientmetrics.wire import (
     request_header_version,
     request_type,
 )
+from clientmetrics.wire.build import build
 from tests.frames import recv_frame
 
 DIFFERENCES_DOC = Path(__file__).parents[2] / "docs" / "kafka-differences.md"
