@@ -17,7 +17,8 @@ def test_local_masters_get_a_task_per_core(master: str, cores: int) -> None:
     settings = local_defaults(master)
     assert settings["spark.default.parallelism"] == str(cores)  # the landing pass's shares
     assert settings["spark.sql.shuffle.partitions"] == str(2 * cores)
-    assert settings["spark.sql.adaptive.enabled"] == "true"
+    # Nothing streaming turns off with a warning at every run.
+    assert not any(key.startswith("spark.sql.adaptive.") for key in settings)
 
 
 @pytest.mark.parametrize("master", [None, "spark://h:7077", "yarn", "k8s://https://h"])

@@ -9,8 +9,8 @@ from pathlib import Path
 import click
 import structlog
 
-from clientmetrics.cli_options import DescribedDefault, log_options
-from clientmetrics.errors import ClientMetricsError
+from clientmetrics.cli_options import BadConfiguration, DescribedDefault, log_options
+from clientmetrics.errors import ClientMetricsError, ConfigurationError
 from clientmetrics.gateway.config import Address, GatewayConfig, load_config
 from clientmetrics.logs import configure_logging
 
@@ -35,7 +35,8 @@ def _run(config: GatewayConfig, log_level: str, log_format: str, reuse_port: boo
     cls=DescribedDefault,
     show_default="127.0.0.1:9092",
     help="[PROTOCOL://]HOST:PORT to accept clients on (port 0: any), repeatable; PROTOCOL "
-    "is PLAINTEXT (the default) or SSL.",
+    "is PLAINTEXT (the default), SSL (needs [tls]), SASL_PLAINTEXT or SASL_SSL (need [sasl], "
+    "or [proxy] sasl = passthrough).",
 )
 @click.option(
     "--data-dir",
@@ -86,14 +87,21 @@ def _run(config: GatewayConfig, log_level: str, log_format: str, reuse_port: boo
     cls=DescribedDefault,
     type=click.Choice(["auto", "sqlite", "topic"]),
     show_default="auto",
-    help="Subscription store: auto is a topic on the upstream cluster in proxy mode, "
-    "else SQLite in the data directory.",
+    help="Subscription store: auto is a topic on the cluster (the upstream in proxy mode, "
+    "or --subscriptions-bootstrap-servers), else SQLite in the data directory.",
 )
 @click.option(
     "--subscriptions-topic",
     cls=DescribedDefault,
     show_default="__client_metrics_subscriptions",
     help="Topic of the topic store.",
+)
+@click.option(
+    "--subscriptions-bootstrap-servers",
+    cls=DescribedDefault,
+    show_default="the --upstream cluster",
+    help="HOST:PORT[,...] of the cluster holding the topic store (standalone gateways "
+    "sharing subscriptions).",
 )
 @log_options()
 def serve(
@@ -108,6 +116,7 @@ def serve(
     broker_port_base: int | None,
     store: str | None,
     subscriptions_topic: str | None,
+    subscriptions_bootstrap_servers: str | None,
     log_level: str,
     log_format: str,
 ) -> None:
@@ -126,13 +135,16 @@ def serve(
                 "broker_port_base": broker_port_base,
                 "store": store,
                 "subscriptions_topic": subscriptions_topic,
+                "subscriptions_bootstrap_servers": subscriptions_bootstrap_servers,
             },
         )
     except ClientMetricsError as exc:
-        raise click.UsageError(str(exc)) from exc
+        raise BadConfiguration(f"clientmetrics serve: {exc}") from exc
     if config.workers == 1:
         try:
             _run(config, log_level, log_format, reuse_port=False)
+        except ConfigurationError as exc:  # found at start: a JWKS, an exporter's options
+            raise BadConfiguration(f"clientmetrics serve: {exc}") from exc
         except ClientMetricsError as exc:
             click.echo(f"clientmetrics serve: {exc}", err=True)
             sys.exit(1)
@@ -176,7 +188,7 @@ def _run_workers(config: GatewayConfig, log_level: str, log_format: str) -> None
     A supervisor (``gateway.workers``) restarts workers that die.
     """
     if any(listener.address.port == 0 for listener in config.listeners):
-        raise click.UsageError("--workers needs a fixed --listen port")
+        raise BadConfiguration("clientmetrics serve: --workers needs a fixed --listen port")
     from clientmetrics.gateway.workers import supervise
 
     configure_logging(log_level, log_format)

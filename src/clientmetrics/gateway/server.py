@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING, Any
 
 import structlog
 
-from clientmetrics.errors import ConfigurationError
+from clientmetrics.errors import ConfigurationError, ListenError
 from clientmetrics.exporters.base import Exporter, HealthReporting
 from clientmetrics.exporters.child import with_exporter_process
 from clientmetrics.exporters.path import ExportPath
@@ -193,6 +193,12 @@ class Gateway:
                 load_exporters(specs, cfg.data_dir), specs, cfg.data_dir
             )
         self._export_path = ExportPath(self._exporters)
+        if not self._export_path.gating:
+            log.warning(
+                "no_durable_exporter",
+                hint="no exporter gates the answer (landing disabled, none required): pushes "
+                "are acknowledged before any exporter has them and may be dropped",
+            )
         for exporter in self._exporters:
             await exporter.start()
         self._subscriptions = Subscriptions(self._store, self.manager)
@@ -233,7 +239,12 @@ class Gateway:
         reauth = self.config.connections_max_reauth_ms or None
         requires = listener.protocol.sasl
         if self._sasl is not None and requires:
-            return ListenerPolicy(requires_sasl=True, sasl=self._sasl, reauth_ms=reauth)
+            return ListenerPolicy(
+                requires_sasl=True,
+                sasl=self._sasl,
+                reauth_ms=reauth,
+                identity_of=self._identity_of,  # only to name the user a failure tried
+            )
         if self.config.proxy:
             return ListenerPolicy(
                 requires_sasl=requires, passthrough=True, identity_of=self._identity_of
@@ -249,7 +260,8 @@ class Gateway:
         self.sasl = sasl_server_for(cfg, self.credentials)
         if self._sasl is None:
             self._sasl = self.sasl
-        if self._identity_of is None and cfg.proxy:
+        if self._identity_of is None and (cfg.proxy or self._sasl is not None):
+            # Passthrough's principal; terminate mode names the user a failure tried.
             self._identity_of = sasl_mechanisms.identity_of
         if self.sasl is not None and cfg.sasl is not None:
             self._tasks.spawn(keep_jwks_fresh(self.sasl, cfg.sasl))
@@ -266,11 +278,12 @@ class Gateway:
         if cfg.store_kind == "topic":
             from clientmetrics.store.topic import TopicSubscriptionStore
 
-            bootstrap = ",".join(str(a) for a in cfg.upstream)
+            bootstrap = ",".join(str(a) for a in cfg.store_bootstrap)
             return TopicSubscriptionStore(
                 bootstrap,
                 cfg.subscriptions_topic,
                 client_config=cfg.upstream_security.librdkafka(),
+                fetch_wait_ms=cfg.subscriptions_fetch_wait_ms,
             )
         return SqliteSubscriptionStore(cfg.data_dir / "subscriptions.db")
 
@@ -490,8 +503,8 @@ class Gateway:
             "unknown_subscription_request": stats.unknown_subscription_requests,
             "throttle": stats.throttles,
             "plugin_export": stats.exports,
-            "plugin_export_time_ms": stats.export_time_ms_sum,
-            "plugin_export_time_max_ms": stats.export_time_ms_max,
+            "plugin_export_time_seconds": stats.export_time_ms_sum / 1000,
+            "plugin_export_time_max_seconds": stats.export_time_ms_max / 1000,
             "plugin_error": stats.export_errors,
             "accepted_pushes": stats.accepted_pushes,
             "empty_pushes": stats.empty_pushes,
@@ -584,4 +597,4 @@ def _listen_error(address: Address, what: str = "") -> Iterator[None]:
         yield
     except OSError as exc:
         reason = os.strerror(exc.errno) if exc.errno else str(exc)
-        raise ConfigurationError(f"cannot listen on {address}{what}: {reason}") from exc
+        raise ListenError(f"cannot listen on {address}{what}: {reason}") from exc

@@ -59,7 +59,7 @@ from clientmetrics.pipeline.core.schemas import (
     SERIES_STATE_ARROW,
     WINDOW_STATE_ARROW,
 )
-from clientmetrics.pipeline.core.series import SeriesOrder, running_values
+from clientmetrics.pipeline.core.series import SeriesOrder, running_values, series_instances
 from clientmetrics.pipeline.core.windows import merge_windows, split_windows, window_partials
 
 
@@ -114,14 +114,10 @@ class GroupResult:
     clock_changes_at: int | None = None
 
 
-def _instance_of_series(series: pa.Array | pa.ChunkedArray) -> pa.Array | pa.ChunkedArray:
-    return pc.list_element(pc.split_pattern(series, "|", max_splits=1), 0)
-
-
 def instance_of(rows: pa.Table, tag: str | None) -> pa.Array | pa.ChunkedArray:
     """The client instance of each row: of a push or a state row (``tag``: its ``carried`` tag)."""
     if tag == "series":
-        return _instance_of_series(rows.column("series"))
+        return series_instances(rows.column("series"))
     return rows.column("client_instance_id")
 
 
@@ -204,7 +200,7 @@ def process_group(rows: pa.Table, plan: PassPlan) -> GroupResult:
         events, alert_state = ALERTS_ARROW.empty_table(), ALERT_STATE_ARROW.empty_table()
     if retired.num_rows:
         gone = retired.column("client_instance_id")
-        series = _without(series, gone, _instance_of_series(series.column("series")))
+        series = _without(series, gone, series_instances(series.column("series")))
         windows = _without(windows, gone, windows.column("client_instance_id"))
     clients, ended, alert_state = judge_clients(kept, alert_state, plan.rules, plan.as_of_us)
     sides = {
