@@ -175,6 +175,7 @@ class DataDir:
         rows = [client_row(i, self.now) for i in range(self.clients)]
         rows[3].update(last_seen=naive(self.now - timedelta(minutes=5)), silent=False)
         rows[4].update(last_seen=naive(self.now - timedelta(minutes=5)), terminated=True)
+        rows[0].update(standard_metrics=[LATENCY, REQUESTS])
         write(self.tables, "clients", rows, CLIENTS_SCHEMA)
         self.ids = [row["client_instance_id"] for row in rows]
         start = self.now - timedelta(minutes=4)

@@ -211,6 +211,12 @@ def test_client_labels_show_booleans_as_the_tables_write_them(data: DataDir) -> 
     assert "False" not in labels
 
 
+def test_client_labels_show_lists_and_maps(data: DataDir) -> None:
+    app = dashboard(data)
+    labels = get(app, f"/client/{data.ids[0]}").split("<dl>")[1].split("</dl>")[0]
+    assert f"<dt>standard_metrics</dt><dd>{LATENCY}, {REQUESTS}</dd>" in labels
+
+
 @pytest.mark.parametrize("target", ["/client/%3Cscript%3E", "/?q=%3Cscript%3Ealert(1)"])
 def test_user_text_is_escaped(data: DataDir, target: str) -> None:
     assert "<script>" not in dashboard(data).handle(target).body.decode()

@@ -217,8 +217,10 @@ def _text(value: Any) -> str:
         return "true" if value else "false"
     if isinstance(value, datetime):
         return when(value)
-    if isinstance(value, list):
-        return ", ".join(f"{k}={v}" for k, v in value)
+    if isinstance(value, list):  # a map's (key, value) pairs, or a list's items
+        return ", ".join(
+            f"{item[0]}={item[1]}" if isinstance(item, tuple) else str(item) for item in value
+        )
     return str(value)
 
 
