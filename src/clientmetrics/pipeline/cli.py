@@ -278,26 +278,34 @@ def _start(
 
 
 def _await_or_stop(query: Any) -> None:
-    """Wait for the query to end; SIGINT or SIGTERM stops it cleanly.
+    """Wait for the query to end; SIGINT or SIGTERM stops it cleanly, between two batches.
 
     pyspark's own SIGINT handler cancels jobs and raises ``KeyboardInterrupt`` from
     inside the py4j call in progress, which leaves py4j tracebacks in the log; this
-    one only sets a flag, checked between short waits.
+    one only sets a flag, checked between short waits, and the query is stopped
+    once no trigger is active (a batch in progress finishes: stopping the query
+    inside one cancels its jobs, with tracebacks). A second signal stops at once.
     """
-    stop = threading.Event()
+    signals = threading.Semaphore(0)
 
     def handler(_signum: int, _frame: object) -> None:
-        stop.set()
+        signals.release()
 
     previous = {sig: signal.signal(sig, handler) for sig in (signal.SIGINT, signal.SIGTERM)}
+    stopping = False
     try:
-        while not query.awaitTermination(1):
-            if stop.is_set():
+        while not query.awaitTermination(0.2 if stopping else 1):
+            stopping = stopping or signals.acquire(blocking=False)
+            if stopping and (signals.acquire(blocking=False) or not _in_trigger(query)):
                 query.stop()
                 return
     finally:
         for sig, old in previous.items():
             signal.signal(sig, old)
+
+
+def _in_trigger(query: Any) -> bool:
+    return bool(query.status.get("isTriggerActive"))
 
 
 @click.group()
