@@ -170,9 +170,9 @@ def main() -> None:
             }
 
     try:
-        from confluent_kafka.admin import AdminClient, NewTopic
+        from confluent_kafka.admin import AdminClient, NewTopic  # type: ignore[attr-defined]
 
-        admin = AdminClient(broker.client_config())
+        admin = AdminClient(dict(broker.client_config()))
         admin.create_topics([NewTopic(TOPIC, args.partitions, 1)])[TOPIC].result(30)
         gateway = GatewayProcess(
             work / "gateway",

@@ -39,7 +39,7 @@ import sys
 import tempfile
 import time
 import uuid
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -202,14 +202,14 @@ class Topic:
     def __init__(self, work: Path, partitions: int) -> None:
         import pyarrow.parquet as pq
         from confluent_kafka import Producer
-        from confluent_kafka.admin import AdminClient, NewTopic
+        from confluent_kafka.admin import AdminClient, NewTopic  # type: ignore[attr-defined]
         from peers.kafka import KafkaBroker
         from tests.pipeline.topic_records import topic_records
 
         self.broker = KafkaBroker(work / "kafka").start()
         try:
             config = self.broker.client_config()
-            admin = AdminClient(config)
+            admin = AdminClient(dict(config))
             admin.create_topics([NewTopic("bench", partitions, 1)])["bench"].result(30)
             # No telemetry: the bench's producer is not one of the measured clients.
             producer = Producer(
@@ -220,7 +220,7 @@ class Topic:
                 for key, value, headers in topic_records(pq.read_table(path)):
                     while True:
                         try:
-                            producer.produce("bench", value, key, headers=headers)
+                            producer.produce("bench", value, key, headers=list(headers))
                             break
                         except BufferError:
                             producer.poll(0.1)
@@ -349,7 +349,7 @@ def main() -> None:
             print(f"  core alone: {seconds:.1f} s")
             runs["core"].append(seconds)
 
-        steps = [
+        steps: list[Callable[[], None]] = [
             run_core,
             lambda: runs["landing"].append(run_job(spark, landing, points, "landing")),
         ]
