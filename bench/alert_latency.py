@@ -143,13 +143,15 @@ def main() -> None:
     from peers.kafka import KafkaBroker
     from tests.procs import GatewayProcess
 
+    from clientmetrics.logs import configure_logging
     from clientmetrics.pipeline.core.rules import parse_rules
-    from clientmetrics.pipeline.jobs.job import PipelineConfig, PipelineJob
+    from clientmetrics.pipeline.jobs.job import PipelineConfig, PipelineJob, trigger_active
     from clientmetrics.pipeline.jobs.sources import KafkaSource
     from clientmetrics.pipeline.spark.connector import with_connector
     from clientmetrics.pipeline.spark.session import build_session
     from clientmetrics.reporter.sim_net import set_subscription
 
+    configure_logging("warning")  # the job's per-stage debug lines are in the breakdown
     work = args.workdir or Path(tempfile.mkdtemp(prefix="cm-latency-"))
     shutil.rmtree(work, ignore_errors=True)
     work.mkdir(parents=True)
@@ -174,6 +176,7 @@ def main() -> None:
 
         admin = AdminClient(dict(broker.client_config()))
         admin.create_topics([NewTopic(TOPIC, args.partitions, 1)])[TOPIC].result(30)
+        del admin  # its connection would outlive the broker, and complain
         gateway = GatewayProcess(
             work / "gateway",
             "[exporters.landing]\nenabled = false\n"
@@ -250,6 +253,8 @@ def main() -> None:
             print(_line(attempt + 1, results[-1]))
         # The clients are done: let the stream finish its batches, then stop it between two.
         time.sleep(3)
+        while trigger_active(query):
+            time.sleep(0.05)
         query.stop()
         watch.stop()
         spark.stop()

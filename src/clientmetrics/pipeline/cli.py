@@ -286,6 +286,8 @@ def _await_or_stop(query: Any) -> None:
     once no trigger is active (a batch in progress finishes: stopping the query
     inside one cancels its jobs, with tracebacks). A second signal stops at once.
     """
+    from clientmetrics.pipeline.jobs.job import trigger_active
+
     signals = threading.Semaphore(0)
 
     def handler(_signum: int, _frame: object) -> None:
@@ -296,16 +298,12 @@ def _await_or_stop(query: Any) -> None:
     try:
         while not query.awaitTermination(0.2 if stopping else 1):
             stopping = stopping or signals.acquire(blocking=False)
-            if stopping and (signals.acquire(blocking=False) or not _in_trigger(query)):
+            if stopping and (signals.acquire(blocking=False) or not trigger_active(query)):
                 query.stop()
                 return
     finally:
         for sig, old in previous.items():
             signal.signal(sig, old)
-
-
-def _in_trigger(query: Any) -> bool:
-    return bool(query.status.get("isTriggerActive"))
 
 
 @click.group()

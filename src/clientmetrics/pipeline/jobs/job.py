@@ -338,3 +338,8 @@ def _absolute(path: str) -> str:
     if re.match(r"^[A-Za-z][A-Za-z0-9+.-]*:", path):
         return path
     return os.path.abspath(path)
+
+
+def trigger_active(query: StreamingQuery) -> bool:
+    """Whether the query is inside a trigger (a batch): stopping it now cancels its jobs."""
+    return bool(query.status.get("isTriggerActive"))
