@@ -70,6 +70,14 @@ record PluginConfig(
             .define(CLOSE_TIMEOUT_MS, Type.LONG, 5_000L, Range.atLeast(0), Importance.LOW,
                     "How long closing waits for queued records to be delivered.");
 
+    /**
+     * Producer settings the plugin refuses: every writer of the record format puts one client
+     * instance's records on one partition, the one Kafka's producer picks for the key (murmur2;
+     * the gateway's librdkafka producer uses its {@code murmur2_random}), docs/record-format.md.
+     */
+    static final List<String> PINNED =
+            List.of(ProducerConfig.PARTITIONER_CLASS_CONFIG, ProducerConfig.PARTITIONER_IGNORE_KEYS_CONFIG);
+
     /** Every property name the broker may change at run time (Kafka wants them listed). */
     static final Set<String> RECONFIGURABLE;
 
@@ -100,6 +108,13 @@ record PluginConfig(
                 own.put(name, BrokerTarget.text(entry.getValue()));
             } else {
                 throw new ConfigException(key, entry.getValue(), "unknown clientmetrics plugin setting");
+            }
+        }
+        for (String pinned : PINNED) {
+            if (producer.containsKey(pinned)) {
+                throw new ConfigException(PREFIX + PRODUCER_PREFIX + pinned, producer.get(pinned),
+                        "the plugin partitions by the client instance id as Kafka's producer does by default "
+                                + "(readers take a partition as a share of client instances)");
             }
         }
         AbstractConfig config = new AbstractConfig(DEF, own, false);

@@ -4,6 +4,7 @@ import java.nio.charset.StandardCharsets;
 import java.util.ArrayList;
 import java.util.Arrays;
 import java.util.List;
+import java.util.UUID;
 
 /**
  * One push as one Kafka record, in the format the gateway's topic exporter writes too
@@ -15,13 +16,16 @@ import java.util.List;
  *       in order, each resource's attributes without those named like a chosen label, then the
  *       chosen labels in the configured order (integer labels as {@code int_value});
  *   <li>headers: the chosen labels (name, value as UTF-8 text), then {@code terminating}
- *       ({@code true}/{@code false}) and {@code push_interval_ms} (when the broker says it);
+ *       ({@code true}/{@code false}), {@code push_interval_ms} (when the broker says it) and
+ *       {@code push_id}, a random (version 4) UUID drawn when the record is built: every copy of
+ *       the record (a producer's retry) carries the same one, no two pushes share one;
  *   <li>timestamp: when the push was received, epoch milliseconds.
  * </ul>
  */
 final class RecordFormat {
     static final String TERMINATING = "terminating";
     static final String PUSH_INTERVAL_MS = "push_interval_ms";
+    static final String PUSH_ID = "push_id";
 
     // Field numbers (opentelemetry/proto/.../metrics.proto, resource.proto, common.proto).
     private static final int RESOURCE_METRICS = 1; // MetricsData and ExportMetricsServiceRequest
@@ -41,7 +45,7 @@ final class RecordFormat {
     record Header(String key, byte[] value) implements org.apache.kafka.common.header.Header {}
 
     static TopicRecord build(Push push, List<Label> labels) throws Wire.Malformed {
-        List<org.apache.kafka.common.header.Header> headers = new ArrayList<>(labels.size() + 2);
+        List<org.apache.kafka.common.header.Header> headers = new ArrayList<>(labels.size() + 3);
         List<Object> values = new ArrayList<>(labels.size());
         List<Label> present = new ArrayList<>(labels.size());
         for (Label label : labels) {
@@ -56,6 +60,7 @@ final class RecordFormat {
         if (push.pushIntervalMs() >= 0) {
             headers.add(new Header(PUSH_INTERVAL_MS, utf8(Integer.toString(push.pushIntervalMs()))));
         }
+        headers.add(new Header(PUSH_ID, utf8(UUID.randomUUID().toString())));
         byte[] value = relabel(push.payload(), present, values);
         byte[] key = utf8(push.clientInstanceId().toString());
         return new TopicRecord(key, value, List.copyOf(headers), push.receivedAtMs());
