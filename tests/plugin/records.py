@@ -66,6 +66,7 @@ class Record:
     timestamp_ms: int
     value: bytes
     raw_headers: tuple[tuple[str, bytes], ...] = ()
+    partition: int = -1
 
     def resource_attributes(self) -> list[dict[str, Any]]:
         request = ExportMetricsServiceRequest.FromString(self.value)
@@ -125,6 +126,7 @@ class TopicReader:
                     message.timestamp()[1],
                     message.value() or b"",
                     raw,
+                    message.partition(),
                 )
             )
         return self.records
