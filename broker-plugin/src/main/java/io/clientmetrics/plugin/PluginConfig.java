@@ -131,9 +131,11 @@ record PluginConfig(
         props.put(ProducerConfig.CLIENT_ID_CONFIG, "clientmetrics-plugin-" + nodeId);
         props.put(ProducerConfig.ACKS_CONFIG, "all");
         // Few, large produce requests: the broker's CPU matters more here than a record's
-        // latency (100 ms at most).
-        props.put(ProducerConfig.LINGER_MS_CONFIG, 100);
-        props.put(ProducerConfig.BATCH_SIZE_CONFIG, 256 * 1024);
+        // latency (half a second at most). The producer's network thread costs per request:
+        // at 100 ms and 256 KiB it took ~3x the CPU per push it takes at these
+        // (bench/broker_plugin.py, docs/kafka-plugin.md).
+        props.put(ProducerConfig.LINGER_MS_CONFIG, 500);
+        props.put(ProducerConfig.BATCH_SIZE_CONFIG, 512 * 1024);
         props.put(ProducerConfig.COMPRESSION_TYPE_CONFIG, "lz4");
         // The forwarder's own thread blocks in send() at most this long when the cluster is
         // away (or a new topic's metadata is slow to come); meanwhile the queue takes new
