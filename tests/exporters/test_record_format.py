@@ -14,7 +14,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from confluent_kafka import Producer
+from confluent_kafka import Message, Producer
 from opentelemetry.proto.collector.metrics.v1.metrics_service_pb2 import (
     ExportMetricsServiceRequest,
 )
@@ -67,16 +67,16 @@ def test_the_topic_exporters_producer_puts_each_key_on_the_partition_the_vectors
     want = {key: parts[column] for key, parts in vectors["keys"].items()}
     mock = {"test.mock.num.brokers": 1, "enable.metrics.push": False}
 
-    def partitions(config: dict[str, object]) -> dict[str, int]:
+    def partitions(config: dict[str, object]) -> dict[str, int | None]:
         producer = Producer(config)
-        found: dict[str, int] = {}
+        found: dict[str, int | None] = {}
+
+        def delivered(_error: object, message: Message) -> None:
+            key = message.key()
+            found[key.decode() if isinstance(key, bytes) else str(key)] = message.partition()
+
         for key in want:
-            producer.produce(
-                "t",
-                b"v",
-                key.encode(),
-                on_delivery=lambda e, m, k=key: found.update({k: m.partition()}),
-            )
+            producer.produce("t", b"v", key.encode(), on_delivery=delivered)
         assert producer.flush(10) == 0
         assert len(producer.list_topics("t").topics["t"].partitions) == 4
         return found

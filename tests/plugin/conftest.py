@@ -20,7 +20,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
-from confluent_kafka.admin import (
+from confluent_kafka.admin import (  # type: ignore[attr-defined]  # public, re-exported without `as`
     AdminClient,
     AlterConfigOpType,
     ConfigEntry,
@@ -96,7 +96,8 @@ class Cluster:
         ]
         # This broker's own settings (librdkafka cannot name the cluster-wide default, "").
         resource = ConfigResource(ResourceType.BROKER, "1", incremental_configs=entries)
-        admin = AdminClient(self.broker.client_config())
+        config: dict[str, str | int | float | bool] = {**self.broker.client_config()}
+        admin = AdminClient(config)
         admin.incremental_alter_configs([resource])[resource].result(30)
 
 

@@ -73,7 +73,7 @@ def test_each_push_of_three_clients_is_one_record_with_the_brokers_labels(
             java_instance = jv.instance_ids()["producer"]
             franz_version = str(fz.wait_event("started", 5)["software_version"])
             rdkafka.flush(5)
-            rdkafka = None  # closed: librdkafka's goodbye, a terminating push
+            del rdkafka  # closed: librdkafka's goodbye, a terminating push
             wait_for(
                 lambda: any(p.terminating for p in cluster.witnessed(RDKAFKA)),
                 30,

@@ -24,8 +24,9 @@ from tests.procs import wait_for
 
 pytestmark = [pytest.mark.kafka, pytest.mark.integration]
 
-#: A queue of 5 and room for two 256 KiB batches: with the target away, the producer's
-#: send() soon blocks and the queue fills, so drops show within seconds.
+#: A queue of 5 and a producer buffer of one batch (512 KiB, the plugin's batch.size): with
+#: the target away, the producer's send() soon blocks and the queue fills, so drops show
+#: within seconds.
 SMALL = {"clientmetrics.queue.size": "5", "clientmetrics.producer.buffer.memory": str(2 << 18)}
 
 
@@ -90,7 +91,7 @@ def test_a_target_cluster_that_goes_away_costs_the_broker_nothing_but_counted_dr
         instance = str(cluster.witnessed("via-broker")[0].instance)
         reader.wait(lambda rs: any(r.key == instance for r in rs), 60, "its record on the target")
         old = legacy_record(cluster, legacy)
-        legacy = None  # closed before the target goes away
+        del legacy  # closed before the target goes away
 
         target.stop()
         stopped_at = time.time()

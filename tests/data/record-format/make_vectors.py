@@ -77,7 +77,8 @@ def expected(payload: bytes, attributes: list[list[KeyValue]]) -> bytes:
         rm.resource.Clear()
         rm.resource.attributes.extend(attrs)
         out.resource_metrics.append(rm)
-    return out.SerializeToString()
+    value: bytes = out.SerializeToString()
+    return value
 
 
 def b64(data: bytes) -> str:
