@@ -132,8 +132,8 @@ record PluginConfig(
         props.put(ProducerConfig.ACKS_CONFIG, "all");
         // Few, large produce requests: the broker's CPU matters more here than a record's
         // latency (half a second at most). The producer's network thread costs per request:
-        // at 100 ms and 256 KiB it took ~3x the CPU per push it takes at these
-        // (bench/broker_plugin.py, docs/kafka-plugin.md).
+        // with 100 ms, 256 KiB and a forwarder that woke per push, the plugin's threads took
+        // ~3x the CPU per push they take now (bench/broker_plugin.py, docs/kafka-plugin.md).
         props.put(ProducerConfig.LINGER_MS_CONFIG, 500);
         props.put(ProducerConfig.BATCH_SIZE_CONFIG, 512 * 1024);
         props.put(ProducerConfig.COMPRESSION_TYPE_CONFIG, "lz4");
