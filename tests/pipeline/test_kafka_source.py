@@ -28,6 +28,7 @@ from clientmetrics.pipeline.jobs.job import PipelineJob
 from clientmetrics.pipeline.jobs.sources import KafkaSource
 from clientmetrics.pipeline.spark.session import FAST_START_JAVA_OPTIONS
 from tests.kafka import kafka_broker
+from tests.pipeline.conftest import KAFKA_SOURCE_MISSING
 from tests.pipeline.golden import (
     TABLES,
     canonical_rows,
@@ -38,7 +39,6 @@ from tests.pipeline.golden import (
 from tests.pipeline.test_golden import golden_config
 from tests.pipeline.topic_records import produce, topic_records
 from tests.procs import BIN, wait_for
-from tests.spark import KAFKA_SOURCE_MISSING
 from tests.synthetic import Push, landing_table, points_per_producer_payload, producer_payload
 
 pytestmark = [pytest.mark.kafka, pytest.mark.spark, pytest.mark.integration]
