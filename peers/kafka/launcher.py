@@ -34,6 +34,9 @@ BROKER_PLUGIN = ROOT / "broker-plugin"
 PLUGIN_CLASS = "io.clientmetrics.plugin.ClientMetricsPlugin"
 LEGACY_PLUGIN_CLASS = "io.clientmetrics.plugin.ClientMetricsLegacyPlugin"
 VERSION = "4.4.0"
+#: A release with only KIP-714's receiver interface (3.7 to 4.1) that resolves here: the
+#: broker plugin's tests run its legacy entry class on it.
+LEGACY_VERSION = "3.9.2"
 #: The class names of the tools a user runs as ``kafka-*.sh``, from ``kafka-tools`` 4.4.0.
 TOOLS = {
     "client-metrics": "org.apache.kafka.tools.ClientMetricsCommand",
@@ -488,6 +491,7 @@ def _rss_mib(pid: int) -> float:
 
 
 __all__ = [
+    "LEGACY_VERSION",
     "TOOLS",
     "VERSION",
     "KafkaBroker",
