@@ -184,13 +184,17 @@ async def test_coordinator_and_cluster_addresses_are_rewritten(
 
 def test_api_versions_adds_gateway_apis_and_caps_what_it_rewrites() -> None:
     upstream = {0: (0, 13), 1: (4, 18), 3: (0, 13), 19: (0, 7), 71: (0, 0), 32: (0, 4)}
-    merged = merged_versions(upstream)
+    own = {key: SERVED[key] for key in (71, 72, 74, 32, 33, 44)}  # the proxy's handler table
+    merged = merged_versions(upstream, own)
     assert merged[0] == (0, PRODUCE_MAX)  # Produce: capped at what the KIP-951 walker knows
     assert merged[1] == (4, FETCH_MAX)
     assert merged[3] == (0, SERVED[3][1])  # Metadata: decoded to be rewritten
     assert merged[19] == (0, 7)  # untouched pass-through API
-    for key in (71, 72, 74, 32, 33, 44):  # served by the gateway, upstream has them or not
+    for key in own:  # served by the gateway, upstream has them or not
         assert merged[key] == SERVED[key]
+    # A table without telemetry (the cluster takes it): the upstream's own versions stand.
+    assert merged_versions(upstream, {})[71] == (0, 0)
+    assert 72 not in merged_versions(upstream, {})
 
 
 async def test_advertised_host_is_separate_from_the_bind_address(

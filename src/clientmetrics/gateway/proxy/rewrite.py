@@ -9,12 +9,13 @@ passes through as the upstream wrote it.
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Awaitable, Callable, Mapping
+from collections.abc import Awaitable, Mapping
 from typing import Any
 
 from clientmetrics.gateway.config import Address
 from clientmetrics.gateway.proxy import kip951
 from clientmetrics.gateway.proxy.cluster_map import ClusterMap
+from clientmetrics.gateway.upstream import Rewriter
 from clientmetrics.wire import (
     SERVED,
     ApiKey,
@@ -26,20 +27,11 @@ from clientmetrics.wire import (
     response_header_version,
 )
 
-__all__ = ["GATEWAY_APIS", "Rewriter", "rewriter_for"]
+__all__ = ["merged_versions", "rewriter_for"]
 
 PRODUCE, FETCH, METADATA = ApiKey.PRODUCE, ApiKey.FETCH, ApiKey.METADATA
 FIND_COORDINATOR, API_VERSIONS = ApiKey.FIND_COORDINATOR, ApiKey.API_VERSIONS
 DESCRIBE_CLUSTER = ApiKey.DESCRIBE_CLUSTER
-#: APIs the gateway answers itself (wholly or for CLIENT_METRICS resources).
-GATEWAY_APIS = (
-    ApiKey.DESCRIBE_CONFIGS,
-    ApiKey.ALTER_CONFIGS,
-    ApiKey.INCREMENTAL_ALTER_CONFIGS,
-    ApiKey.GET_TELEMETRY_SUBSCRIPTIONS,
-    ApiKey.PUSH_TELEMETRY,
-    ApiKey.LIST_CONFIG_RESOURCES,
-)
 #: Forwarded APIs whose responses the proxy decodes or walks: capped at what it knows.
 _CAPPED: Mapping[int, int] = {
     PRODUCE: kip951.PRODUCE_MAX,
@@ -49,10 +41,6 @@ _CAPPED: Mapping[int, int] = {
     DESCRIBE_CLUSTER: SERVED[DESCRIBE_CLUSTER][1],
     API_VERSIONS: SERVED[API_VERSIONS][1],
 }
-
-#: Rewrites one response frame (header included, no size prefix). Returns the new
-#: frame, or an awaitable of it when the rewrite must first open a listener.
-Rewriter = Callable[[bytes], bytes | Awaitable[bytes]]
 
 
 def _reencode(header: RequestHeader, body: Any) -> bytes:
@@ -102,14 +90,16 @@ def _find_coordinator(header: RequestHeader, cluster: ClusterMap) -> Rewriter:
     return rewrite
 
 
-def _api_versions(header: RequestHeader, cluster: ClusterMap) -> Rewriter:
+def _api_versions(
+    header: RequestHeader, cluster: ClusterMap, own: Mapping[int, tuple[int, int]]
+) -> Rewriter:
     async def rewrite(frame: bytes) -> bytes:
         _, body = decode_response(header.api_key, header.api_version, bytes(frame))
         if int(body.error_code) != ErrorCode.NONE:
             return frame  # the client retries with a version from the upstream's list
         upstream = {int(k.api_key): (int(k.min_version), int(k.max_version)) for k in body.api_keys}
         cluster.record_versions(upstream)
-        advertised = merged_versions(upstream)
+        advertised = merged_versions(upstream, own)
         item = type(body.api_keys[0]) if body.api_keys else None
         if item is None:
             return frame
@@ -122,11 +112,14 @@ def _api_versions(header: RequestHeader, cluster: ClusterMap) -> Rewriter:
     return rewrite
 
 
-def merged_versions(upstream: Mapping[int, tuple[int, int]]) -> dict[int, tuple[int, int]]:
+def merged_versions(
+    upstream: Mapping[int, tuple[int, int]], own: Mapping[int, tuple[int, int]]
+) -> dict[int, tuple[int, int]]:
     """The ApiVersions a proxy advertises: upstream's, capped, plus the gateway's own.
 
-    Not an intersection: the gateway serves 71, 72, 74 and the config APIs itself,
-    whether or not the upstream has them (a Kroxylicious lesson).
+    ``own``: what the proxy's handlers serve (71, 72, 74 and the config APIs unless
+    the cluster takes telemetry itself). Not an intersection: the gateway serves
+    them whether or not the upstream has them (a Kroxylicious lesson).
     """
     out: dict[int, tuple[int, int]] = {}
     for key, (low, high) in upstream.items():
@@ -138,8 +131,7 @@ def merged_versions(upstream: Mapping[int, tuple[int, int]]) -> dict[int, tuple[
                 lo = max(lo, SERVED[key][0])
         if lo <= hi:
             out[key] = (lo, hi)
-    for key in GATEWAY_APIS:
-        out[key] = SERVED[key]
+    out.update(own)
     return out
 
 
@@ -165,8 +157,13 @@ async def _learn_all(cluster: ClusterMap, nodes: list[tuple[int, str, int]], out
     return out
 
 
-def rewriter_for(header: RequestHeader, cluster: ClusterMap) -> Rewriter | None:
-    """The rewriter for the response to ``header``'s request, ``None`` to pass it through."""
+def rewriter_for(
+    header: RequestHeader, cluster: ClusterMap, own: Mapping[int, tuple[int, int]]
+) -> Rewriter | None:
+    """The rewriter for the response to ``header``'s request, ``None`` to pass it through.
+
+    ``own``: the versions the proxy's handlers serve, added to ApiVersions.
+    """
     key, version = header.api_key, header.api_version
     if (key == PRODUCE and version >= 10) or (key == FETCH and version >= 16):
         return _node_endpoints(header, cluster)
@@ -175,5 +172,5 @@ def rewriter_for(header: RequestHeader, cluster: ClusterMap) -> Rewriter | None:
     if key == FIND_COORDINATOR:
         return _find_coordinator(header, cluster)
     if key == API_VERSIONS:
-        return _api_versions(header, cluster)
+        return _api_versions(header, cluster, own)
     return None

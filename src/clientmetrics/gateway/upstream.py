@@ -14,12 +14,13 @@ import asyncio
 import itertools
 import struct
 from collections import deque
+from collections.abc import Awaitable, Callable
 
 import structlog
 
 from clientmetrics.errors import ClientMetricsError
 from clientmetrics.gateway.config import Address
-from clientmetrics.gateway.proxy.stream import FrameProtocol
+from clientmetrics.gateway.transport import FrameProtocol
 from clientmetrics.gateway.upstream_security import UpstreamTls
 from clientmetrics.wire import ProtocolError
 
@@ -28,6 +29,12 @@ log = structlog.get_logger("clientmetrics.gateway.proxy")
 _CORRELATION = struct.Struct(">i")
 #: Upstream responses can be as large as a fetch allows; the frame cap is int32.
 _MAX_RESPONSE_BYTES = 2**31 - 1
+
+
+#: Rewrites one upstream response frame (header included, no size prefix) before the
+#: client sees it. Returns the new frame, or an awaitable of it when the rewrite must
+#: first open a listener.
+Rewriter = Callable[[bytes], bytes | Awaitable[bytes]]
 
 
 class UpstreamError(ClientMetricsError):
@@ -47,7 +54,8 @@ class UpstreamLink:
         self._pending: deque[tuple[int, asyncio.Future[bytes]]] = deque()
         self._injected_ids = itertools.count(-2, -1)  # clients count up from 0
         self._failure: UpstreamError | None = None
-        self.closed = asyncio.Event()
+        #: Called once when the link fails or closes.
+        self.on_closed: Callable[[], None] | None = None
 
     async def connect(self) -> None:
         """Open the connection; raises ``UpstreamError`` if the broker cannot be reached."""
@@ -128,9 +136,11 @@ class UpstreamLink:
             if not future.done():
                 future.set_exception(error)
                 future.exception()  # retrieved: a client gone first must not log it
-        self.closed.set()
         if self._protocol is not None:
             self._protocol.abort()
+        on_closed, self.on_closed = self.on_closed, None
+        if on_closed is not None:
+            on_closed()
 
     async def close(self) -> None:
         """Close the connection and fail what is still pending."""
