@@ -1,9 +1,9 @@
 """SASL client side (SaslHandshake v1, SaslAuthenticate v1), as Kafka clients do it.
 
-Mechanisms: PLAIN (RFC 4616), SCRAM-SHA-256 / SCRAM-SHA-512 (RFC 5802, on
-``scramp``'s client, which also checks the server's signature) and OAUTHBEARER
-(RFC 7628, with a token read from a file at each authentication, so a token
-refreshed on disk is picked up).
+Mechanisms: PLAIN (RFC 4616), SCRAM-SHA-256 / SCRAM-SHA-512 (RFC 5802; both
+from ``security.sasl_client``, which the gateway's own upstream login uses too)
+and OAUTHBEARER (RFC 7628, with a token read from a file at each authentication,
+so a token refreshed on disk is picked up).
 
 The wire layer serves no codec for these two APIs, and both versions used here are
 non-flexible with a handful of fields, so their bodies are written and read here.
@@ -16,9 +16,9 @@ from collections.abc import Generator
 from pathlib import Path
 from typing import Protocol
 
-import scramp
-
 from clientmetrics.admin.errors import AdminError
+from clientmetrics.security.base import AuthenticationFailed
+from clientmetrics.security.sasl_client import client_messages
 from clientmetrics.wire import ErrorCode
 
 __all__ = [
@@ -64,13 +64,9 @@ class SaslPlain:
     def __hash__(self) -> int:
         return hash(self.username)
 
-    def token(self) -> bytes:
-        """RFC 4616 message: empty authzid, NUL, authcid, NUL, password."""
-        return b"\0" + self.username.encode() + b"\0" + self.password.encode()
-
     def messages(self) -> Generator[bytes, bytes, None]:
         """The client's messages; each ``send`` gets the server's answer to the last."""
-        yield self.token()
+        yield from client_messages(self.mechanism, self.username, self.password)
 
 
 class SaslScram:
@@ -99,16 +95,10 @@ class SaslScram:
         return hash((self.mechanism, self.username))
 
     def messages(self) -> Generator[bytes, bytes, None]:
-        client = scramp.ScramClient([self.mechanism], self.username, self.password)
-        server_first = yield client.get_client_first().encode()
         try:
-            client.set_server_first(server_first.decode())
-            server_final = yield client.get_client_final().encode()
-            client.set_server_final(server_final.decode())
-        except (scramp.ScramException, UnicodeDecodeError) as exc:
-            raise AdminAuthenticationError(
-                ErrorCode.SASL_AUTHENTICATION_FAILED, f"Invalid SCRAM server message: {exc}"
-            ) from exc
+            yield from client_messages(self.mechanism, self.username, self.password)
+        except AuthenticationFailed as exc:
+            raise AdminAuthenticationError(ErrorCode.SASL_AUTHENTICATION_FAILED, str(exc)) from exc
 
 
 class SaslOAuthBearer:
