@@ -1,7 +1,8 @@
 """Upstream responses the proxy must change before a client sees them.
 
 Broker addresses become gateway addresses (Metadata, FindCoordinator old and new
-forms, DescribeCluster, KIP-951 endpoints) so clients never leave the gateway,
+forms, DescribeCluster, KIP-951 endpoints in Produce and Fetch, KIP-932's in
+ShareFetch and ShareAcknowledge) so clients never leave the gateway,
 and ApiVersions gains the APIs the gateway serves itself. Every other response
 passes through as the upstream wrote it.
 """
@@ -32,6 +33,7 @@ __all__ = ["merged_versions", "rewriter_for"]
 PRODUCE, FETCH, METADATA = ApiKey.PRODUCE, ApiKey.FETCH, ApiKey.METADATA
 FIND_COORDINATOR, API_VERSIONS = ApiKey.FIND_COORDINATOR, ApiKey.API_VERSIONS
 DESCRIBE_CLUSTER = ApiKey.DESCRIBE_CLUSTER
+SHARE_APIS = (ApiKey.SHARE_FETCH, ApiKey.SHARE_ACKNOWLEDGE)
 #: Forwarded APIs whose responses the proxy decodes or walks: capped at what it knows.
 _CAPPED: Mapping[int, int] = {
     PRODUCE: kip951.PRODUCE_MAX,
@@ -40,6 +42,7 @@ _CAPPED: Mapping[int, int] = {
     FIND_COORDINATOR: SERVED[FIND_COORDINATOR][1],
     DESCRIBE_CLUSTER: SERVED[DESCRIBE_CLUSTER][1],
     API_VERSIONS: SERVED[API_VERSIONS][1],
+    **{key: SERVED[key][1] for key in SHARE_APIS},
 }
 
 
@@ -135,6 +138,23 @@ def merged_versions(
     return out
 
 
+def _share(header: RequestHeader, cluster: ClusterMap) -> Rewriter:
+    # ShareFetch and ShareAcknowledge carry NodeEndpoints as a plain field; they
+    # are decoded (records stay opaque bytes) and re-encoded only when it is set.
+    def rewrite(frame: bytes) -> bytes | Awaitable[bytes]:
+        _, body = decode_response(header.api_key, header.api_version, bytes(frame))
+        if not body.node_endpoints:
+            return frame
+        return _share_rewritten(header, cluster, body)
+
+    return rewrite
+
+
+async def _share_rewritten(header: RequestHeader, cluster: ClusterMap, body: Any) -> bytes:
+    endpoints = await _broker_list(cluster, body.node_endpoints, "node_id")
+    return _reencode(header, dataclasses.replace(body, node_endpoints=endpoints))
+
+
 def _node_endpoints(header: RequestHeader, cluster: ClusterMap) -> Rewriter:
     # The hot path: synchronous (no task per response) unless a node is new.
     body_version = response_header_version(header.api_key, header.api_version)
@@ -142,7 +162,7 @@ def _node_endpoints(header: RequestHeader, cluster: ClusterMap) -> Rewriter:
     def rewrite(frame: bytes) -> bytes | Awaitable[bytes]:
         _, offset = parse_response_header(frame, body_version)
         out, nodes = kip951.rewrite_node_endpoints(
-            header.api_key, frame, offset, cluster.gateway_endpoint
+            header.api_key, header.api_version, frame, offset, cluster.gateway_endpoint
         )
         if all(cluster.address(n) == Address(host, port) for n, host, port in nodes):
             return out
@@ -173,4 +193,6 @@ def rewriter_for(
         return _find_coordinator(header, cluster)
     if key == API_VERSIONS:
         return _api_versions(header, cluster, own)
+    if key in SHARE_APIS:
+        return _share(header, cluster)
     return None
