@@ -36,7 +36,7 @@ from clientmetrics.gateway.handlers import ConnectionState, Services, Upstream
 from clientmetrics.gateway.limits import now_ms
 from clientmetrics.gateway.listeners import identify
 from clientmetrics.gateway.transport import FrameProtocol
-from clientmetrics.gateway.upstream import Rewriter, UpstreamError
+from clientmetrics.gateway.upstream import Rewriter, UpstreamError, UpstreamLoginFailed
 from clientmetrics.wire import FrameTooLarge, ProtocolError, UnsupportedApi
 from clientmetrics.wire.auth import AuthState
 from clientmetrics.wire.results import (
@@ -389,6 +389,8 @@ class Connection:
                 self.conn.upstream = link
                 link.on_closed = self._upstream_closed
             await self._handle_inbox()
+        except UpstreamLoginFailed as exc:  # a configuration error: loud, but not a flood
+            self._limits.warn("*", "upstream_login_failed", level="error", error=str(exc))
         except UpstreamError as exc:
             log.info(
                 "client_closed_upstream_unavailable",

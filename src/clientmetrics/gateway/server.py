@@ -177,7 +177,7 @@ class Gateway:
         asyncio.get_running_loop().set_exception_handler(self._loop_exception)
         self._start_security()
         self.limits.policy = self.policy_for(cfg.listeners[0])
-        if self._store is None:
+        if self._store is None and cfg.gateway_telemetry:
             self._store = self._default_store()
         if self._exporters is None:
             specs = [(spec.name, spec.options) for spec in cfg.exporters]
@@ -187,8 +187,9 @@ class Gateway:
         self._export_path = ExportPath(self._exporters)
         for exporter in self._exporters:
             await exporter.start()
-        self._subscriptions = Subscriptions(self._store, self.manager)
-        await self._subscriptions.start()
+        if self._store is not None:
+            self._subscriptions = Subscriptions(self._store, self.manager)
+            await self._subscriptions.start()
         if cfg.proxy:
             await self._start_proxy()
         else:
@@ -276,12 +277,18 @@ class Gateway:
         return UpstreamTls(self._upstream_tls.context, security.server_hostname)
 
     async def _start_proxy(self) -> None:
-        """Proxy mode: forward to the upstream cluster, answer telemetry and configs here."""
+        """Proxy mode: forward to the upstream cluster, answer telemetry and configs here
+        (unless ``[proxy] telemetry = "cluster"``: then nothing is answered here)."""
         from clientmetrics.gateway.proxy import build_proxy
 
-        assert self._subscriptions is not None
         assert self._export_path is not None
         telemetry = TelemetryHandlers(self.manager, self._export_path, self._decoder)
+        own: dict[int, Handler] = {
+            ApiKey.GET_TELEMETRY_SUBSCRIPTIONS: self._counted(
+                "get_subscriptions", telemetry.get_subscriptions
+            ),
+            ApiKey.PUSH_TELEMETRY: self._counted("push", telemetry.push),
+        }
         upstream_tls = self._upstream_tls_context()
         self._proxy = build_proxy(
             self.config,
@@ -290,15 +297,11 @@ class Gateway:
             limits=self.limits,
             on_open=self._opened,
             on_close=self._closed,
-            telemetry={
-                ApiKey.GET_TELEMETRY_SUBSCRIPTIONS: self._counted(
-                    "get_subscriptions", telemetry.get_subscriptions
-                ),
-                ApiKey.PUSH_TELEMETRY: self._counted("push", telemetry.push),
-            },
+            telemetry=own if self._subscriptions is not None else {},
             subscriptions=self._subscriptions,
             authorization=self.authorization,
             upstream_tls=upstream_tls,
+            login=self.config.upstream_security.login,
         )
         await self._proxy.start()
         self.port = self._proxy.port

@@ -15,14 +15,29 @@ import itertools
 import struct
 from collections import deque
 from collections.abc import Awaitable, Callable
+from typing import Any
 
 import structlog
 
 from clientmetrics.errors import ClientMetricsError
+from clientmetrics.gateway.build import build
 from clientmetrics.gateway.config import Address
 from clientmetrics.gateway.transport import FrameProtocol
-from clientmetrics.gateway.upstream_security import UpstreamTls
-from clientmetrics.wire import ProtocolError
+from clientmetrics.gateway.upstream_security import UpstreamLogin, UpstreamTls
+from clientmetrics.security.base import AuthenticationFailed, UnsupportedMechanism
+from clientmetrics.security.sasl_client import client_messages
+from clientmetrics.wire import (
+    ApiKey,
+    ErrorCode,
+    ProtocolError,
+    RequestHeader,
+    decode_response,
+    encode_request,
+    request_header_version,
+    request_type,
+)
+
+__all__ = ["Rewriter", "UpstreamError", "UpstreamLink", "UpstreamLoginFailed"]
 
 log = structlog.get_logger("clientmetrics.gateway.proxy")
 
@@ -41,15 +56,25 @@ class UpstreamError(ClientMetricsError):
     """The upstream broker could not be reached or went away."""
 
 
+class UpstreamLoginFailed(UpstreamError):
+    """The cluster refused the gateway's own SASL login (a configuration error)."""
+
+
 class UpstreamLink:
     """A pipelined request/response channel to one upstream broker."""
 
     def __init__(
-        self, address: Address, connect_timeout_s: float, *, tls: UpstreamTls | None = None
+        self,
+        address: Address,
+        connect_timeout_s: float,
+        *,
+        tls: UpstreamTls | None = None,
+        login: UpstreamLogin | None = None,
     ) -> None:
         self.address = address
         self._timeout = connect_timeout_s
         self._tls = tls
+        self._login = login
         self._protocol: FrameProtocol | None = None
         self._pending: deque[tuple[int, asyncio.Future[bytes]]] = deque()
         self._injected_ids = itertools.count(-2, -1)  # clients count up from 0
@@ -76,6 +101,55 @@ class UpstreamLink:
         except (TimeoutError, OSError) as exc:  # ssl.SSLError is an OSError
             raise UpstreamError(f"cannot connect to upstream {self.address}: {exc}") from exc
         self._protocol = protocol
+        if self._login is not None:
+            try:
+                await asyncio.wait_for(self._log_in(self._login), self._timeout)
+            except TimeoutError as exc:
+                await self.close()
+                raise UpstreamError(f"upstream {self.address}: SASL login timed out") from exc
+            except UpstreamError:
+                await self.close()
+                raise
+
+    async def _log_in(self, login: UpstreamLogin) -> None:
+        """SaslHandshake v1, then SaslAuthenticate v2 rounds as the gateway (KIP-152)."""
+        handshake = await self._ask(ApiKey.SASL_HANDSHAKE, 1, {"mechanism": login.mechanism})
+        if int(handshake.error_code) != ErrorCode.NONE:
+            raise UpstreamLoginFailed(
+                f"upstream {self.address} does not enable SASL mechanism {login.mechanism} "
+                f"(it enables {', '.join(map(str, handshake.mechanisms))})"
+            )
+        messages = client_messages(login.mechanism, login.username, login.password)
+        try:
+            token = next(messages)
+            while True:
+                answer = await self._ask(ApiKey.SASL_AUTHENTICATE, 2, {"auth_bytes": token})
+                if int(answer.error_code) != ErrorCode.NONE:
+                    raise UpstreamLoginFailed(
+                        f"upstream {self.address} refused the gateway's SASL login as "
+                        f"{login.username}: {answer.error_message}"
+                    )
+                token = messages.send(bytes(answer.auth_bytes))
+        except StopIteration:
+            return
+        except (AuthenticationFailed, UnsupportedMechanism) as exc:
+            raise UpstreamLoginFailed(f"upstream {self.address}: {exc}") from exc
+
+    async def _ask(self, api_key: ApiKey, version: int, values: dict[str, object]) -> Any:
+        """A request of the gateway's own on this link, decoded."""
+        header = RequestHeader(
+            api_key,
+            version,
+            0,  # replaced by inject's own id
+            "clientmetrics-gateway",
+            None,
+            request_header_version(api_key, version),
+        )
+        frame = encode_request(header, build(request_type(api_key, version), values))[4:]
+        try:
+            return decode_response(api_key, version, await self.inject(frame))[1]
+        except ProtocolError as exc:
+            raise UpstreamError(f"upstream {self.address}: {exc}") from exc
 
     def send(
         self, frame: bytes | bytearray, *, expect_response: bool = True

@@ -21,7 +21,7 @@ from clientmetrics.gateway.proxy.rewrite import merged_versions
 from clientmetrics.gateway.proxy.server import ProxyServer
 from clientmetrics.gateway.subscriptions import Subscriptions
 from clientmetrics.gateway.tasks import OwnedTasks
-from clientmetrics.gateway.upstream_security import UpstreamTls
+from clientmetrics.gateway.upstream_security import UpstreamLogin, UpstreamTls
 from clientmetrics.wire import ApiKey
 from clientmetrics.wire.sasl import ListenerPolicy
 
@@ -39,19 +39,25 @@ def build_proxy(
     on_open: Callable[[ConnectionState], None],
     on_close: Callable[[ConnectionState], None],
     telemetry: Mapping[int, Handler],
-    subscriptions: Subscriptions,
+    subscriptions: Subscriptions | None,
     authorization: AuthorizationHolder | None = None,
     upstream_tls: UpstreamTls | None = None,
+    login: UpstreamLogin | None = None,
 ) -> ProxyServer:
-    """The proxy listeners, with the gateway's own handlers for 71, 72 and the configs."""
+    """The proxy listeners, with the gateway's own handlers for 71, 72 and the configs.
+
+    Without ``subscriptions`` the cluster keeps them (``[proxy] telemetry = "cluster"``):
+    the config RPCs, like every request without a handler, are forwarded.
+    """
     cluster = ClusterMap(config.upstream, config.advertised.host, config.broker_port)
-    configs = ConfigHandlers(
-        subscriptions, authorization, max_subscriptions=config.max_subscriptions
-    )
-    split = SplitConfigs(configs, cluster)
     handlers: dict[int, Handler] = dict(telemetry)
-    handlers.update(dict.fromkeys(CONFIG_APIS, split.config_request))
-    handlers[ApiKey.LIST_CONFIG_RESOURCES] = split.list_config_resources
+    if subscriptions is not None:
+        configs = ConfigHandlers(
+            subscriptions, authorization, max_subscriptions=config.max_subscriptions
+        )
+        split = SplitConfigs(configs, cluster)
+        handlers.update(dict.fromkeys(CONFIG_APIS, split.config_request))
+        handlers[ApiKey.LIST_CONFIG_RESOURCES] = split.list_config_resources
     tasks = OwnedTasks()
     services = Services(
         handlers,
@@ -70,4 +76,6 @@ def build_proxy(
         listeners=listeners,
         policy=policy,
         upstream_tls=upstream_tls,
+        login=login,
+        clients_log_in=config.proxy_sasl_terminates,
     )

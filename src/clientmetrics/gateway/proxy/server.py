@@ -23,7 +23,7 @@ from clientmetrics.gateway.proxy.cluster_map import ClusterMap
 from clientmetrics.gateway.proxy.rewrite import rewriter_for
 from clientmetrics.gateway.tasks import OwnedTasks
 from clientmetrics.gateway.upstream import Rewriter, UpstreamError, UpstreamLink
-from clientmetrics.gateway.upstream_security import UpstreamTls
+from clientmetrics.gateway.upstream_security import UpstreamLogin, UpstreamTls
 from clientmetrics.wire import ApiKey, RequestHeader, decode_response, encode_request, request_type
 from clientmetrics.wire.sasl import ListenerPolicy
 
@@ -45,7 +45,12 @@ class ProxyServer:
         listeners: ListenerSet,
         policy: ListenerPolicy,
         upstream_tls: UpstreamTls | None = None,
+        login: UpstreamLogin | None = None,
+        clients_log_in: bool = False,
     ) -> None:
+        """``login``: the gateway's own SASL credentials for the cluster; the Metadata
+        probe uses them, and with ``clients_log_in`` every client's link too (the
+        gateway terminates the clients' SASL)."""
         self._config = config
         self._cluster = cluster
         #: ``services.spawn`` spawns into ``tasks``: the connections this server ends.
@@ -55,6 +60,8 @@ class ProxyServer:
         self._listeners = listeners
         self._policy = policy
         self._upstream_tls = upstream_tls
+        self._login = login
+        self._client_login = login if clients_log_in else None
         self._servers: dict[int | None, asyncio.Server] = {}
         self._opening: dict[int, asyncio.Lock] = {}
         self.port = 0
@@ -84,7 +91,7 @@ class ProxyServer:
         """Ask a bootstrap broker for the cluster's brokers (opens their ports)."""
         errors = []
         for address in self._cluster.bootstrap:
-            link = self._link(address)
+            link = self._link(address, self._login)
             try:
                 await link.connect()
                 header = RequestHeader(
@@ -137,10 +144,12 @@ class ProxyServer:
             raise UpstreamError(f"upstream node {node_id} is not in the cluster")
         return (address,)
 
-    def _link(self, address: Address) -> UpstreamLink:
-        return UpstreamLink(
-            address, self._config.upstream_connect_timeout_s, tls=self._upstream_tls
-        )
+    def _link(self, address: Address, login: UpstreamLogin | None) -> UpstreamLink:
+        timeout = self._config.upstream_connect_timeout_s
+        return UpstreamLink(address, timeout, tls=self._upstream_tls, login=login)
+
+    def _client_link(self, address: Address) -> UpstreamLink:
+        return self._link(address, self._client_login)
 
     def _factory(self, node_id: int | None) -> Callable[[], asyncio.BaseProtocol]:
         own_id = self._config.node_id if node_id is None else node_id
@@ -173,7 +182,7 @@ class _NodeUpstream:
 
     async def connect(self) -> UpstreamLink:
         return await _first_reachable(
-            await self._server._upstream_for(self._node_id), self._server._link
+            await self._server._upstream_for(self._node_id), self._server._client_link
         )
 
     def rewriter_for(self, header: RequestHeader) -> Rewriter | None:
