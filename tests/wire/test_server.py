@@ -335,3 +335,23 @@ def test_client_software_is_recorded_by_the_core_and_bad_names_refused_in_both_m
     core = ServerConnection(served=SERVED)
     core.receive_data(api_versions(1, version=2), 0)
     assert core.software is None
+
+
+def test_a_newer_api_versions_is_refused_as_an_older_broker_refuses_it_even_when_forwarding() -> (
+    None
+):
+    # Java 4.4 clients open with ApiVersions v5, which the codec (and so the proxy's
+    # rewrite of the answer) does not read: UNSUPPORTED_VERSION, listing v0-4, and
+    # the client retries at v4 (KIP-511).
+    core = ServerConnection(forwarding=True)
+    header = RequestHeader(18, 5, 1, "java", None, 2)
+    (refused,) = core.receive_data(raw(header, b"\x00"), 0)
+    assert refused == Respond(0, ErrorCode.UNSUPPORTED_VERSION)
+    (frame,) = frames_of(core.data_to_send())
+    _, body = decode_response(18, 0, frame)
+    assert int(body.error_code) == ErrorCode.UNSUPPORTED_VERSION
+    assert {(int(k.api_key), int(k.min_version), int(k.max_version)) for k in body.api_keys} >= {
+        (18, 0, 4)
+    }
+    (retried,) = core.receive_data(api_versions(2, version=4), 0)
+    assert isinstance(retried, Forward)

@@ -59,6 +59,7 @@ from clientmetrics.wire.sasl import (
     SaslStep,
     expects_response,
 )
+from clientmetrics.wire.schemas import SERVED
 
 __all__ = [
     "ANONYMOUS",
@@ -84,6 +85,7 @@ DEFAULT_IDLE_MS = 600_000
 
 _ALWAYS_ALLOWED = frozenset({ApiKey.API_VERSIONS, ApiKey.SASL_HANDSHAKE, ApiKey.SASL_AUTHENTICATE})
 _SASL_KEYS = frozenset({ApiKey.SASL_HANDSHAKE, ApiKey.SASL_AUTHENTICATE})
+_API_VERSIONS_MAX = SERVED[ApiKey.API_VERSIONS][1]
 
 
 class ServerConnection:
@@ -309,8 +311,13 @@ class ServerConnection:
         admitted = self._admit(header)
         if admitted is not ErrorCode.NONE:
             return self.reject(request, admitted, rejected="kip1313_instance_id")
-        if key == ApiKey.API_VERSIONS and not self._record_software(header, frame, offset):
-            return self.reject(request, ErrorCode.INVALID_REQUEST, rejected="client_software")
+        if key == ApiKey.API_VERSIONS:
+            if header.api_version > _API_VERSIONS_MAX:
+                # Forwarded or not, a newer ApiVersions than the codec reads is answered
+                # as an older broker answers it; the client retries at the version listed.
+                return self.reject(request, ErrorCode.UNSUPPORTED_VERSION)
+            if not self._record_software(header, frame, offset):
+                return self.reject(request, ErrorCode.INVALID_REQUEST, rejected="client_software")
         if key in _SASL_KEYS:
             return self._sasl(request, now_ms)
         versions = self._served.get(key)
