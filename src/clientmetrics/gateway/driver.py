@@ -194,31 +194,30 @@ class Connection:
                 request, UnsupportedApi(request.header.api_key, request.header.api_version)
             )
             return
+        answered = None
+        if request.id != NO_RESPONSE:
+            rewrite = upstream.rewriter_for(request.header)
+            answered = functools.partial(self._upstream_answered, request, rewrite, verdict)
         try:
-            future = link.send(request.frame, expect_response=request.id != NO_RESPONSE)
+            link.forward(request.frame, answered)
         except UpstreamError:
             self.protocol.abort()  # the link failed; the task is winding down
             return
-        if future is None:
-            return
-        self._pending += 1
-        rewrite = upstream.rewriter_for(request.header)
-        future.add_done_callback(
-            functools.partial(self._upstream_answered, request, rewrite, verdict)
-        )
-        self._throttle()
+        if answered is not None:
+            self._pending += 1
+            self._throttle()
 
     def _upstream_answered(
         self,
         request: Request,
         rewrite: Rewriter | None,
         verdict: bool,
-        future: asyncio.Future[bytes],
+        data: bytes | bytearray | UpstreamError,
     ) -> None:
-        if future.cancelled() or future.exception() is not None:
-            self._undeliverable(future)
+        """The upstream's answer, from its link's callback (the hot path: no task switch)."""
+        if isinstance(data, UpstreamError):
+            self.protocol.abort()
             return
-        data: bytes | bytearray = future.result()
         try:
             if verdict:
                 code = authenticate_error_code(request.header.api_version, data)
@@ -237,7 +236,7 @@ class Connection:
                     task.add_done_callback(functools.partial(self._rewritten, request))
                     return
                 data = rewritten
-        except ProtocolError as exc:
+        except Exception as exc:  # malformed, or a bug: this client goes, the link stays
             self._undeliverable(exc)
             return
         self._deliver(request, data)

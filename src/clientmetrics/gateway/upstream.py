@@ -11,6 +11,7 @@ request, a Metadata probe) use ids from a range of their own.
 from __future__ import annotations
 
 import asyncio
+import functools
 import itertools
 import struct
 from collections import deque
@@ -56,6 +57,21 @@ class UpstreamError(ClientMetricsError):
     """The upstream broker could not be reached or went away."""
 
 
+#: Gets the response frame to a forwarded request (a bytearray when large), or the
+#: error that ended the link before it came.
+Answered = Callable[[bytes | bytearray | UpstreamError], None]
+
+
+def _settle(future: asyncio.Future[bytes], answer: bytes | bytearray | UpstreamError) -> None:
+    if future.done():
+        return
+    if isinstance(answer, UpstreamError):
+        future.set_exception(answer)
+        future.exception()  # retrieved: a client gone first must not log it
+    else:
+        future.set_result(bytes(answer))
+
+
 class UpstreamLoginFailed(UpstreamError):
     """The cluster refused the gateway's own SASL login (a configuration error)."""
 
@@ -76,7 +92,7 @@ class UpstreamLink:
         self._tls = tls
         self._login = login
         self._protocol: FrameProtocol | None = None
-        self._pending: deque[tuple[int, asyncio.Future[bytes]]] = deque()
+        self._pending: deque[tuple[int, Answered]] = deque()
         self._injected_ids = itertools.count(-2, -1)  # clients count up from 0
         self._failure: UpstreamError | None = None
         #: Called once when the link fails or closes.
@@ -151,28 +167,29 @@ class UpstreamLink:
         except ProtocolError as exc:
             raise UpstreamError(f"upstream {self.address}: {exc}") from exc
 
-    def send(
-        self, frame: bytes | bytearray, *, expect_response: bool = True
-    ) -> asyncio.Future[bytes] | None:
-        """Write a request frame (no size prefix); the future gets the response frame."""
+    def forward(self, frame: bytes | bytearray, on_answer: Answered | None) -> None:
+        """Write a request frame (no size prefix); ``on_answer`` gets its response frame,
+        or the ``UpstreamError`` that ended the link, from the link's own callback (no
+        future, no task switch: the proxy's hot path). None: no response is owed."""
         if self._failure is not None:
             raise self._failure
         assert self._protocol is not None, "send before connect"
         self._protocol.write_frame(frame)
-        if not expect_response:
-            return None
+        if on_answer is not None:
+            (correlation_id,) = _CORRELATION.unpack_from(frame, 4)
+            self._pending.append((correlation_id, on_answer))
+
+    def send(self, frame: bytes | bytearray) -> asyncio.Future[bytes]:
+        """Write a request frame (no size prefix); the future gets the response frame."""
         future: asyncio.Future[bytes] = asyncio.get_running_loop().create_future()
-        (correlation_id,) = _CORRELATION.unpack_from(frame, 4)
-        self._pending.append((correlation_id, future))
+        self.forward(frame, functools.partial(_settle, future))
         return future
 
     def inject(self, frame_without_id: bytes) -> asyncio.Future[bytes]:
         """Send a gateway-made request; its correlation id (bytes 4-8) is overwritten."""
         correlation_id = next(self._injected_ids)
         frame = frame_without_id[:4] + _CORRELATION.pack(correlation_id) + frame_without_id[8:]
-        future = self.send(frame)
-        assert future is not None
-        return future
+        return self.send(frame)
 
     async def drain(self) -> None:
         """Wait while the upstream socket's send buffer is full (back-pressure)."""
@@ -192,24 +209,21 @@ class UpstreamLink:
     def _resolve(self, frame: bytes | bytearray) -> None:
         if not self._pending:
             raise ProtocolError("upstream sent a response to no request")
-        expected, future = self._pending.popleft()
+        expected, on_answer = self._pending.popleft()
         (correlation_id,) = _CORRELATION.unpack_from(frame, 0)
         if correlation_id != expected:
             raise ProtocolError(
                 f"upstream answered correlation id {correlation_id}, expected {expected}"
             )
-        if not future.done():
-            future.set_result(frame)  # type: ignore[arg-type]  # bytearray for large frames
+        on_answer(frame)
 
     def _fail(self, error: UpstreamError) -> None:
         if self._failure is None:
             self._failure = error
             log.debug("upstream_link_closed", upstream=str(self.address), reason=str(error))
         while self._pending:
-            _, future = self._pending.popleft()
-            if not future.done():
-                future.set_exception(error)
-                future.exception()  # retrieved: a client gone first must not log it
+            _, on_answer = self._pending.popleft()
+            on_answer(error)
         if self._protocol is not None:
             self._protocol.abort()
         on_closed, self.on_closed = self.on_closed, None

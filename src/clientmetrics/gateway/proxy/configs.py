@@ -188,7 +188,6 @@ class SplitConfigs:
         ):
             return await self._configs.list_config_resources(conn, request)
         future = link.send(frame)
-        assert future is not None
         listed = CLIENT_METRICS in types or not types
         ours = self._configs.client_metrics_resources(conn) if listed else []
         return AnswerLater(self._merge_lists(header, future, ours))
