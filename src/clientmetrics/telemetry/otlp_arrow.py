@@ -28,6 +28,7 @@ from dataclasses import dataclass
 from functools import cache
 from typing import Any
 
+import numpy as np
 import ptars
 import pyarrow as pa
 import pyarrow.compute as pc
@@ -97,12 +98,16 @@ def _handler() -> Any:
     return pool.get_for_message(metrics_pb2.MetricsData.DESCRIPTOR)
 
 
-def decode_points(payloads: pa.Array | pa.ChunkedArray) -> DecodedPoints:
+def decode_points(
+    payloads: pa.Array | pa.ChunkedArray, drop_resource_keys: tuple[str, ...] = ()
+) -> DecodedPoints:
     """Decode serialized ``MetricsData`` payloads into one row per data point.
 
     Empty payloads (KIP-714's empty pushes) yield no rows. A payload that is not
     valid protobuf yields no rows and is reported in ``malformed``; the others
-    still decode.
+    still decode. Resource attributes named in ``drop_resource_keys`` are left
+    out (an ``ExportMetricsServiceRequest`` decodes too, its field 1 being
+    ``MetricsData``'s, and carries the broker's labels there).
     """
     binary = _as_binary(payloads)
     malformed: tuple[int, ...] = ()
@@ -111,7 +116,7 @@ def decode_points(payloads: pa.Array | pa.ChunkedArray) -> DecodedPoints:
     except ValueError:  # ptars reports bad bytes for the whole batch; find the rows
         binary, malformed = _without_malformed(binary)
         nested = _handler().array_to_record_batch(binary)
-    return DecodedPoints(points=_flatten(nested), malformed=malformed)
+    return DecodedPoints(points=_flatten(nested, drop_resource_keys), malformed=malformed)
 
 
 def _as_binary(payloads: pa.Array | pa.ChunkedArray) -> pa.Array:
@@ -135,11 +140,13 @@ def _without_malformed(binary: pa.Array) -> tuple[pa.Array, tuple[int, ...]]:
     return pa.array(values, pa.binary()), tuple(bad)
 
 
-def _flatten(nested: pa.RecordBatch) -> pa.RecordBatch:
+def _flatten(nested: pa.RecordBatch, drop_resource_keys: tuple[str, ...]) -> pa.RecordBatch:
     resources = nested.column("resource_metrics")
     resource_row = pc.list_parent_indices(resources)
     resource = pc.list_flatten(resources)
-    resource_attributes = attributes_to_map(pc.struct_field(resource, ["resource", "attributes"]))
+    resource_attributes = attributes_to_map(
+        pc.struct_field(resource, ["resource", "attributes"]), drop=drop_resource_keys
+    )
 
     scopes = pc.struct_field(resource, "scope_metrics")
     scope_resource = pc.list_parent_indices(scopes)
@@ -250,20 +257,27 @@ def _values(kind: str, point: pa.Array) -> dict[str, pa.Array]:
 
 
 def attributes_to_map(
-    key_values: pa.Array, aliases: Mapping[str, str] | None = None
+    key_values: pa.Array, aliases: Mapping[str, str] | None = None, drop: tuple[str, ...] = ()
 ) -> pa.MapArray:
     """Turn a list of OTLP ``KeyValue`` structs into a ``map<string, string>`` per row.
 
     A null list becomes an empty map. Ints, doubles and bools are rendered as
     text (``111``, ``0.5``, ``true``); array, key-list and bytes values become null.
-    Keys found in ``aliases`` are renamed to its value.
+    Keys found in ``aliases`` are renamed to its value; keys in ``drop`` are left out.
     """
     lengths = pc.fill_null(pc.list_value_length(key_values), 0)
+    pairs = pc.list_flatten(key_values)
+    keys = pc.struct_field(pairs, "key")
+    if drop:
+        kept = pc.invert(pc.fill_null(pc.is_in(keys, value_set=pa.array(drop, pa.string())), False))
+        if not pc.all(kept).as_py():
+            parents = np.repeat(np.arange(len(lengths)), lengths.to_numpy(zero_copy_only=False))
+            mask = kept.to_numpy(zero_copy_only=False)
+            lengths = pa.array(np.bincount(parents[mask], minlength=len(lengths)), pa.int64())
+            pairs, keys = pairs.filter(kept), keys.filter(kept)
     offsets = pa.concat_arrays(
         [pa.array([0], pa.int32()), pc.cast(pc.cumulative_sum(lengths), pa.int32())]
     )
-    pairs = pc.list_flatten(key_values)
-    keys = pc.struct_field(pairs, "key")
     for alias, key in (aliases or {}).items():
         keys = pc.if_else(pc.equal(keys, alias), pa.scalar(key, pa.string()), keys)
     value = pc.struct_field(pairs, "value")

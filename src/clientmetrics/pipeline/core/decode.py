@@ -6,6 +6,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from clientmetrics.pipeline.core.schemas import DECODED_ARROW, LABEL_COLUMNS
+from clientmetrics.telemetry.model import PUSH_LABELS
 from clientmetrics.telemetry.otlp_arrow import decode_points
 
 #: Data-point attribute names that mean the same thing, and the one name kept:
@@ -16,9 +17,12 @@ SAME_ATTRIBUTE = {"node_id": "node.id"}
 def decode_pushes(pushes: pa.Table | pa.RecordBatch) -> pa.Table:
     """One row per data point (``DECODED_ARROW``), each with its push's labels.
 
-    Empty pushes and payloads that are not valid OTLP contribute no rows.
+    Empty pushes and payloads that are not valid OTLP contribute no rows. The
+    broker's labels are columns, so a resource attribute of a label's name
+    (the topic's records carry them there too) is not kept in
+    ``resource_attributes``: a push makes the same rows from either source.
     """
-    decoded = decode_points(pushes.column("payload")).points
+    decoded = decode_points(pushes.column("payload"), drop_resource_keys=PUSH_LABELS).points
     rows = decoded.column("row")
     labels = [pushes.column(name).take(rows) for name in LABEL_COLUMNS]
     columns = list(decoded.columns[1:])
