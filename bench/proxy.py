@@ -29,6 +29,7 @@ import sys
 import tempfile
 import time
 import uuid
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -136,12 +137,16 @@ def cpu_seconds(pid: int) -> float:
     return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
-def measure(bootstrap: str, args: argparse.Namespace, label: str) -> Figures:
+def measure(
+    bootstrap: str, args: argparse.Namespace, label: str, cpu: Callable[[], float]
+) -> tuple[Figures, float]:
+    """The round's figures, and the CPU seconds ``cpu`` counted during its latency run."""
     topic = f"bench-{label}-{uuid.uuid4().hex[:6]}"
     p_mb, p_msg = produce(bootstrap, topic, args.messages, args.size)
     c_mb, c_msg = consume(bootstrap, topic, min(args.consume_messages, args.messages), args.size)
+    before = cpu()
     p50, p99 = latency(bootstrap, f"{topic}-lat", args.latency_samples)
-    return Figures(p_mb, p_msg, c_mb, c_msg, p50, p99)
+    return Figures(p_mb, p_msg, c_mb, c_msg, p50, p99), cpu() - before
 
 
 def main() -> None:
@@ -187,15 +192,20 @@ def main() -> None:
             )  # fmt: skip
         runs: dict[str, list[Figures]] = {"direct": [], "gateway": []}
         targets = {"direct": broker.bootstrap, "gateway": f"127.0.0.1:{gw_port}"}
-        gateway_cpu = 0.0
+        gateway_cpu = latency_cpu = 0.0
+        pid = gateway.pid
         for i in range(args.rounds):
             # Alternate which goes first: the host is shared, load drifts during a run.
             order = ("direct", "gateway") if i % 2 == 0 else ("gateway", "direct")
             for label in order:
-                before = cpu_seconds(gateway.pid)
-                runs[label].append(measure(targets[label], args, label))
+                before = cpu_seconds(pid)
+                figures, during_latency = measure(
+                    targets[label], args, label, lambda: cpu_seconds(pid)
+                )
+                runs[label].append(figures)
                 if label == "gateway":
-                    gateway_cpu += cpu_seconds(gateway.pid) - before
+                    gateway_cpu += cpu_seconds(pid) - before
+                    latency_cpu += during_latency
         report(args, runs)
         # Noise-free figure on a shared host: what the proxy itself costs per GB moved
         # (each message is produced once and consumed once through it).
@@ -203,6 +213,10 @@ def main() -> None:
         moved_gb = args.rounds * moved * args.size / 1e9
         print(f"gateway CPU: {gateway_cpu:.2f} s for {moved_gb:.2f} GB through it "
               f"({gateway_cpu / moved_gb:.2f} s/GB, latency runs included)")  # fmt: skip
+        # The proxy's own cost per request, free of the host's scheduling noise: a lower
+        # bound of the latency it adds (request and response each cross it once).
+        per_request = latency_cpu / (args.rounds * args.latency_samples) * 1e6
+        print(f"gateway CPU per produce round trip (latency runs): {per_request:.0f} us")
     finally:
         if profiler is not None:  # py-spy writes its file on SIGINT
             profiler.send_signal(signal.SIGINT)
