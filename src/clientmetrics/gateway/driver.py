@@ -27,6 +27,7 @@ import asyncio
 import functools
 import itertools
 from collections import deque
+from collections.abc import Awaitable
 from typing import Any
 
 import structlog
@@ -63,7 +64,7 @@ log = structlog.get_logger("clientmetrics.gateway")
 _connection_ids = itertools.count(1)
 #: Frames read ahead of the connection's task before the client is paused / resumed.
 _INBOX_HIGH, _INBOX_LOW = 1024, 512
-#: After a protocol violation, how long the answers already written may take to leave.
+#: How long a closing connection may take to write the answers already under way.
 _CLOSE_GRACE_S = 5.0
 #: Closes that end a normal life, logged as information; the rest are rate-limited warnings.
 _ORDINARY = frozenset(
@@ -232,35 +233,16 @@ class Connection:
             if rewrite is not None:
                 rewritten = rewrite(data)  # type: ignore[arg-type]  # bytearray reads alike
                 if not isinstance(rewritten, bytes | bytearray):  # must first learn a node
-                    task = asyncio.ensure_future(rewritten)
-                    task.add_done_callback(functools.partial(self._rewritten, request))
+                    self._await(request, rewritten, framed=False)
                     return
                 data = rewritten
         except Exception as exc:  # malformed, or a bug: this client goes, the link stays
-            self._undeliverable(exc)
+            self._warn("response_not_delivered", error=repr(exc))
+            self.protocol.abort()
             return
-        self._deliver(request, data)
-
-    def _rewritten(self, request: Request, task: asyncio.Future[bytes]) -> None:
-        if task.cancelled() or task.exception() is not None:
-            self._undeliverable(task)
-        else:
-            self._deliver(request, task.result())
-
-    def _deliver(self, request: Request, data: bytes | bytearray) -> None:
         self._pending -= 1
         self.core.complete(request.id, data, framed=False)
         self._flush()
-
-    def _undeliverable(self, cause: object) -> None:
-        error = (
-            cause.exception()
-            if isinstance(cause, asyncio.Future) and not cause.cancelled()
-            else cause
-        )
-        if not isinstance(error, UpstreamError):
-            self._warn("response_not_delivered", error=repr(error))
-        self.protocol.abort()
 
     # -- handlers -----------------------------------------------------------------
     async def _serve(self, request: Request) -> None:
@@ -279,28 +261,38 @@ class Connection:
                 self.core.complete(request.id, data)
                 self._flush()
             case AnswerLater(pending):
-                future = asyncio.ensure_future(pending)
                 self._pending += 1
-                self._later.add(future)
-                future.add_done_callback(functools.partial(self._answered_later, request))
+                self._await(request, pending, framed=True)
             case Forward(forwarded):
                 self._forward(forwarded, False)
             case Close():
                 self.close(reply)
 
-    def _answered_later(self, request: Request, future: asyncio.Future[bytes]) -> None:
+    def _await(self, request: Request, answer: Awaitable[bytes], *, framed: bool) -> None:
+        """The answer to ``request`` once ``answer`` resolves (a handler's ``AnswerLater``,
+        ``framed``; or an upstream answer whose rewrite must first open a port)."""
+        future = asyncio.ensure_future(answer)
+        self._later.add(future)
+        future.add_done_callback(functools.partial(self._answered_later, request, framed))
+
+    def _answered_later(
+        self, request: Request, framed: bool, future: asyncio.Future[bytes]
+    ) -> None:
         self._later.discard(future)
         self._pending -= 1
         if future.cancelled():
             return
         error = future.exception()
         if error is None:
-            self.core.complete(request.id, future.result())
+            self.core.complete(request.id, future.result(), framed=framed)
             self._flush()
         elif isinstance(error, UpstreamError):
             self.protocol.abort()
-        else:
+        elif framed:  # a handler's failure: the core's policy answers it
             self._failed(request, error)
+        else:
+            self._warn("response_not_delivered", error=repr(error))
+            self.protocol.abort()
 
     def _failed(self, request: Request, error: BaseException) -> None:
         """The one error policy: the core decides the answer, the driver logs the unexpected."""
@@ -333,8 +325,6 @@ class Connection:
         if closing is not None:
             if self._pending == 0 or closing.reason is CloseReason.PROTOCOL_ERROR:
                 transport.close()
-                if closing.reason not in _ORDINARY:  # a peer that stops reading cannot hold it
-                    asyncio.get_running_loop().call_later(_CLOSE_GRACE_S, protocol.abort)
         elif self._paused and self.core.may_resume() and len(self._inbox) < _INBOX_LOW:
             self._paused = False
             protocol.resume_reading()
@@ -360,12 +350,16 @@ class Connection:
             )
         elif close.reason is not CloseReason.UPSTREAM_FAILED:
             self._warn("connection_closed_on_protocol_error", **fields)
+        delay = 0.0
         if close.reason is CloseReason.AUTHENTICATION_FAILED:
             delay = self._limits.authentication_failed(conn.peer_host)
-            if delay > 0:
-                self._holding = True
-                asyncio.get_running_loop().call_later(delay, self._release_hold)
-                return
+        loop = asyncio.get_running_loop()
+        # Neither a peer that stops reading nor an answer that never comes holds it open.
+        loop.call_later(delay + _CLOSE_GRACE_S, self.protocol.abort)
+        if delay > 0:
+            self._holding = True
+            loop.call_later(delay, self._release_hold)
+            return
         self._flush()
 
     def _release_hold(self) -> None:
