@@ -24,11 +24,16 @@ _PR_SET_PDEATHSIG = 1
 
 
 def child_started(parent_pid: int, quiet_stdout: bool = False) -> None:
-    """Die with ``parent_pid``; exit at once if it is already gone.
+    """Die with ``parent_pid``; exit at once if it is already gone; leave Ctrl-C to it.
 
     ``quiet_stdout`` points file descriptor 1 at /dev/null: a child holding the
     parent's stdout would keep a pipe reader waiting after the parent exits.
+    A terminal's Ctrl-C sends SIGINT to the whole process group: the parent stops
+    its children in order (a child that installs its own handler, as a gateway
+    worker does, still gets it), so the default one, which would print a
+    ``KeyboardInterrupt`` traceback from the middle of the child's work, is off.
     """
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
     if quiet_stdout:
         os.dup2(os.open(os.devnull, os.O_WRONLY), 1)
     if sys.platform == "linux":

@@ -19,7 +19,6 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from kio.index import load_response_schema
 
-from clientmetrics.gateway.build import build
 from clientmetrics.gateway.config import Address
 from clientmetrics.gateway.proxy.cluster_map import ClusterMap
 from clientmetrics.gateway.proxy.kip951 import FETCH_MAX, PRODUCE_MAX, rewrite_node_endpoints
@@ -31,6 +30,7 @@ from clientmetrics.wire import (
     decode_response,
     encode_response,
 )
+from clientmetrics.wire.build import build
 from clientmetrics.wire.codec import read_entity, write_entity
 
 HEADER = b"\x00\x00\x00\x2a\x00"  # correlation id 42, no tagged fields (response header v1)

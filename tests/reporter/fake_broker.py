@@ -16,7 +16,6 @@ from collections.abc import Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
-from clientmetrics.gateway.build import build
 from clientmetrics.gateway.cluster import ClusterHandlers
 from clientmetrics.gateway.config import Listener
 from clientmetrics.gateway.driver import Connection
@@ -30,6 +29,7 @@ from clientmetrics.wire import (
     encode_response,
     response_type,
 )
+from clientmetrics.wire.build import build
 from clientmetrics.wire.results import Answer, Reply, Request
 from clientmetrics.wire.sasl import ListenerPolicy
 

@@ -1,13 +1,15 @@
 """The topic exporter: each push becomes one record on a Kafka topic.
 
 ``[exporters.topic] bootstrap_servers``, ``topic`` (default ``otlp_metrics``). The
-record value is an OTLP ``ExportMetricsServiceRequest`` in protobuf with the
-broker's labels merged into each resource (the OpenTelemetry Collector's
-``kafkareceiver`` reads it with ``encoding: otlp_proto``), the key is the client
-instance id (so one client's pushes stay in order on one partition), the headers
-are the labels and ``push_id``. The producer (librdkafka, through confluent-kafka)
-retries failed deliveries itself; what still fails is counted. In proxy mode the
-cluster defaults to the upstream one (``gateway.config``).
+record (``topic_record``, docs/record-format.md: the broker plugin writes the same) has
+an OTLP ``ExportMetricsServiceRequest`` in protobuf as its value, with the broker's
+labels merged into each resource (the OpenTelemetry Collector's ``kafkareceiver`` reads
+it with ``encoding: otlp_proto``), the client instance id as its key (so one client's
+pushes stay in order on one partition), the labels, ``terminating``,
+``push_interval_ms`` and ``push_id`` as headers, and the time the push was received.
+The producer (librdkafka, through confluent-kafka) retries failed deliveries itself;
+what still fails is counted. In proxy mode the cluster defaults to the upstream one
+(``gateway.config``).
 
 Fail-open by default (a ``QueuedExporter`` in the exporter process). With
 ``required = true`` it gates the push's answer instead: see ``topic_acked``.
@@ -21,6 +23,7 @@ import threading
 import uuid
 from collections import deque
 from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -30,11 +33,11 @@ from clientmetrics.errors import ConfigurationError
 from clientmetrics.exporters.base import Exporter, ExportError
 from clientmetrics.exporters.queued import ExporterStats, QueuedExporter, QueueOptions
 from clientmetrics.telemetry.model import AcceptedPush
-from clientmetrics.telemetry.otlp import export_request
+from clientmetrics.telemetry.otlp import TELEMETRY_TOPIC, export_request
 
 log = structlog.get_logger(__name__)
 
-DEFAULT_TOPIC = "otlp_metrics"
+DEFAULT_TOPIC = TELEMETRY_TOPIC
 #: Settings that map straight onto librdkafka's producer properties.
 SECURITY = {
     "security_protocol": "security.protocol",
@@ -65,19 +68,41 @@ DEFAULT_REQUIRED_TIMEOUT_MS = 10_000
 _REQUIRED = {"enable.idempotence": True, "acks": "all"}
 
 
-Record = tuple[bytes, bytes, list[tuple[str, bytes]]]
 #: What a delivery report settles: a push's future (gating) or nothing (counted only).
 Settled = deque[tuple["asyncio.Future[None] | None", Any]]
 
 
-def topic_record(push: AcceptedPush, labels: Sequence[str]) -> Record:
-    """``push``'s record: key (the instance id), value (OTLP with labels), headers."""
+@dataclass(frozen=True, slots=True)
+class TopicRecord:
+    """One push as one Kafka record (its topic is the exporter's)."""
+
+    key: bytes
+    value: bytes
+    headers: tuple[tuple[str, bytes], ...]
+    timestamp_ms: int
+
+
+def topic_record(push: AcceptedPush, labels: Sequence[str]) -> TopicRecord:
+    """The record of ``push`` with the broker labels ``labels`` (docs/record-format.md).
+
+    Key: the instance id as canonical UUID text. Value: the payload's ``ResourceMetrics``
+    as an ``ExportMetricsServiceRequest``, the labels merged into each resource. Headers:
+    the labels as text, then ``terminating``, ``push_interval_ms`` and ``push_id`` (a
+    UUID drawn here: every copy of one push's record carries the same id, no two pushes
+    share one). Timestamp: when the push was received. Raises ``InvalidPayload`` if the
+    payload is not OTLP.
+    """
     values = push.label_values(labels)
-    value = export_request([(push.payload, values)])
-    key = str(push.client_instance_id).encode()
-    headers = [(name, str(v).encode()) for name, v in values]
+    headers = [(name, str(value).encode()) for name, value in values]
+    headers.append(("terminating", b"true" if push.terminating else b"false"))
+    headers.append(("push_interval_ms", str(push.push_interval_ms).encode()))
     headers.append((PUSH_ID_HEADER, str(uuid.uuid4()).encode()))
-    return key, value, headers
+    return TopicRecord(
+        key=str(push.client_instance_id).encode(),
+        value=export_request([(push.payload, values)]),
+        headers=tuple(headers),
+        timestamp_ms=push.received_at_ms,
+    )
 
 
 def _confluent() -> Any:
@@ -195,13 +220,20 @@ class TopicSink:
         Raises ``BufferError`` when librdkafka's queue is full. Its delivery report
         is counted and settles ``future``.
         """
-        key, value, headers = topic_record(push, self.labels)
+        record = topic_record(push, self.labels)
         settled = self._settled
 
         def delivered(error: Any, _message: Any) -> None:
             settled.append((future, error))
 
-        self._producer.produce(self.topic, value, key, headers=headers, on_delivery=delivered)
+        self._producer.produce(
+            self.topic,
+            record.value,
+            record.key,
+            headers=list(record.headers),
+            timestamp=record.timestamp_ms,
+            on_delivery=delivered,
+        )
 
     async def send(self, pushes: Sequence[AcceptedPush]) -> int:
         for index, push in enumerate(pushes):

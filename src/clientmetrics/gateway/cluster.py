@@ -4,13 +4,13 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 
-from clientmetrics.gateway.build import build
 from clientmetrics.gateway.handlers import ConnectionState
 from clientmetrics.wire import (
     ErrorCode,
     encode_response,
     response_type,
 )
+from clientmetrics.wire.build import build
 from clientmetrics.wire.results import Answer, Reply, Request
 
 

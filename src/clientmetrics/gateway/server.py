@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING, Any
 
 import structlog
 
-from clientmetrics.errors import ConfigurationError
+from clientmetrics.errors import ConfigurationError, ListenError
 from clientmetrics.exporters.base import Exporter, HealthReporting
 from clientmetrics.exporters.child import with_exporter_process
 from clientmetrics.exporters.path import ExportPath
@@ -232,7 +232,12 @@ class Gateway:
         reauth = self.config.connections_max_reauth_ms or None
         requires = listener.protocol.sasl
         if self._sasl is not None and requires:
-            return ListenerPolicy(requires_sasl=True, sasl=self._sasl, reauth_ms=reauth)
+            return ListenerPolicy(
+                requires_sasl=True,
+                sasl=self._sasl,
+                reauth_ms=reauth,
+                identity_of=self._identity_of,  # only to name the user a failure tried
+            )
         if self.config.proxy:
             return ListenerPolicy(
                 requires_sasl=requires, passthrough=True, identity_of=self._identity_of
@@ -248,7 +253,8 @@ class Gateway:
         self.sasl = sasl_server_for(cfg, self.credentials)
         if self._sasl is None:
             self._sasl = self.sasl
-        if self._identity_of is None and cfg.proxy:
+        if self._identity_of is None and (cfg.proxy or self._sasl is not None):
+            # Passthrough's principal; terminate mode names the user a failure tried.
             self._identity_of = sasl_mechanisms.identity_of
         if self.sasl is not None and cfg.sasl is not None:
             self._tasks.spawn(keep_jwks_fresh(self.sasl, cfg.sasl))
@@ -469,8 +475,8 @@ class Gateway:
             "unknown_subscription_request": stats.unknown_subscription_requests,
             "throttle": stats.throttles,
             "plugin_export": stats.exports,
-            "plugin_export_time_ms": stats.export_time_ms_sum,
-            "plugin_export_time_max_ms": stats.export_time_ms_max,
+            "plugin_export_time_seconds": stats.export_time_ms_sum / 1000,
+            "plugin_export_time_max_seconds": stats.export_time_ms_max / 1000,
             "plugin_error": stats.export_errors,
             "accepted_pushes": stats.accepted_pushes,
             "empty_pushes": stats.empty_pushes,
@@ -563,4 +569,4 @@ def _listen_error(address: Address, what: str = "") -> Iterator[None]:
         yield
     except OSError as exc:
         reason = os.strerror(exc.errno) if exc.errno else str(exc)
-        raise ConfigurationError(f"cannot listen on {address}{what}: {reason}") from exc
+        raise ListenError(f"cannot listen on {address}{what}: {reason}") from exc

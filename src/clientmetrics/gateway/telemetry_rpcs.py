@@ -13,7 +13,6 @@ import structlog
 
 from clientmetrics.exporters.base import ExportError
 from clientmetrics.exporters.path import ExportPath
-from clientmetrics.gateway.build import build
 from clientmetrics.gateway.handlers import ConnectionState
 from clientmetrics.gateway.limits import now_ms
 from clientmetrics.telemetry.manager import (
@@ -23,14 +22,16 @@ from clientmetrics.telemetry.manager import (
     SubscriptionsResult,
     decode_push,
 )
-from clientmetrics.telemetry.model import ZERO_UUID, AcceptedPush
+from clientmetrics.telemetry.model import AcceptedPush
 from clientmetrics.wire import (
+    ZERO_UUID,
     ErrorCode,
     RequestHeader,
     blank_entity,
     encode_response,
     response_type,
 )
+from clientmetrics.wire.build import build
 from clientmetrics.wire.results import Answer, AnswerLater, Reply, Request
 
 log = structlog.get_logger("clientmetrics.gateway")
@@ -88,7 +89,7 @@ class SubscriptionTemplates:
         values = {
             "throttle_time": result.throttle_time_ms,
             "error_code": ErrorCode.NONE,
-            "client_instance_id": uuid.UUID(int=0),
+            "client_instance_id": ZERO_UUID,
             "subscription_id": 0,
             "accepted_compression_types": result.accepted_compression_types,
             "push_interval": result.push_interval_ms,
@@ -148,7 +149,7 @@ class TelemetryHandlers:
         values = {
             "throttle_time": result.throttle_time_ms,
             "error_code": result.error_code,
-            "client_instance_id": uuid.UUID(int=0),
+            "client_instance_id": ZERO_UUID,
         }
         return Answer(self._reply(header, values))
 

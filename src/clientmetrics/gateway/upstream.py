@@ -20,22 +20,23 @@ from typing import Any
 
 import structlog
 
+from clientmetrics.client.sasl import (
+    SaslAuthenticationError,
+    SaslCredentials,
+    SaslPlain,
+    SaslScram,
+    authenticate,
+)
 from clientmetrics.errors import ClientMetricsError
-from clientmetrics.gateway.build import build
 from clientmetrics.gateway.config import Address
 from clientmetrics.gateway.transport import FrameProtocol
 from clientmetrics.gateway.upstream_security import UpstreamLogin, UpstreamTls
-from clientmetrics.security.base import AuthenticationFailed, UnsupportedMechanism
-from clientmetrics.security.sasl_client import client_messages
 from clientmetrics.wire import (
-    ApiKey,
-    ErrorCode,
     ProtocolError,
     RequestHeader,
     decode_response,
     encode_request,
     request_header_version,
-    request_type,
 )
 
 __all__ = ["Rewriter", "UpstreamError", "UpstreamLink", "UpstreamLoginFailed"]
@@ -128,31 +129,23 @@ class UpstreamLink:
                 raise
 
     async def _log_in(self, login: UpstreamLogin) -> None:
-        """SaslHandshake v1, then SaslAuthenticate v2 rounds as the gateway (KIP-152)."""
-        handshake = await self._ask(ApiKey.SASL_HANDSHAKE, 1, {"mechanism": login.mechanism})
-        if int(handshake.error_code) != ErrorCode.NONE:
-            raise UpstreamLoginFailed(
-                f"upstream {self.address} does not enable SASL mechanism {login.mechanism} "
-                f"(it enables {', '.join(map(str, handshake.mechanisms))})"
-            )
-        messages = client_messages(login.mechanism, login.username, login.password)
+        """SaslHandshake, then SaslAuthenticate rounds as the gateway (the clients' exchange)."""
+        credentials: SaslCredentials = (
+            SaslPlain(login.username, login.password)
+            if login.mechanism == "PLAIN"
+            else SaslScram(login.mechanism, login.username, login.password)
+        )
         try:
-            token = next(messages)
-            while True:
-                answer = await self._ask(ApiKey.SASL_AUTHENTICATE, 2, {"auth_bytes": token})
-                if int(answer.error_code) != ErrorCode.NONE:
-                    raise UpstreamLoginFailed(
-                        f"upstream {self.address} refused the gateway's SASL login as "
-                        f"{login.username}: {answer.error_message}"
-                    )
-                token = messages.send(bytes(answer.auth_bytes))
-        except StopIteration:
-            return
-        except (AuthenticationFailed, UnsupportedMechanism) as exc:
-            raise UpstreamLoginFailed(f"upstream {self.address}: {exc}") from exc
+            await authenticate(self, credentials)
+        except SaslAuthenticationError as exc:
+            raise UpstreamLoginFailed(
+                f"upstream {self.address} refused the gateway's SASL login as "
+                f"{login.username}: {exc.message}"
+            ) from exc
 
-    async def _ask(self, api_key: ApiKey, version: int, values: dict[str, object]) -> Any:
-        """A request of the gateway's own on this link, decoded."""
+    async def sasl_request(self, api_key: int, version: int, body: Any, what: str) -> Any:
+        """A request of the gateway's own on this link, its response decoded (``what``
+        names it in errors); ``client.sasl.authenticate`` drives the login with it."""
         header = RequestHeader(
             api_key,
             version,
@@ -161,11 +154,11 @@ class UpstreamLink:
             None,
             request_header_version(api_key, version),
         )
-        frame = encode_request(header, build(request_type(api_key, version), values))[4:]
         try:
-            return decode_response(api_key, version, await self.inject(frame))[1]
+            frame = await self.inject(encode_request(header, body)[4:])
+            return decode_response(api_key, version, frame)[1]
         except ProtocolError as exc:
-            raise UpstreamError(f"upstream {self.address}: {exc}") from exc
+            raise UpstreamError(f"upstream {self.address}, {what}: {exc}") from exc
 
     def forward(self, frame: bytes | bytearray, on_answer: Answered | None) -> None:
         """Write a request frame (no size prefix); ``on_answer`` gets its response frame,

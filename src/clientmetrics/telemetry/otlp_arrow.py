@@ -18,7 +18,8 @@ Attribute values become strings in a ``map<string, string>``: librdkafka sends
 distinct series without a union-typed map. Array, key-list and bytes values
 (which no Kafka client sends) become null. Point attribute keys that are aliases
 of one label (``naming.ATTRIBUTE_ALIASES``: ``node_id`` for ``node.id``) come out
-under the one key.
+under the one key, and its values spelled the one way (``naming.ATTRIBUTE_VALUES``:
+the Java client's ``node-1`` is ``1``), so every client's broker is one label.
 """
 
 from __future__ import annotations
@@ -34,7 +35,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 from opentelemetry.proto.metrics.v1 import metrics_pb2
 
-from clientmetrics.telemetry.naming import ATTRIBUTE_ALIASES
+from clientmetrics.telemetry.naming import ATTRIBUTE_ALIASES, ATTRIBUTE_VALUES
 
 #: The OTLP metric kinds, named as the ``kind`` column spells them.
 KINDS = ("gauge", "sum", "histogram", "exponential_histogram", "summary")
@@ -200,7 +201,7 @@ def _kind_points(kind: str, metric: pa.Array) -> pa.Table:
     columns["start_time"] = _timestamp(pc.struct_field(point, "start_time_unix_nano"))
     columns["event_time"] = _timestamp(pc.struct_field(point, "time_unix_nano"))
     columns["attributes"] = attributes_to_map(
-        pc.struct_field(point, "attributes"), aliases=ATTRIBUTE_ALIASES
+        pc.struct_field(point, "attributes"), aliases=ATTRIBUTE_ALIASES, values=ATTRIBUTE_VALUES
     )
     columns.update(_values(kind, point))
     fields = [pa.field("_metric", pa.int64())] + [
@@ -257,13 +258,18 @@ def _values(kind: str, point: pa.Array) -> dict[str, pa.Array]:
 
 
 def attributes_to_map(
-    key_values: pa.Array, aliases: Mapping[str, str] | None = None, drop: tuple[str, ...] = ()
+    key_values: pa.Array,
+    aliases: Mapping[str, str] | None = None,
+    values: Mapping[str, tuple[str, str]] | None = None,
+    drop: tuple[str, ...] = (),
 ) -> pa.MapArray:
     """Turn a list of OTLP ``KeyValue`` structs into a ``map<string, string>`` per row.
 
     A null list becomes an empty map. Ints, doubles and bools are rendered as
     text (``111``, ``0.5``, ``true``); array, key-list and bytes values become null.
-    Keys found in ``aliases`` are renamed to its value; keys in ``drop`` are left out.
+    Keys found in ``aliases`` are renamed to its value; then the values of a key in
+    ``values`` are rewritten by its ``(pattern, replacement)``; keys in ``drop`` are
+    left out.
     """
     lengths = pc.fill_null(pc.list_value_length(key_values), 0)
     pairs = pc.list_flatten(key_values)
@@ -287,4 +293,7 @@ def attributes_to_map(
         pc.cast(pc.struct_field(value, "double_value"), pa.string()),
         pc.cast(pc.struct_field(value, "bool_value"), pa.string()),
     )
+    for key, (pattern, replacement) in (values or {}).items():
+        rewritten = pc.replace_substring_regex(text, pattern=pattern, replacement=replacement)
+        text = pc.if_else(pc.equal(keys, key), rewritten, text)
     return pa.MapArray.from_arrays(offsets, keys, text, type=_STRING_MAP)

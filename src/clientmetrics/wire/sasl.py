@@ -3,7 +3,8 @@
 Two modes, chosen by the listener's policy:
 
 * **terminate**: the core runs the exchange against a ``SaslServer`` (the
-  mechanisms live in ``clientmetrics.security``) and answers both requests;
+  ``wire.mechanism`` contract; the mechanisms live in ``clientmetrics.security``)
+  and answers both requests;
 * **passthrough** (proxy): both requests are forwarded; the core reads the
   identity the client claims from its token (``identity_of``) and trusts it only
   once the upstream answered the final SaslAuthenticate with success.
@@ -24,15 +25,6 @@ import struct
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from clientmetrics.security.base import (
-    ANONYMOUS,
-    AuthenticationFailed,
-    DeferringExchange,
-    Derivation,
-    SaslExchange,
-    SaslServer,
-    UnsupportedMechanism,
-)
 from clientmetrics.wire.api import ApiKey
 from clientmetrics.wire.auth import AuthEvent, AuthState, IllegalTransition, transition
 from clientmetrics.wire.errors import ErrorCode, ProtocolError, UnsupportedApi
@@ -44,6 +36,15 @@ from clientmetrics.wire.headers import (
     read_uvarint,
     response_header_version,
     write_uvarint,
+)
+from clientmetrics.wire.mechanism import (
+    ANONYMOUS,
+    AuthenticationFailed,
+    DeferringExchange,
+    Derivation,
+    SaslExchange,
+    SaslServer,
+    UnsupportedMechanism,
 )
 from clientmetrics.wire.messages import decode_body
 
@@ -129,6 +130,12 @@ class SaslSession:
         self._rounds = 0
         self._authenticated_once = False
 
+    @property
+    def claimed(self) -> str | None:
+        """The principal the client's first token claims, unverified: for logs, and in
+        passthrough the principal once the upstream accepts it."""
+        return self._claimed
+
     def session_expired(self, now_ms: int) -> bool:
         return self.deadline_ms is not None and now_ms >= self.deadline_ms
 
@@ -189,16 +196,17 @@ class SaslSession:
                 f"unsupported SASL mechanism {mechanism}",
             )
         self.mechanism = mechanism
+        self._claimed = None
         self._go(AuthEvent.HANDSHAKE_ACCEPTED)
         return SaslStep(_handshake(header, ErrorCode.NONE, sasl.mechanisms))
 
     def _authenticate(self, header: RequestHeader, token: bytes, now_ms: int) -> SaslStep:
         if self.state not in (AuthState.AWAITING_AUTHENTICATE, AuthState.AUTHENTICATING):
             return _illegal(header, "unexpected SaslAuthenticate")
+        identity_of = self.policy.identity_of
+        if self._claimed is None and identity_of is not None and self.mechanism is not None:
+            self._claimed = identity_of(self.mechanism, token)
         if self.policy.passthrough:
-            identity_of = self.policy.identity_of
-            if self._claimed is None and identity_of is not None and self.mechanism is not None:
-                self._claimed = identity_of(self.mechanism, token)
             self._go(AuthEvent.FORWARDED)
             return SaslStep(forward=True, verdict=True)
         exchange = self._exchange

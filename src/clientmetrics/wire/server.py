@@ -86,6 +86,7 @@ DEFAULT_IDLE_MS = 600_000
 _ALWAYS_ALLOWED = frozenset({ApiKey.API_VERSIONS, ApiKey.SASL_HANDSHAKE, ApiKey.SASL_AUTHENTICATE})
 _SASL_KEYS = frozenset({ApiKey.SASL_HANDSHAKE, ApiKey.SASL_AUTHENTICATE})
 _API_VERSIONS_MAX = SERVED[ApiKey.API_VERSIONS][1]
+_TELEMETRY_KEYS = frozenset({ApiKey.GET_TELEMETRY_SUBSCRIPTIONS, ApiKey.PUSH_TELEMETRY})
 
 
 class ServerConnection:
@@ -435,12 +436,17 @@ class ServerConnection:
         """The answer the policy gives a handler's exception (the one error policy).
 
         A malformed body closes the connection, an unsupported version gets
-        UNSUPPORTED_VERSION, anything else UNKNOWN_SERVER_ERROR.
+        UNSUPPORTED_VERSION, anything else UNKNOWN_SERVER_ERROR -- but for the two
+        telemetry RPCs: a KIP-714 client (Java's, franz-go's) switches its telemetry
+        off for good on an unlisted code, so a fault of ours there is
+        THROTTLING_QUOTA_EXCEEDED, after which it asks again one interval later.
         """
         if isinstance(error, UnsupportedApi):
             return self.reject(request, ErrorCode.UNSUPPORTED_VERSION)
         if isinstance(error, ProtocolError):
             return self._close(CloseReason.PROTOCOL_ERROR, str(error))
+        if request.header.api_key in _TELEMETRY_KEYS:
+            return self.reject(request, ErrorCode.THROTTLING_QUOTA_EXCEEDED)
         return self.reject(request, ErrorCode.UNKNOWN_SERVER_ERROR)
 
     def complete(

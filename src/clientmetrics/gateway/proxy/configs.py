@@ -26,7 +26,6 @@ import asyncio
 import dataclasses
 from typing import Any
 
-from clientmetrics.gateway.build import build
 from clientmetrics.gateway.config_rpcs import CLIENT_METRICS, LISTABLE_TYPES, ConfigHandlers
 from clientmetrics.gateway.handlers import ConnectionState
 from clientmetrics.gateway.proxy.cluster_map import ClusterMap
@@ -43,6 +42,7 @@ from clientmetrics.wire import (
     request_type,
     response_type,
 )
+from clientmetrics.wire.build import build
 from clientmetrics.wire.headers import request_header_version
 from clientmetrics.wire.results import Answer, AnswerLater, Forward, Reply, Request
 

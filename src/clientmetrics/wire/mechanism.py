@@ -1,0 +1,107 @@
+"""The contract between the connection core and the SASL mechanisms.
+
+Sans-IO: nothing here reads a clock or touches a socket; times are epoch
+milliseconds passed in. The connection core (``wire.server``, ``wire.sasl``)
+drives a ``SaslServer`` through SaslHandshake / SaslAuthenticate without knowing
+any mechanism; ``clientmetrics.security`` implements them (PLAIN, SCRAM,
+OAUTHBEARER). The contract lives here, below both, so that ``wire`` needs nothing
+from ``security``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Protocol, runtime_checkable
+
+from clientmetrics.errors import ClientMetricsError
+
+__all__ = [
+    "ANONYMOUS",
+    "Authenticated",
+    "AuthenticationFailed",
+    "DeferringExchange",
+    "Derivation",
+    "SaslExchange",
+    "SaslServer",
+    "UnsupportedMechanism",
+]
+
+#: Kafka's principal for a connection that did not authenticate.
+ANONYMOUS = "User:ANONYMOUS"
+
+
+class AuthenticationFailed(ClientMetricsError):
+    """The client's credentials were refused; ``str(exc)`` is the message sent back.
+
+    The message never says whether the user exists (no user enumeration).
+    """
+
+
+class UnsupportedMechanism(ClientMetricsError):
+    """A SaslHandshake named a mechanism the listener does not enable."""
+
+
+@dataclass(frozen=True, slots=True)
+class Authenticated:
+    """The outcome of a successful SASL exchange (or of a verified client certificate)."""
+
+    principal: str
+    #: When the credential stops being valid (OAUTHBEARER token ``exp``), epoch ms.
+    expires_at_ms: int | None = None
+
+
+class SaslExchange(Protocol):
+    """One mechanism's server side of one authentication, fed the client's tokens."""
+
+    @property
+    def mechanism(self) -> str: ...
+
+    def respond(self, client_message: bytes, *, now_ms: int) -> bytes:
+        """The server's next token; raises ``AuthenticationFailed``."""
+        ...
+
+    @property
+    def outcome(self) -> Authenticated | None:
+        """Set once the exchange has completed successfully."""
+        ...
+
+
+@dataclass(frozen=True, slots=True)
+class Derivation:
+    """Costly work an exchange needs done before it can answer (PLAIN's PBKDF2).
+
+    ``compute`` takes no argument and touches no shared state, so the caller may
+    run it on another thread; what it returns goes to the exchange's ``finish``.
+    """
+
+    compute: Callable[[], bytes]
+
+
+@runtime_checkable
+class DeferringExchange(SaslExchange, Protocol):
+    """An exchange that can hand its costly step to the caller instead of running it.
+
+    ``respond`` still does everything at once; the connection core uses ``begin``
+    and ``finish`` so that the derivation runs off the event loop.
+    """
+
+    def begin(self, client_message: bytes, *, now_ms: int) -> bytes | Derivation:
+        """The server's next token, or the work to do first; raises ``AuthenticationFailed``."""
+        ...
+
+    def finish(self, derived: bytes) -> bytes:
+        """The token once ``begin``'s derivation returned ``derived``; raises
+        ``AuthenticationFailed``."""
+        ...
+
+
+class SaslServer(Protocol):
+    """The mechanisms one listener enables, and a fresh exchange per authentication."""
+
+    @property
+    def mechanisms(self) -> tuple[str, ...]: ...
+
+    def start(self, mechanism: str) -> SaslExchange:
+        """A new exchange; raises ``UnsupportedMechanism``."""
+        ...
