@@ -15,7 +15,7 @@ from typing import Any
 
 from clientmetrics.addresses import parse_host_port
 from clientmetrics.errors import ConfigurationError
-from clientmetrics.gateway.config_keys import EnvSettings, check_known, normalised
+from clientmetrics.gateway.config_keys import PROXY_KEYS, EnvSettings, check_known, normalised
 from clientmetrics.gateway.tls import TlsConfig, tls_from
 from clientmetrics.gateway.upstream_security import UpstreamSecurity, upstream_from
 from clientmetrics.security.authorizer import AuthorizationConfig, parse_authorization
@@ -472,7 +472,7 @@ def _security_sections(doc: Mapping[str, Any]) -> dict[str, Any]:
         out["authorization"] = parse_authorization(doc["authorization"])
     if "proxy" in doc:
         section = doc["proxy"]
-        unknown = set(section) - {"sasl", "telemetry"} if isinstance(section, dict) else {"?"}
+        unknown = set(section) - PROXY_KEYS if isinstance(section, dict) else {"?"}
         if unknown:
             raise ConfigurationError(f"unknown [proxy] setting(s): {', '.join(sorted(unknown))}")
         if "sasl" in section:

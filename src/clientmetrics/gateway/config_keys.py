@@ -23,6 +23,8 @@ from clientmetrics.telemetry.manager import TelemetryConfig
 __all__ = ["ENV_PREFIX", "GATEWAY_KEYS", "EnvSettings", "check_known", "normalised"]
 
 ENV_PREFIX = "CLIENTMETRICS_"
+#: ``[proxy]``: who authenticates clients, who answers telemetry.
+PROXY_KEYS = frozenset({"sasl", "telemetry"})
 
 #: ``[gateway]`` settings (``data_dir`` too: ``--data-dir`` may come from the file).
 GATEWAY_KEYS = frozenset(
@@ -68,7 +70,7 @@ def _known() -> dict[str, frozenset[str]]:
         "upstream": UPSTREAM_KEYS,
         "sasl": SASL_KEYS,
         "authorization": AUTHORIZATION_KEYS,
-        "proxy": frozenset({"sasl"}),
+        "proxy": PROXY_KEYS,
     }
 
 

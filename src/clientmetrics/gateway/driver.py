@@ -341,6 +341,8 @@ class Connection:
         self.protocol.pause_reading()
         conn = self.conn
         fields: dict[str, Any] = {"reason": close.reason.value, "error": close.detail}
+        if close.reason is CloseReason.AUTHENTICATION_FAILED:
+            fields["user"] = self.core.sasl.claimed  # the audit trail: who was tried, from where
         if close.reason in _ORDINARY:
             log.info(
                 "connection_closed",
