@@ -8,12 +8,14 @@ only, and an admin client. librdkafka's own statistics list every broker
 connection it made: all of them must be gateway ports. Telemetry lands at the
 gateway and never reaches the broker's plugin, unless the gateway is told
 ``[proxy] telemetry = "cluster"``: then the cluster's own subscription and plugin
-take it.
+take it. First, with no client at all, the broker's own request counts (JMX) show
+what an idle proxy costs the cluster: its subscription topic followed by one long poll.
 """
 
 from __future__ import annotations
 
 import json
+import time
 import uuid
 from collections.abc import Iterator
 from pathlib import Path
@@ -36,6 +38,15 @@ pytestmark = [pytest.mark.integration, pytest.mark.kafka]
 NODE = 1  # the launcher's node.id
 PARTITIONS = 3
 IDEMPOTENT, COMMITTED, ABORTED = 300, 40, 25
+#: Every request the broker received, by API and version (Kafka's request metrics).
+REQUESTS = "kafka.network:type=RequestMetrics,name=RequestsPerSec,*"
+#: Not counted: what the broker's own controller side receives (a combined KRaft node
+#: heartbeats to itself), and Kafka's second count of each Fetch by who sent it.
+NOT_COUNTED = frozenset(
+    {"BrokerHeartbeat", "BrokerRegistration", "ControllerRegistration", "AssignReplicasToDirs"}
+    | {"FetchConsumer", "FetchFollower"}
+)
+IDLE_WINDOW_S = 30.0
 
 
 @pytest.fixture(scope="module")
@@ -51,7 +62,7 @@ def kafka(
         plugin = minimal_plugin(plugin_record)
     except PeerUnavailable as exc:
         pytest.skip(f"Apache Kafka 4.4 is not available here: {exc}")
-    yield from kafka_broker(request, tmp_path_factory, plugins=[plugin])
+    yield from kafka_broker(request, tmp_path_factory, plugins=[plugin], jmx=True)
 
 
 class KafkaProxy(GatewayProcess):
@@ -132,6 +143,49 @@ def consume(consumer: Consumer, topic: str, count: int) -> list[bytes]:
 
     wait_for(got_all, 90, interval=0, what=f"{count} records")
     return values
+
+
+def client_requests(kafka: KafkaBroker) -> dict[str, float]:
+    """Requests the broker received from clients so far, by API name."""
+    out: dict[str, float] = {}
+    for name, count in kafka.jmx_counts(REQUESTS).items():
+        api = dict(part.split("=", 1) for part in name.split(":", 1)[1].split(","))["request"]
+        if api not in NOT_COUNTED:
+            out[api] = out.get(api, 0) + count
+    return out
+
+
+def test_an_idle_proxy_sends_the_cluster_a_few_requests_a_minute(
+    kafka: KafkaBroker, tmp_path: Path
+) -> None:
+    """Defaults (the subscription topic followed by a 30 s long poll), no client: the
+    cluster's own request counts over a window. Runs first: nothing else talks to it."""
+    gw = KafkaProxy(
+        tmp_path / "idle",
+        "",
+        extra_args=("--upstream", kafka.bootstrap, "--broker-port-base", str(free_port_block(2))),
+    )
+    gw.start()
+    try:
+        time.sleep(5)  # the store's start-up (create, catch up, assign) is not idleness
+        before, started = client_requests(kafka), time.monotonic()
+        time.sleep(IDLE_WINDOW_S)
+        after, window = client_requests(kafka), time.monotonic() - started
+    finally:
+        assert gw.stop() == 0
+    assert gw.tracebacks() == []
+    sent = {
+        api: after[api] - before.get(api, 0) for api in after if after[api] > before.get(api, 0)
+    }
+    per_minute = sum(sent.values()) * 60 / window
+    print(f"idle proxy: {sum(sent.values()):.0f} requests in {window:.1f} s {sent}")
+    print(f"idle proxy: {per_minute:.1f} requests a minute to the cluster")
+    # One long-polling Fetch per 30 s; librdkafka's own rounds (Metadata every 5 min,
+    # FindCoordinator every 10, a connection's ApiVersions) now and then. The old
+    # follower's ListOffsets polling sent ~20 a second.
+    assert set(sent) <= {"Fetch", "Metadata", "FindCoordinator", "ApiVersions"}, sent
+    assert sent.get("Fetch", 0) <= 2, sent
+    assert sum(sent.values()) <= 4, sent
 
 
 def test_librdkafka_through_the_proxy_never_learns_the_brokers_address(
