@@ -23,7 +23,7 @@ from typing import Any
 
 import pytest
 from confluent_kafka import Consumer, Producer, TopicPartition
-from confluent_kafka.admin import AdminClient, NewTopic
+from confluent_kafka.admin import AdminClient, NewTopic  # type: ignore[attr-defined]
 from peers.kafka import KafkaBroker, PeerUnavailable, minimal_plugin
 
 from tests.admin.tool import run_tool
@@ -138,7 +138,7 @@ def consume(consumer: Consumer, topic: str, count: int) -> list[bytes]:
     def got_all() -> bool:
         for message in consumer.consume(500, 0.2):
             if message.error() is None:
-                values.append(message.value())
+                values.append(message.value() or b"")
         return len(values) >= count
 
     wait_for(got_all, 90, interval=0, what=f"{count} records")
@@ -200,7 +200,7 @@ def test_librdkafka_through_the_proxy_never_learns_the_brokers_address(
     admin = AdminClient(client(gateway, stats, "k-admin"))
     admin.create_topics([NewTopic(topic, PARTITIONS, 1)])[topic].result(30)
     metadata = admin.list_topics(topic, timeout=20)
-    assert {(b.host, b.port) for b in metadata.brokers.values()} == {
+    assert {(str(b.host), b.port) for b in metadata.brokers.values()} == {
         ("127.0.0.1", gateway.broker_port)
     }
     assert len(metadata.topics[topic].partitions) == PARTITIONS

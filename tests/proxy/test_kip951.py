@@ -127,7 +127,7 @@ def gateway_endpoint(node_id: int) -> tuple[str, int]:
 
 def check(api_key: int, version: int, values: dict[str, Any]) -> None:
     cls = load_response_schema(api_key, version)
-    original = build(cls, values)
+    original: Any = build(cls, values)  # a response carrying node_endpoints
     frame = HEADER + write_entity(original)
     out, learned = rewrite_node_endpoints(api_key, version, frame, len(HEADER), gateway_endpoint)
     if not values["node_endpoints"]:

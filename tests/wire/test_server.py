@@ -28,7 +28,10 @@ from clientmetrics.wire.server import (
     ServerConnection,
 )
 
-SERVED = {ApiKey.API_VERSIONS: (0, 4), ApiKey.GET_TELEMETRY_SUBSCRIPTIONS: (0, 1)}
+SERVED: dict[int, tuple[int, int]] = {
+    ApiKey.API_VERSIONS: (0, 4),
+    ApiKey.GET_TELEMETRY_SUBSCRIPTIONS: (0, 1),
+}
 
 
 def api_versions(correlation_id: int, version: int = 3, client_id: str = "c") -> bytes:
