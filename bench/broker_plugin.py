@@ -2,17 +2,20 @@
 
 Each round starts a fresh broker with the launcher's no-op telemetry plugin, drives it with
 the project's load simulator (``clientmetrics simulate``: real KIP-714 clients, half
-producers and half consumers, pushing every ``--interval-ms``) for ``--duration`` seconds,
-and reads the broker's CPU time from /proc over that window; then the same with the
-clientmetrics plugin (its records to the broker itself, the default, or with ``--target
-other`` to a second broker). Rounds alternate the two, and the medians are compared:
+producers and half consumers, pushing every ``--interval-ms``) for ``--warmup`` seconds
+(the JIT compiles the hot paths; not measured), then for ``--duration`` seconds while the
+broker's CPU time is read per thread from /proc; then the same with the clientmetrics
+plugin (its records to the broker itself, the default, or with ``--target other`` to a
+second broker), and with ``--baseline-jar`` also an earlier build of the plugin (with its
+own defaults) in the same rounds. Rounds alternate the variants; medians are compared:
 
-    python bench/broker_plugin.py --clients 400 --interval-ms 100 --duration 20 --rounds 2
+    python bench/broker_plugin.py --clients 60 --duration 30 --rounds 3 --target other
 
-Prints pushes/s answered, p99 push latency, broker CPU seconds and CPU ms per 1000 pushes
-for both, their ratios, the plugin's own counters (read over JMX once its queue drained)
-and the CPU of the plugin's own threads (its forwarder and its producer's network thread,
-from /proc: what the plugin costs the broker, less the copy on the request thread).
+Prints pushes/s answered, p99 push latency, and the broker's CPU per 1000 pushes: all its
+threads, the same without the JIT compiler's threads (which still compile for a while
+after the warm-up on a busy machine: a one-off cost that blurs the per-push one), and the
+plugin's own threads (its forwarder and its producer's network thread). Then the ratios,
+and the plugin's counters (read over JMX once its queue drained).
 """
 
 from __future__ import annotations
@@ -26,48 +29,48 @@ import subprocess
 import sys
 import tempfile
 import time
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
-from peers.kafka import KafkaBroker, clientmetrics_plugin, minimal_plugin  # noqa: E402
+from peers.kafka import KafkaBroker, Plugin, clientmetrics_plugin, minimal_plugin  # noqa: E402
 
 COUNTERS = "kafka.server:type=client-metrics-plugin"
 TICKS = os.sysconf("SC_CLK_TCK")
-
-
-def cpu_seconds(pid: int) -> float:
-    """User + system CPU time of a process so far."""
-    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
-    return (int(fields[11]) + int(fields[12])) / TICKS
-
-
 #: Thread names (as /proc shows them, 15 characters) of the plugin's own threads.
 PLUGIN_THREADS = ("clientmetrics-p", "kafka-producer-")
+#: The JIT compiler's threads.
+JIT_THREADS = ("C1 CompilerThre", "C2 CompilerThre")
+NOOP, PLUGIN, BASELINE = "no-op plugin", "clientmetrics plugin", "baseline plugin"
 
 
-def plugin_cpu_seconds(pid: int) -> float:
-    """CPU time of the plugin's forwarder and producer threads inside the broker so far."""
-    total = 0.0
+def thread_cpu(pid: int) -> dict[str, float]:
+    """CPU seconds so far of the process's threads: all, the JIT's, the plugin's."""
+    out = {"all": 0.0, "jit": 0.0, "plugin": 0.0}
     for task in Path(f"/proc/{pid}/task").iterdir():
         try:
             name = (task / "comm").read_text().strip()
-            if name.startswith(PLUGIN_THREADS):
-                fields = (task / "stat").read_text().rsplit(")", 1)[1].split()
-                total += (int(fields[11]) + int(fields[12])) / TICKS
+            fields = (task / "stat").read_text().rsplit(")", 1)[1].split()
         except OSError:  # the thread ended meanwhile
             continue
-    return total
+        seconds = (int(fields[11]) + int(fields[12])) / TICKS
+        out["all"] += seconds
+        if name.startswith(JIT_THREADS):
+            out["jit"] += seconds
+        if name.startswith(PLUGIN_THREADS):
+            out["plugin"] += seconds
+    return out
 
 
-def simulate(bootstrap: str, args: argparse.Namespace) -> dict[str, Any]:
+def simulate(bootstrap: str, args: argparse.Namespace, seconds: float) -> dict[str, Any]:
     proc = subprocess.run(
         [
             str(Path(sys.executable).with_name("clientmetrics")),
             "simulate",
             *("--bootstrap-server", bootstrap, "--clients", str(args.clients)),
-            *("--interval-ms", str(args.interval_ms), "--duration", str(args.duration)),
+            *("--interval-ms", str(args.interval_ms), "--duration", str(seconds)),
             *("--processes", str(args.processes), "--seed", "7", "--json"),
         ],
         capture_output=True,
@@ -90,70 +93,99 @@ def drained(broker: KafkaBroker, timeout: float = 60) -> dict[str, float]:
         time.sleep(1)
 
 
+def plugins(name: str, args: argparse.Namespace, target: KafkaBroker | None) -> list[Plugin]:
+    if name == NOOP:
+        return [minimal_plugin()]
+    props = dict(args.set)
+    if target is not None:
+        props["bootstrap.servers"] = target.bootstrap
+    ours = clientmetrics_plugin(props)
+    if name == BASELINE:
+        return [Plugin((args.baseline_jar,), ours.class_name, ours.properties)]
+    return [ours]
+
+
 def one_run(
     work: Path, name: str, args: argparse.Namespace, target: KafkaBroker | None
 ) -> dict[str, Any]:
-    if name == "no-op":
-        plugins = [minimal_plugin()]
-    else:
-        props = dict(args.set)
-        if target is not None:
-            props["bootstrap.servers"] = target.bootstrap
-        plugins = [clientmetrics_plugin(props)]
-    broker = KafkaBroker(work / name, plugins=plugins, jmx=name != "no-op")
+    folder = work / name.replace(" ", "-")
+    broker = KafkaBroker(folder, plugins=plugins(name, args, target), jmx=name != NOOP)
     broker.start()
     try:
         assert broker.proc is not None
-        time.sleep(args.settle)  # let start-up work (topic creation, JIT) pass
-        began = cpu_seconds(broker.proc.pid)
-        plugin_began = plugin_cpu_seconds(broker.proc.pid)
-        report = simulate(broker.bootstrap, args)
-        cpu = cpu_seconds(broker.proc.pid) - began
-        plugin_cpu = plugin_cpu_seconds(broker.proc.pid) - plugin_began
-        counters = drained(broker) if name != "no-op" else {}
+        time.sleep(args.settle)  # let start-up work (topic creation) pass
+        if args.warmup > 0:
+            simulate(broker.bootstrap, args, args.warmup)
+        began = thread_cpu(broker.proc.pid)
+        report = simulate(broker.bootstrap, args, args.duration)
+        ended = thread_cpu(broker.proc.pid)
+        counters = drained(broker) if name != NOOP else {}
     finally:
         broker.stop()
-        shutil.rmtree(work / name, ignore_errors=True)
-    pushes = report["pushes"]
+        shutil.rmtree(folder, ignore_errors=True)
+    pushes = max(report["pushes"], 1)
+    cpu = {k: ended[k] - began[k] for k in ended}
     return {
-        "pushes": pushes,
         "pushes_per_s": report["pushes_per_s"],
         "p99_ms": report["latency_ms"]["p99"],
         "errors": report["errors"],
         "disabled": report["disabled_clients"],
-        "cpu_s": cpu,
-        "cpu_ms_per_1000": cpu * 1e6 / max(pushes, 1),
-        "plugin_cpu_ms_per_1000": plugin_cpu * 1e6 / max(pushes, 1),
+        "cpu_s": cpu["all"],
+        "all": cpu["all"] * 1e6 / pushes,
+        "no_jit": (cpu["all"] - cpu["jit"]) * 1e6 / pushes,
+        "plugin": cpu["plugin"] * 1e6 / pushes,
         "counters": counters,
     }
 
 
 def line(name: str, runs: list[dict[str, Any]]) -> dict[str, float]:
-    med = {k: statistics.median(r[k] for r in runs) for k in ("pushes_per_s", "p99_ms", "cpu_s")}
-    med["cpu_ms_per_1000"] = statistics.median(r["cpu_ms_per_1000"] for r in runs)
+    keys = ("pushes_per_s", "p99_ms", "cpu_s", "all", "no_jit", "plugin")
+    med = {k: statistics.median(r[k] for r in runs) for k in keys}
     each = ", ".join(f"{r['pushes_per_s']:.0f}" for r in runs)
     print(
-        f"{name:<22} {med['pushes_per_s']:8.0f} pushes/s (rounds: {each})  "
-        f"p99 {med['p99_ms']:7.1f} ms  broker CPU {med['cpu_s']:6.1f} s  "
-        f"{med['cpu_ms_per_1000']:6.1f} CPU-ms per 1000 pushes"
+        f"{name:<21} {med['pushes_per_s']:5.0f} pushes/s (rounds: {each})  "
+        f"p99 {med['p99_ms']:6.1f} ms  CPU-ms per 1000 pushes: {med['all']:6.1f} all threads, "
+        f"{med['no_jit']:6.1f} without the JIT's, {med['plugin']:5.1f} the plugin's own"
     )
     errors = [r["errors"] for r in runs if r["errors"]] + [
         r["disabled"] for r in runs if r["disabled"]
     ]
     if errors:
-        print(f"{'':<22} errors by code / disabled clients: {errors}")
+        print(f"{'':<21} errors by code / disabled clients: {errors}")
+    for run in runs:
+        c = run["counters"]
+        if c:
+            print(
+                f"{'':<21} plugin: received {c.get('received-total', 0):.0f}, sent "
+                f"{c.get('sent-total', 0):.0f}, dropped {c.get('dropped-total', 0):.0f}, "
+                f"failed {c.get('failed-total', 0):.0f}"
+            )
     return med
 
 
-def main() -> int:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--clients", type=int, default=400)
+def ratios(name: str, base: dict[str, float], ours: dict[str, float]) -> None:
+    print(f"{name}: pushes/s {ours['pushes_per_s'] / base['pushes_per_s']:.3f} (plugin / no-op)")
+    print(
+        f"{name}: CPU per push {base['all'] / ours['all']:.3f} all threads, "
+        f"{base['no_jit'] / ours['no_jit']:.3f} without the JIT's (no-op / plugin)"
+    )
+
+
+def parse(argv: Sequence[str] | None = None) -> argparse.Namespace:
+    parser = argparse.ArgumentParser(description=(__doc__ or "").splitlines()[0])
+    parser.add_argument("--clients", type=int, default=60)
     parser.add_argument("--interval-ms", type=int, default=100)
-    parser.add_argument("--duration", type=float, default=20.0)
+    parser.add_argument("--duration", type=float, default=30.0)
+    parser.add_argument("--warmup", type=float, default=20.0, help="seconds of load, unmeasured")
     parser.add_argument("--processes", type=int, default=1)
-    parser.add_argument("--rounds", type=int, default=2)
-    parser.add_argument("--settle", type=float, default=5.0)
+    parser.add_argument("--rounds", type=int, default=3)
+    parser.add_argument("--settle", type=float, default=3.0)
     parser.add_argument("--target", choices=("self", "other"), default="self")
+    parser.add_argument(
+        "--baseline-jar",
+        type=Path,
+        help="an earlier build of the plugin jar, measured in the same rounds",
+    )
     parser.add_argument(
         "--set",
         action="append",
@@ -162,39 +194,34 @@ def main() -> int:
         metavar="NAME=VALUE",
         help="a plugin setting (without clientmetrics.), e.g. --set producer.linger.ms=20",
     )
-    args = parser.parse_args()
+    return parser.parse_args(argv)
+
+
+def main() -> int:
+    args = parse()
     work = Path(tempfile.mkdtemp(prefix="bench-plugin-"))
     target = None
+    names = [NOOP, PLUGIN, *([BASELINE] if args.baseline_jar else [])]
+    results: dict[str, list[dict[str, Any]]] = {name: [] for name in names}
     try:
         if args.target == "other":
             target = KafkaBroker(work / "target", plugins=[]).start()
-        results: dict[str, list[dict[str, Any]]] = {"no-op": [], "clientmetrics": []}
         for _ in range(args.rounds):
-            for name, runs in results.items():
-                runs.append(one_run(work, name, args, target))
+            for name in names:
+                results[name].append(one_run(work, name, args, target))
     finally:
         if target is not None:
             target.stop()
         shutil.rmtree(work, ignore_errors=True)
     print(
-        f"{args.clients} simulated clients pushing every {args.interval_ms} ms for "
-        f"{args.duration:.0f} s, {args.rounds} rounds each, records to "
-        f"{'the broker itself' if args.target == 'self' else 'a second broker'}"
+        f"{args.clients} simulated clients pushing every {args.interval_ms} ms, "
+        f"{args.warmup:.0f} s warm-up then {args.duration:.0f} s measured, {args.rounds} rounds "
+        f"each, records to {'the broker itself' if args.target == 'self' else 'a second broker'}, "
+        f"load average {os.getloadavg()[0]:.1f} at the end"
     )
-    base = line("no-op plugin", results["no-op"])
-    ours = line("clientmetrics plugin", results["clientmetrics"])
-    for run in results["clientmetrics"]:
-        c = run["counters"]
-        print(
-            f"{'':<22} plugin: received {c.get('received-total', 0):.0f}, sent "
-            f"{c.get('sent-total', 0):.0f}, dropped {c.get('dropped-total', 0):.0f}, "
-            f"failed {c.get('failed-total', 0):.0f}; its own threads "
-            f"{run['plugin_cpu_ms_per_1000']:.1f} CPU-ms per 1000 pushes"
-        )
-    rate = ours["pushes_per_s"] / base["pushes_per_s"]
-    cost = base["cpu_ms_per_1000"] / ours["cpu_ms_per_1000"]
-    print(f"ratio pushes/s (plugin / no-op)     = {rate:.3f}")
-    print(f"ratio CPU per push (no-op / plugin) = {cost:.3f}")
+    medians = {name: line(name, runs) for name, runs in results.items()}
+    for name in names[1:]:
+        ratios(name, medians[NOOP], medians[name])
     return 0
 
 

@@ -1,7 +1,8 @@
 """Loopback ports and processes for the benchmarks' servers.
 
 ``free_port``, ``stop_process`` and ``TansuProcess`` are the tests' own
-(tests/procs.py), so the benchmarks start and stop peers exactly as the tests do.
+(tests/procs.py), and ``KafkaBroker`` is the peers' launcher (peers/kafka), so the
+benchmarks start and stop peers exactly as the tests do.
 """
 
 from __future__ import annotations
@@ -12,9 +13,10 @@ import time
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+from peers.kafka import KafkaBroker
 from tests.procs import TansuProcess, free_port, stop_process
 
-__all__ = ["TansuProcess", "free_port", "stop_process", "wait_port"]
+__all__ = ["KafkaBroker", "TansuProcess", "free_port", "stop_process", "wait_port"]
 
 
 def wait_port(port: int, timeout: float = 30) -> None:

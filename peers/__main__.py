@@ -16,7 +16,7 @@ from clientmetrics.pipeline.spark import connector
 from peers.build import PeerUnavailable
 from peers.franz_go import franz_go_binary
 from peers.java_client import java_client_jars
-from peers.kafka.launcher import kafka_jars, minimal_plugin, plugin_jar
+from peers.kafka.launcher import LEGACY_VERSION, kafka_jars, minimal_plugin, plugin_jar
 from peers.kafka.tools import harness_jar
 
 
@@ -30,6 +30,8 @@ def _spark_kafka_connector() -> Path:
 #: name -> builder; each returns where its result is cached.
 PEERS: dict[str, Callable[[], Path]] = {
     "kafka 4.4.0 jars": kafka_jars,
+    # The broker plugin's tests run its legacy entry class on a broker older than 4.2.
+    f"kafka {LEGACY_VERSION} jars": lambda: kafka_jars(LEGACY_VERSION),
     "kafka test plugin": lambda: minimal_plugin().jars[0],
     "kafka tool harness": harness_jar,
     "clientmetrics broker plugin (with its JUnit tests)": plugin_jar,

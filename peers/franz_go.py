@@ -4,7 +4,8 @@
 client metrics are on by default in franz-go), printing JSON lines (``started``, ``done``,
 ``closed``, ``error``, ``exit``). franz-go does not expose its client instance id, so
 its pushes are found by client id: ``ID-producer`` and ``ID-consumer`` for
-``-client-id ID``. ::
+``-client-id ID``. ``-tls-ca PEM`` and ``-sasl-user``/``-sasl-password``/``-sasl-mechanism``
+(SCRAM) reach SSL and SASL_SSL listeners. ::
 
     client = franz_go(bootstrap, "-client-id", "app", "-role", "producer", "-close").start()
     client.stop()

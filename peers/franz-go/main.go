@@ -1,6 +1,8 @@
 // Command franzgo-peer runs a franz-go producer and consumer group for the tests, with
 // KIP-714 client metrics on (franz-go's default), and prints one JSON object a line.
 //
+// -tls-ca and -sasl-user/-sasl-password/-sasl-mechanism reach SSL and SASL_SSL listeners.
+//
 // Lines: "started"; "done" with the records produced or consumed; "closed" when a client
 // was closed (franz-go sends its terminating push then); "error"; "exit" last. It stops
 // after -duration, on a "stop" line or end of input on stdin, or on SIGTERM.
@@ -8,6 +10,8 @@ package main
 
 import (
 	"context"
+	"crypto/tls"
+	"crypto/x509"
 	"encoding/json"
 	"errors"
 	"flag"
@@ -21,6 +25,7 @@ import (
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kgo"
+	"github.com/twmb/franz-go/pkg/sasl/scram"
 )
 
 // emitter writes JSON lines; one at a time, so lines from goroutines never interleave.
@@ -54,6 +59,11 @@ type options struct {
 	duration  time.Duration
 	close     bool
 	logLevel  string
+	// Security: TLS when tlsCA names a PEM file of trusted CAs; SASL SCRAM when saslUser is set.
+	tlsCA         string
+	saslMechanism string
+	saslUser      string
+	saslPassword  string
 }
 
 func parse(args []string, stderr io.Writer) (options, error) {
@@ -70,6 +80,10 @@ func parse(args []string, stderr io.Writer) (options, error) {
 	fs.DurationVar(&o.duration, "duration", 0, "stop after this long (0: on stop/EOF on stdin, or SIGTERM)")
 	fs.BoolVar(&o.close, "close", false, "close the clients at the end (a terminating push)")
 	fs.StringVar(&o.logLevel, "log-level", "info", "franz-go's log level on stderr: error, warn, info, debug")
+	fs.StringVar(&o.tlsCA, "tls-ca", "", "connect with TLS, trusting the CAs in this PEM file")
+	fs.StringVar(&o.saslMechanism, "sasl-mechanism", "SCRAM-SHA-512", "SCRAM-SHA-256 or SCRAM-SHA-512 (with -sasl-user)")
+	fs.StringVar(&o.saslUser, "sasl-user", "", "authenticate with SASL SCRAM as this user")
+	fs.StringVar(&o.saslPassword, "sasl-password", "", "the SASL user's password")
 	if err := fs.Parse(args); err != nil {
 		return o, err
 	}
@@ -86,6 +100,10 @@ func parse(args []string, stderr io.Writer) (options, error) {
 		return o, errors.New("-rate must be positive")
 	case o.duration < 0:
 		return o, errors.New("-duration must not be negative")
+	case o.saslMechanism != "SCRAM-SHA-256" && o.saslMechanism != "SCRAM-SHA-512":
+		return o, fmt.Errorf("-sasl-mechanism takes SCRAM-SHA-256 or SCRAM-SHA-512, got %q", o.saslMechanism)
+	case o.saslPassword != "" && o.saslUser == "":
+		return o, errors.New("-sasl-password needs -sasl-user")
 	}
 	if _, err := logLevel(o.logLevel); err != nil {
 		return o, err
@@ -145,6 +163,13 @@ func run(o options, out *emitter, stdin io.Reader) int {
 		kgo.SeedBrokers(o.bootstrap),
 		kgo.WithLogger(kgo.BasicLogger(os.Stderr, level, nil)),
 	}
+	secure, err := security(o)
+	if err != nil {
+		out.emit("error", "error", err.Error())
+		out.emit("exit", "code", 2)
+		return 2
+	}
+	base = append(base, secure...)
 	out.emit("started", "bootstrap", o.bootstrap, "role", o.role, "software_version", version())
 	var wg sync.WaitGroup
 	code := 0
@@ -179,6 +204,31 @@ func run(o options, out *emitter, stdin io.Reader) int {
 	wg.Wait()
 	out.emit("exit", "code", code)
 	return code
+}
+
+// security is the client options for -tls-ca and -sasl-*: TLS trusting the given CAs, SCRAM.
+func security(o options) ([]kgo.Opt, error) {
+	var opts []kgo.Opt
+	if o.tlsCA != "" {
+		pem, err := os.ReadFile(o.tlsCA)
+		if err != nil {
+			return nil, err
+		}
+		pool := x509.NewCertPool()
+		if !pool.AppendCertsFromPEM(pem) {
+			return nil, fmt.Errorf("-tls-ca %s holds no PEM certificate", o.tlsCA)
+		}
+		opts = append(opts, kgo.DialTLSConfig(&tls.Config{RootCAs: pool, MinVersion: tls.VersionTLS12}))
+	}
+	if o.saslUser != "" {
+		auth := scram.Auth{User: o.saslUser, Pass: o.saslPassword}
+		mechanism := auth.AsSha512Mechanism()
+		if o.saslMechanism == "SCRAM-SHA-256" {
+			mechanism = auth.AsSha256Mechanism()
+		}
+		opts = append(opts, kgo.SASL(mechanism))
+	}
+	return opts, nil
 }
 
 func produce(ctx context.Context, cl *kgo.Client, o options, out *emitter) {

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/json"
 	"io"
+	"os"
 	"strings"
 	"testing"
 	"time"
@@ -36,10 +37,34 @@ func TestParseRefusesBadCommandLines(t *testing.T) {
 		"unexpected argument":    {"-bootstrap", "h:1", "extra"},
 		"-log-level takes error": {"-bootstrap", "h:1", "-log-level", "loud"},
 		"-duration must not be":  {"-bootstrap", "h:1", "-duration", "-1s"},
+		"-sasl-mechanism takes":  {"-bootstrap", "h:1", "-sasl-user", "u", "-sasl-mechanism", "PLAIN"},
+		"-sasl-password needs":   {"-bootstrap", "h:1", "-sasl-password", "p"},
 	} {
 		if _, err := parse(args, io.Discard); err == nil || !strings.Contains(err.Error(), want) {
 			t.Errorf("%v: got %v, want %q", args, err, want)
 		}
+	}
+}
+
+func TestSecurityOptions(t *testing.T) {
+	o, err := parse([]string{"-bootstrap", "h:1", "-sasl-user", "u", "-sasl-password", "p"}, io.Discard)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if opts, err := security(o); err != nil || len(opts) != 1 {
+		t.Fatalf("SASL alone: %d options, %v", len(opts), err)
+	}
+	ca := t.TempDir() + "/ca.pem"
+	if err := os.WriteFile(ca, []byte("not a certificate"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	o.tlsCA = ca
+	if _, err := security(o); err == nil || !strings.Contains(err.Error(), "holds no PEM certificate") {
+		t.Fatalf("a CA file without a certificate: %v", err)
+	}
+	o.tlsCA = ca + ".missing"
+	if _, err := security(o); err == nil {
+		t.Fatal("a missing CA file was taken")
 	}
 }
 

@@ -1,6 +1,7 @@
 """Apache Kafka 4.4.0 from Maven's jars: the launcher and Kafka's own tools."""
 
 from peers.kafka.launcher import (
+    LEGACY_VERSION,
     TOOLS,
     VERSION,
     KafkaBroker,
@@ -15,6 +16,7 @@ from peers.kafka.launcher import (
 )
 
 __all__ = [
+    "LEGACY_VERSION",
     "TOOLS",
     "VERSION",
     "KafkaBroker",

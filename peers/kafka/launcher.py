@@ -34,6 +34,9 @@ BROKER_PLUGIN = ROOT / "broker-plugin"
 PLUGIN_CLASS = "io.clientmetrics.plugin.ClientMetricsPlugin"
 LEGACY_PLUGIN_CLASS = "io.clientmetrics.plugin.ClientMetricsLegacyPlugin"
 VERSION = "4.4.0"
+#: A release with only KIP-714's receiver interface (3.7 to 4.1) that resolves here: the
+#: broker plugin's tests run its legacy entry class on it.
+LEGACY_VERSION = "3.9.2"
 #: The class names of the tools a user runs as ``kafka-*.sh``, from ``kafka-tools`` 4.4.0.
 TOOLS = {
     "client-metrics": "org.apache.kafka.tools.ClientMetricsCommand",
@@ -145,7 +148,8 @@ class KafkaBroker:
     plugins: Sequence[Plugin] | None = None
     #: Another Apache Kafka release to run (its storage is formatted with its own tools).
     version: str = VERSION
-    #: Open JMX (no authentication) on a free loopback port, read with ``jmx_values``.
+    #: Open JMX (no authentication) on a free loopback port, read with ``jmx_values``
+    #: and ``jmx_counts``.
     jmx: bool = False
     jmx_port: int = 0
     properties: Mapping[str, str] = field(default_factory=dict)
@@ -324,6 +328,25 @@ class KafkaBroker:
                 values[key[len(prefix) :]] = float(value)
         return values
 
+    def jmx_counts(self, pattern: str, attribute: str = "Count") -> dict[str, float]:
+        """``attribute`` of every MBean matching ``pattern`` (``*`` wildcards), by name."""
+        if not self.jmx:
+            raise ValueError("start the broker with jmx=True to read JMX")
+        url = f"service:jmx:rmi:///jndi/rmi://127.0.0.1:{self.jmx_port}/jmxrmi"
+        proc = run_tool(
+            "org.apache.kafka.tools.JmxTool",
+            *("--jmx-url", url, "--object-name", pattern, "--attributes", attribute),
+            *("--one-time", "true", "--report-format", "properties"),
+            check=True,
+        )
+        suffix = f":{attribute}"
+        values: dict[str, float] = {}
+        for line in proc.stdout.splitlines():
+            key, _, value = line.rpartition("=")
+            if key.endswith(suffix):
+                values[key[: -len(suffix)]] = float(value)
+        return values
+
     # -- internals ---------------------------------------------------------------------
 
     def _jmx_options(self) -> list[str]:
@@ -488,6 +511,7 @@ def _rss_mib(pid: int) -> float:
 
 
 __all__ = [
+    "LEGACY_VERSION",
     "TOOLS",
     "VERSION",
     "KafkaBroker",

@@ -14,11 +14,12 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from confluent_kafka import Message, Producer
 from opentelemetry.proto.collector.metrics.v1.metrics_service_pb2 import (
     ExportMetricsServiceRequest,
 )
 
-from clientmetrics.exporters.topic import topic_record
+from clientmetrics.exporters.topic import producer_config, topic_record
 from clientmetrics.telemetry.model import AcceptedPush
 from clientmetrics.telemetry.otlp import InvalidPayload
 
@@ -56,6 +57,34 @@ def test_each_push_becomes_the_record_the_vectors_spell_out(case: dict[str, Any]
     parse = ExportMetricsServiceRequest.FromString
     assert parse(record.value) == parse(value)
     assert record.value == value  # canonical input, canonical bytes (both writers)
+
+
+def test_the_topic_exporters_producer_puts_each_key_on_the_partition_the_vectors_say() -> None:
+    """librdkafka's mock cluster, whose new topics have 4 partitions (more counts, on a real
+    broker: tests/plugin/). Kafka's Java producer, so the plugin, puts them there too."""
+    vectors = json.loads((VECTORS / "vectors.json").read_text("utf-8"))["partitions"]
+    column = vectors["counts"].index(4)
+    want = {key: parts[column] for key, parts in vectors["keys"].items()}
+    mock = {"test.mock.num.brokers": 1, "enable.metrics.push": False}
+
+    def partitions(config: dict[str, object]) -> dict[str, int | None]:
+        producer = Producer(config)
+        found: dict[str, int | None] = {}
+
+        def delivered(_error: object, message: Message) -> None:
+            key = message.key()
+            found[key.decode() if isinstance(key, bytes) else str(key)] = message.partition()
+
+        for key in want:
+            producer.produce("t", b"v", key.encode(), on_delivery=delivered)
+        assert producer.flush(10) == 0
+        assert len(producer.list_topics("t").topics["t"].partitions) == 4
+        return found
+
+    config = producer_config({"bootstrap_servers": "127.0.0.1:9", "producer": mock})
+    assert partitions(config) == want
+    # The vectors tell the partitioners apart: librdkafka's default puts some keys elsewhere.
+    assert partitions({**config, "partitioner": "consistent_random"}) != want
 
 
 def test_the_vectors_file_is_what_its_generator_writes() -> None:

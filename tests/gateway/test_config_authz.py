@@ -9,7 +9,7 @@ import pytest
 
 from clientmetrics.gateway.authz import AuthorizationHolder
 from clientmetrics.gateway.config_rpcs import ConfigHandlers
-from clientmetrics.gateway.connection import ConnectionState
+from clientmetrics.gateway.handlers import ConnectionState
 from clientmetrics.gateway.subscriptions import Subscriptions
 from clientmetrics.security import parse_authorization
 from clientmetrics.store.memory import MemorySubscriptionStore
@@ -23,6 +23,7 @@ from clientmetrics.wire import (
     request_type,
 )
 from clientmetrics.wire.build import build
+from clientmetrics.wire.results import Answer, Request
 
 AUTHZ = parse_authorization(
     {
@@ -55,26 +56,24 @@ def conn(principal: str, host: str = "10.0.0.1") -> ConnectionState:
     return state
 
 
-def request(api_key: int, version: int, values: dict[str, Any]) -> tuple[RequestHeader, bytes, int]:
+def request(api_key: int, version: int, values: dict[str, Any]) -> Request:
     cls = request_type(api_key, version)
     header = RequestHeader(api_key, version, 7, "test")
     frame = encode_request(header, build(cls, values))[4:]  # without the size prefix
-    offset = len(encode_request_header(header))
-    return header, frame, offset
+    return Request(0, header, frame, len(encode_request_header(header)))
 
 
 async def call(
     handlers: ConfigHandlers, c: ConnectionState, api_key: int, version: int, values: dict[str, Any]
 ) -> Any:
-    header, frame, offset = request(api_key, version, values)
     method = {
         32: handlers.describe_configs,
         44: handlers.incremental_alter_configs,
         74: handlers.list_config_resources,
     }[api_key]
-    response = await method(c, header, frame, offset)
-    assert response is not None
-    return decode_response(api_key, version, response[4:])[1]
+    reply = await method(c, request(api_key, version, values))
+    assert isinstance(reply, Answer)
+    return decode_response(api_key, version, reply.data[4:])[1]
 
 
 def alter_values(name: str) -> dict[str, Any]:

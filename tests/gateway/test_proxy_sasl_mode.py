@@ -18,6 +18,7 @@ PROXY = (
 )
 SASL = '[sasl]\nmechanisms = ["SCRAM-SHA-512"]\n'
 SASL_CLUSTER = '[upstream]\nsecurity_protocol = "SASL_PLAINTEXT"\n'
+LOGIN = 'sasl_mechanism = "SCRAM-SHA-512"\nsasl_username = "gw"\nsasl_password = "gw-secret"\n'
 
 
 def load(tmp_path: Path, text: str) -> GatewayConfig:
@@ -34,6 +35,8 @@ def load(tmp_path: Path, text: str) -> GatewayConfig:
         (PROXY + SASL_CLUSTER + '[proxy]\nsasl = "passthrough"\n', False),
         (PROXY + SASL, True),  # [sasl] alone still means terminate
         (PROXY + SASL + '[proxy]\nsasl = "terminate"\n', True),
+        # The gateway's own login on each upstream link makes a SASL cluster possible.
+        (PROXY + SASL + SASL_CLUSTER + LOGIN + '[proxy]\nsasl = "terminate"\n', True),
     ],
 )
 def test_the_mode_in_force(tmp_path: Path, text: str, terminates: bool) -> None:
@@ -45,13 +48,16 @@ def test_the_mode_in_force(tmp_path: Path, text: str, terminates: bool) -> None:
     [
         (
             PROXY + SASL + SASL_CLUSTER + '[proxy]\nsasl = "terminate"\n',
-            '[proxy] sasl = "terminate" needs a cluster without SASL ([upstream] '
-            'security_protocol is SASL_PLAINTEXT); use sasl = "passthrough"',
+            '[proxy] sasl = "terminate" towards a SASL cluster ([upstream] '
+            "security_protocol is SASL_PLAINTEXT) needs the gateway's own login: [upstream] "
+            "sasl_mechanism, sasl_username and sasl_password",
         ),
         (
             PROXY + SASL + SASL_CLUSTER,  # terminate implied by [sasl]
-            '[proxy] sasl = "terminate" needs a cluster without SASL',
+            '[proxy] sasl = "terminate" towards a SASL cluster',
         ),
+        (PROXY + '[proxy]\ntelemetry = "both"\n', '[proxy] telemetry must be "gateway" or'),
+        ('[proxy]\ntelemetry = "cluster"\n', "[proxy] needs proxy mode"),
         (
             PROXY + '[proxy]\nsasl = "terminate"\n',
             '[proxy] sasl = "terminate" needs a [sasl] section naming the mechanisms',
@@ -71,6 +77,17 @@ def test_contradictions_are_one_clear_error(tmp_path: Path, text: str, message: 
         load(tmp_path, text)
 
 
+def test_telemetry_mode(tmp_path: Path) -> None:
+    assert load(tmp_path, PROXY).gateway_telemetry
+    config = load(tmp_path, PROXY + '[proxy]\ntelemetry = "cluster"\n')
+    assert (config.proxy_telemetry, config.gateway_telemetry) == ("cluster", False)
+    # No subscriptions are kept then, so the topic store needs no login on a SASL cluster.
+    topic_store = PROXY.replace('store = "sqlite"\n', "") + SASL_CLUSTER
+    with pytest.raises(ConfigurationError, match="the topic store on a SASL upstream needs"):
+        load(tmp_path, topic_store)
+    assert not load(tmp_path, topic_store + '[proxy]\ntelemetry = "cluster"\n').gateway_telemetry
+
+
 def test_serve_refuses_terminate_towards_a_sasl_cluster_with_one_error(tmp_path: Path) -> None:
     config = tmp_path / "gateway.toml"
     config.write_text(SASL + SASL_CLUSTER + '[proxy]\nsasl = "terminate"\n')
@@ -88,5 +105,5 @@ def test_serve_refuses_terminate_towards_a_sasl_cluster_with_one_error(tmp_path:
     assert result.returncode == 2  # as for every bad configuration
     (error,) = result.stderr.splitlines()
     assert error.startswith(
-        'clientmetrics serve: [proxy] sasl = "terminate" needs a cluster without SASL'
+        'clientmetrics serve: [proxy] sasl = "terminate" towards a SASL cluster'
     )

@@ -166,6 +166,11 @@ def test_options_are_checked() -> None:
         create({}, Path("."))
     with pytest.raises(ConfigurationError, match="unknown topic exporter options: nope"):
         create({"bootstrap_servers": "x:1", "nope": 1}, Path("."))
+    assert create({"bootstrap_servers": "x:1"}, Path(".")).sink.config["partitioner"] == (  # type: ignore[attr-defined]
+        "murmur2_random"
+    )
+    with pytest.raises(ConfigurationError, match="partitioner must stay murmur2_random"):
+        create({"bootstrap_servers": "x:1", "producer": {"partitioner": "random"}}, Path("."))
 
 
 def test_required_options_are_checked() -> None:

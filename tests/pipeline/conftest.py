@@ -1,51 +1,17 @@
-"""One Spark session for every pipeline test (local[2], UI off, two shuffle partitions)."""
+"""The pipeline tests' fixtures; their Spark session is ``spark`` (tests/conftest.py)."""
 
 from __future__ import annotations
 
-import os
-import sys
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 from pyspark.sql import SparkSession
 
-from clientmetrics.errors import ConfigurationError
-from clientmetrics.pipeline.spark.connector import connector_jars
-from clientmetrics.pipeline.spark.session import FAST_START_JAVA_OPTIONS, build_session
+from tests.spark import KAFKA_SOURCE_MISSING
 
-#: Why the Kafka source cannot run in this session (None: its jars are on the classpath).
-KAFKA_SOURCE_MISSING: list[str] = []
-
-
-@pytest.fixture(scope="session")
-def spark(tmp_path_factory: pytest.TempPathFactory) -> Iterator[SparkSession]:
-    scratch = tmp_path_factory.mktemp("spark")
-    os.environ["SPARK_LOCAL_IP"] = "127.0.0.1"
-    os.environ["PYSPARK_PYTHON"] = sys.executable
-    try:  # `make peers` fetches them; the Kafka source's tests skip without them
-        jars = {"spark.jars": ",".join(str(jar) for jar in connector_jars())}
-    except ConfigurationError as exc:
-        jars = {}
-        KAFKA_SOURCE_MISSING.append(str(exc))
-    session = build_session(
-        "local[2]",
-        app_name="clientmetrics-tests",
-        conf={
-            **jars,
-            "spark.ui.enabled": "false",
-            "spark.sql.shuffle.partitions": "2",
-            "spark.default.parallelism": "2",
-            "spark.driver.extraJavaOptions": FAST_START_JAVA_OPTIONS,
-            "spark.sql.codegen.wholeStage": "true",
-            "spark.sql.adaptive.enabled": "false",
-            "spark.local.dir": str(scratch / "local"),
-            "spark.sql.warehouse.dir": str(scratch / "warehouse"),
-        },
-    )
-    session.sparkContext.setLogLevel("ERROR")
-    yield session
-    session.stop()
+#: Still importable from here, where the Kafka source's tests take it.
+__all__ = ["KAFKA_SOURCE_MISSING"]
 
 
 @pytest.fixture

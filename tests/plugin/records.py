@@ -66,6 +66,7 @@ class Record:
     timestamp_ms: int
     value: bytes
     raw_headers: tuple[tuple[str, bytes], ...] = ()
+    partition: int = -1
 
     def resource_attributes(self) -> list[dict[str, Any]]:
         request = ExportMetricsServiceRequest.FromString(self.value)
@@ -115,16 +116,20 @@ class TopicReader:
         for message in self.consumer.consume(500, seconds):
             if message.error() is not None:
                 continue
-            raw = tuple(message.headers() or [])
+            given = message.headers() or []  # a consumer's are a list (the type allows a dict)
+            pairs = given.items() if isinstance(given, dict) else given
+            raw = tuple((k, _bytes(v)) for k, v in pairs)
             headers = [(k, v.decode()) for k, v in raw]
+            partition = message.partition()
             self.records.append(
                 Record(
-                    message.key().decode(),
+                    _bytes(message.key()).decode(),
                     dict(headers),
                     tuple(k for k, _ in headers),
                     message.timestamp()[1],
-                    message.value() or b"",
+                    _bytes(message.value()),
                     raw,
+                    -1 if partition is None else partition,
                 )
             )
         return self.records
@@ -135,3 +140,10 @@ class TopicReader:
 
     def close(self) -> None:
         self.consumer.close()
+
+
+def _bytes(value: str | bytes | None) -> bytes:
+    """A key, value or header value as bytes (confluent-kafka types them loosely)."""
+    if isinstance(value, str):
+        return value.encode()
+    return value or b""

@@ -1,83 +1,33 @@
 """A broker whose plugin's target cluster goes away keeps serving its clients.
 
-Broker A (Kafka 4.4) sends its records to cluster T, which is Kafka 3.9.2 running the
-plugin's legacy entry class itself (so this module also shows the jar loading on a broker
-that has only the pre-4.2 interface). T is stopped while a librdkafka client keeps producing
-to A and pushing to it, then started again: the client's pushes keep being taken (an
-INVALID_RECORD would have switched its telemetry off for good), what does not fit the queue
-is dropped and counted, and the same client's records reach T again once it is back. The
-client's produce latency in each phase is printed (bench/broker_plugin.py quotes it).
+The target (Kafka 3.9.2, which runs the plugin's legacy entry class itself) is stopped
+while a librdkafka client keeps producing to the Kafka 4.4 broker and pushing to it, then
+started again: the client's pushes keep being taken (an INVALID_RECORD would have switched
+its telemetry off for good), what does not fit the queue is dropped and counted, and the
+same client's records reach the target again once it is back. The client's produce
+latency in each phase is printed (docs/kafka-plugin.md quotes it). The target's own
+record of a client shows the legacy class at work (its labels, no push interval).
 """
 
 from __future__ import annotations
 
 import statistics
 import time
-from collections.abc import Iterator
-from concurrent.futures import ThreadPoolExecutor
+from typing import Any
 
 import confluent_kafka
 import pytest
-from peers.kafka import KafkaBroker, PeerUnavailable, clientmetrics_plugin, minimal_plugin
 
 from tests.kadmin import set_subscription
-from tests.plugin.records import TopicReader, witnessed
-from tests.procs import free_port
+from tests.plugin.conftest import TARGET_TOPIC, Cluster
+from tests.procs import wait_for
 
 pytestmark = [pytest.mark.kafka, pytest.mark.integration]
 
-#: A release with only KIP-714's receiver interface (3.7 to 4.1) that resolves here.
-OLD_KAFKA = "3.9.2"
-COUNTERS = "kafka.server:type=client-metrics-plugin"
-
-
-@pytest.fixture(scope="module")
-def brokers(
-    request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory
-) -> Iterator[tuple[KafkaBroker, KafkaBroker]]:
-    work = tmp_path_factory.mktemp("down")
-    labels = {"labels": "client_id,client_instance_id,client_software_name,principal,node_id"}
-    target = KafkaBroker(
-        work / "target",
-        version=OLD_KAFKA,
-        plugins=[clientmetrics_plugin(labels, legacy=True)],
-        port=free_port(),
-    )
-    plugin = clientmetrics_plugin(
-        {
-            "bootstrap.servers": target.bootstrap,
-            "queue.size": "5",
-            # Room for two batches only: with the target away, send() soon blocks and
-            # the queue fills, so drops show within seconds.
-            "producer.buffer.memory": str(2 * 256 * 1024),
-        }
-    )
-    witness = minimal_plugin(work / "pushes.jsonl")
-    broker = KafkaBroker(work / "broker", plugins=[plugin, witness], jmx=True)
-    failed_before = request.session.testsfailed
-    with ThreadPoolExecutor(2) as pool:  # both at once: half the wait
-        started = [pool.submit(node.start) for node in (target, broker)]
-    try:
-        for future in started:
-            future.result()
-    except PeerUnavailable as exc:
-        broker.stop()
-        target.stop()
-        pytest.skip(f"Apache Kafka is not available here: {exc}")
-    except BaseException:
-        broker.stop()
-        target.stop()
-        raise
-    print(target.summary())
-    print(broker.summary())
-    try:
-        yield broker, target
-    finally:
-        broker.stop()
-        target.stop()
-        if request.session.testsfailed > failed_before:
-            for node in (broker, target):
-                print(f"--- kafka {node.version} log, last lines ---\n{node.log_tail()}")
+#: A queue of 5 and a producer buffer of one batch (512 KiB, the plugin's batch.size): with
+#: the target away, the producer's send() soon blocks and the queue fills, so drops show
+#: within seconds.
+SMALL = {"clientmetrics.queue.size": "5", "clientmetrics.producer.buffer.memory": str(2 << 18)}
 
 
 class Client:
@@ -112,49 +62,44 @@ def summary(latencies: list[float]) -> str:
 
 
 def test_a_target_cluster_that_goes_away_costs_the_broker_nothing_but_counted_drops(
-    brokers: tuple[KafkaBroker, KafkaBroker],
+    cluster: Cluster,
 ) -> None:
-    broker, target = brokers
-    witness = broker.workdir.parent / "pushes.jsonl"
+    broker, target = cluster.broker, cluster.target
+    assert broker.tls is not None
     every_200ms = {"metrics": "org.apache.kafka.producer.", "interval.ms": "200"}
-    set_subscription(broker.bootstrap, "producers", every_200ms)
-    set_subscription(target.bootstrap, "producers", every_200ms)
-    client = Client({"bootstrap.servers": broker.bootstrap}, "via-broker")
-    legacy = confluent_kafka.Producer(
-        {"bootstrap.servers": target.bootstrap, "client.id": "legacy"}
+    set_subscription(
+        broker.bootstrap,
+        "down",
+        {**every_200ms, "match": "client_id=via-broker"},
+        security_protocol="SASL_SSL",
+        sasl_mechanism="SCRAM-SHA-512",
+        sasl_plain_username="admin",
+        sasl_plain_password=broker.admin_password,
+        ssl_cafile=str(broker.tls.ca),
     )
-    reader = TopicReader({"bootstrap.servers": target.bootstrap}, "otlp_metrics")
+    set_subscription(target.bootstrap, "producers", every_200ms)
+    cluster.alter(SMALL)
+    client = Client(broker.client_config("alice"), "via-broker")
+    reader = cluster.reader()
     try:
-        client.run(1)  # warm up: the topic is created, connections are made
+        legacy = confluent_kafka.Producer(
+            {"bootstrap.servers": target.bootstrap, "client.id": "legacy"}
+        )
+        client.run(1)  # warm up: connections are made
         before = client.run(2)
-        records = reader.wait(
-            lambda rs: {r.headers.get("client_id") for r in rs} >= {"via-broker", "legacy"},
-            60,
-            "records of both clients on the target",
-        )
-        legacy.flush(1)
-        legacy = None  # before the target goes away
-        (instance,) = {r.key for r in records if r.headers.get("client_id") == "via-broker"}
-        old = next(r for r in records if r.headers.get("client_id") == "legacy")
-        # The 3.9 broker's legacy plugin: its labels, and no push interval (3.9 does not say).
-        assert old.header_names == (
-            "client_id",
-            "client_instance_id",
-            "client_software_name",
-            "principal",
-            "node_id",
-            "terminating",
-        )
-        assert (old.headers["principal"], old.headers["node_id"]) == ("User:ANONYMOUS", "1")
-        assert old.headers["client_software_name"] == "confluent-kafka-python"
+        wait_for(lambda: cluster.witnessed("via-broker"), 30, what="a push of via-broker")
+        instance = str(cluster.witnessed("via-broker")[0].instance)
+        reader.wait(lambda rs: any(r.key == instance for r in rs), 60, "its record on the target")
+        old = legacy_record(cluster, legacy)
+        del legacy  # closed before the target goes away
 
         target.stop()
         stopped_at = time.time()
-        pushes_before = len(witnessed(witness))
-        counters_before = broker.jmx_values(COUNTERS)
+        pushes_before = len(cluster.witnessed("via-broker"))
+        counters_before = cluster.counters()
         during = client.run(4)
-        counters = broker.jmx_values(COUNTERS)
-        pushes_during = len(witnessed(witness)) - pushes_before
+        counters = cluster.counters()
+        pushes_during = len(cluster.witnessed("via-broker")) - pushes_before
         # The broker kept taking the client's pushes, into a queue of 5 that then dropped.
         assert pushes_during >= 10
         assert counters["received-total"] - counters_before["received-total"] >= 10
@@ -172,6 +117,36 @@ def test_a_target_cluster_that_goes_away_costs_the_broker_nothing_but_counted_dr
         )
     finally:
         reader.close()
+        cluster.alter(dict.fromkeys(SMALL))
+    # The 3.9 broker's legacy plugin: its labels, and no push interval (3.9 does not say).
+    assert old.header_names == (
+        "client_id",
+        "client_instance_id",
+        "client_software_name",
+        "principal",
+        "node_id",
+        "terminating",
+        "push_id",
+    )
+    assert (old.headers["principal"], old.headers["node_id"]) == ("User:ANONYMOUS", "1")
+    assert old.headers["client_software_name"] == "confluent-kafka-python"
     print(f"produce latency, target up:    {summary(before)}")
     print(f"produce latency, target down:  {summary(during)}")
     print(f"produce latency, target back:  {summary(after)}")
+
+
+def legacy_record(cluster: Cluster, legacy: Any) -> Any:
+    """The first record the target's own (legacy) plugin wrote of the ``legacy`` client."""
+    reader = cluster.reader(TARGET_TOPIC)
+    try:
+
+        def found(records: list[Any]) -> bool:
+            legacy.produce("orders", b"v")
+            legacy.poll(0.05)
+            return any(r.headers.get("client_id") == "legacy" for r in records)
+
+        records = reader.wait(found, 60, "the legacy plugin's record on the target")
+    finally:
+        reader.close()
+    legacy.flush(1)
+    return next(r for r in records if r.headers.get("client_id") == "legacy")

@@ -1,4 +1,5 @@
-"""KIP-951 node endpoints in Produce v10+ / Fetch v16+ responses: walked, not decoded.
+"""KIP-951 node endpoints in Produce v10+ / Fetch v16+ responses: walked, not decoded;
+KIP-932's in ShareFetch / ShareAcknowledge: decoded and rewritten.
 
 Responses are built and encoded with kio (an independent codec), rewritten by the
 proxy's walker, and decoded again with kio: everything but the endpoints' host and
@@ -18,8 +19,17 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from kio.index import load_response_schema
 
+from clientmetrics.gateway.config import Address
+from clientmetrics.gateway.proxy.cluster_map import ClusterMap
 from clientmetrics.gateway.proxy.kip951 import FETCH_MAX, PRODUCE_MAX, rewrite_node_endpoints
-from clientmetrics.wire import ErrorCode, ProtocolError
+from clientmetrics.gateway.proxy.rewrite import rewriter_for
+from clientmetrics.wire import (
+    ErrorCode,
+    ProtocolError,
+    RequestHeader,
+    decode_response,
+    encode_response,
+)
 from clientmetrics.wire.build import build
 from clientmetrics.wire.codec import read_entity, write_entity
 
@@ -62,8 +72,12 @@ def produce_values() -> st.SearchStrategy[dict[str, Any]]:
             ),
         }
     )
-    topic = st.fixed_dictionaries(
-        {"name": names, "partition_responses": st.lists(partition, max_size=3)}
+    topic = st.fixed_dictionaries(  # v13+ names a topic by id, earlier ones by name
+        {
+            "name": names,
+            "topic_id": st.uuids(),
+            "partition_responses": st.lists(partition, max_size=3),
+        }
     )
     return st.fixed_dictionaries(
         {
@@ -113,9 +127,9 @@ def gateway_endpoint(node_id: int) -> tuple[str, int]:
 
 def check(api_key: int, version: int, values: dict[str, Any]) -> None:
     cls = load_response_schema(api_key, version)
-    original = build(cls, values)
+    original: Any = build(cls, values)  # a response carrying node_endpoints
     frame = HEADER + write_entity(original)
-    out, learned = rewrite_node_endpoints(api_key, frame, len(HEADER), gateway_endpoint)
+    out, learned = rewrite_node_endpoints(api_key, version, frame, len(HEADER), gateway_endpoint)
     if not values["node_endpoints"]:
         assert out is frame
         assert learned == []
@@ -169,7 +183,7 @@ def test_large_records_pass_through_as_the_same_object() -> None:
         },
     )
     frame = HEADER + write_entity(body)
-    assert rewrite_node_endpoints(1, frame, len(HEADER), gateway_endpoint)[0] is frame
+    assert rewrite_node_endpoints(1, 16, frame, len(HEADER), gateway_endpoint)[0] is frame
 
 
 def test_truncated_or_padded_bodies_are_protocol_errors() -> None:
@@ -182,4 +196,53 @@ def test_truncated_or_padded_bodies_are_protocol_errors() -> None:
     frame = HEADER + write_entity(build(cls, values))
     for bad in (frame[:-3], frame + b"\x00"):
         with pytest.raises(ProtocolError):
-            rewrite_node_endpoints(0, bad, len(HEADER), gateway_endpoint)
+            rewrite_node_endpoints(0, 10, bad, len(HEADER), gateway_endpoint)
+
+
+@pytest.mark.parametrize(("api_key", "version"), [(78, 1), (78, 2), (79, 1), (79, 2)])
+async def test_share_group_node_endpoints_are_rewritten_and_learned(
+    api_key: int, version: int
+) -> None:
+    learned: list[int] = []
+
+    async def opened(node_id: int) -> None:
+        learned.append(node_id)
+
+    cluster = ClusterMap((), "gw.example", lambda node_id: 40000 + node_id)
+    cluster.set_listener(opened)
+    header = RequestHeader(api_key, version, 42, "share", None, 2)
+    cls = load_response_schema(api_key, version)
+    partition = {
+        "partition_index": 0,
+        "error_code": ErrorCode.NOT_LEADER_OR_FOLLOWER,
+        "acknowledge_error_code": 0,
+        "current_leader": {"leader_id": 7, "leader_epoch": 3},
+        "records": b"\x07" * 64,
+        "acquired_records": [],
+    }
+    values = {
+        "throttle_time": 0,
+        "error_code": ErrorCode.NONE,
+        "acquisition_lock_timeout": 15000,
+        "responses": [{"topic_id": uuid.uuid4(), "partitions": [partition]}],
+        "node_endpoints": [{"node_id": 7, "host": "broker-7.internal", "port": 9092, "rack": "a"}],
+    }
+    frame = encode_response(header, build(cls, values))[4:]
+    rewrite = rewriter_for(header, cluster, {})
+    assert rewrite is not None
+    out = rewrite(frame)
+    assert not isinstance(out, bytes), "a node never seen: its port opens first"
+    _, body = decode_response(api_key, version, await out)
+    [endpoint] = body.node_endpoints
+    assert (endpoint.node_id, endpoint.host, endpoint.port, endpoint.rack) == (
+        7,
+        "gw.example",
+        40007,
+        "a",
+    )
+    assert learned == [7]
+    assert cluster.address(7) == Address("broker-7.internal", 9092)
+    _, original = decode_response(api_key, version, frame)
+    assert body.responses == original.responses  # the rest untouched
+    quiet = encode_response(header, build(cls, {**values, "node_endpoints": []}))[4:]
+    assert rewrite(quiet) is quiet

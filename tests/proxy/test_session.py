@@ -6,6 +6,7 @@ import asyncio
 import struct
 from collections.abc import AsyncIterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -126,10 +127,11 @@ async def test_mixed_describe_configs_upstream_part_uses_injected_correlation_id
     upstream: FakeUpstream, gateway: Gateway
 ) -> None:
     from kio.schema.describe_configs.v4.request import DescribeConfigsResource
+    from kio.static.primitive import i8
 
     reader, writer = await asyncio.open_connection("127.0.0.1", gateway.port)
     resources = tuple(
-        DescribeConfigsResource(resource_type=t, resource_name=n, configuration_keys=None)
+        DescribeConfigsResource(resource_type=i8(t), resource_name=n, configuration_keys=None)
         for t, n in [(16, "sub"), (2, "topic-a")]
     )
     body = request_type(32, 4)(
@@ -164,7 +166,7 @@ async def test_coordinator_and_cluster_addresses_are_rewritten(
     request_values: dict[str, object],
 ) -> None:
     reader, writer = await asyncio.open_connection("127.0.0.1", gateway.port)
-    body = build(request_type(api_key, version), request_values)
+    body: Any = build(request_type(api_key, version), request_values)
     writer.write(encode_request(RequestHeader(api_key, version, 3, "t", None, 2), body))
     _, response = decode_response(api_key, version, await asyncio.wait_for(read_frame(reader), 5))
     port = gateway.config.broker_port(NODE)
@@ -184,13 +186,17 @@ async def test_coordinator_and_cluster_addresses_are_rewritten(
 
 def test_api_versions_adds_gateway_apis_and_caps_what_it_rewrites() -> None:
     upstream = {0: (0, 13), 1: (4, 18), 3: (0, 13), 19: (0, 7), 71: (0, 0), 32: (0, 4)}
-    merged = merged_versions(upstream)
+    own = {key: SERVED[key] for key in (71, 72, 74, 32, 33, 44)}  # the proxy's handler table
+    merged = merged_versions(upstream, own)
     assert merged[0] == (0, PRODUCE_MAX)  # Produce: capped at what the KIP-951 walker knows
     assert merged[1] == (4, FETCH_MAX)
     assert merged[3] == (0, SERVED[3][1])  # Metadata: decoded to be rewritten
     assert merged[19] == (0, 7)  # untouched pass-through API
-    for key in (71, 72, 74, 32, 33, 44):  # served by the gateway, upstream has them or not
+    for key in own:  # served by the gateway, upstream has them or not
         assert merged[key] == SERVED[key]
+    # A table without telemetry (the cluster takes it): the upstream's own versions stand.
+    assert merged_versions(upstream, {})[71] == (0, 0)
+    assert 72 not in merged_versions(upstream, {})
 
 
 async def test_advertised_host_is_separate_from_the_bind_address(
@@ -207,7 +213,7 @@ async def test_advertised_host_is_separate_from_the_bind_address(
     await gw.start()
     try:
         reader, writer = await asyncio.open_connection("127.0.0.1", gw.port)
-        body = build(
+        body: Any = build(
             request_type(3, 9),
             {
                 "topics": None,
@@ -230,7 +236,7 @@ async def test_list_config_resources_merges_upstream_and_gateway(
     upstream: FakeUpstream, gateway: Gateway
 ) -> None:
     reader, writer = await asyncio.open_connection("127.0.0.1", gateway.port)
-    alter = build(
+    alter: Any = build(
         request_type(44, 1),
         {
             "resources": [
@@ -246,7 +252,7 @@ async def test_list_config_resources_merges_upstream_and_gateway(
     writer.write(encode_request(RequestHeader(44, 1, 1, "t", None, 2), alter))
     await asyncio.wait_for(read_frame(reader), 5)
     assert upstream.frames == [], "a client-metrics-only alter never reaches the upstream"
-    listing = build(request_type(74, 1), {"resource_types": ()})
+    listing: Any = build(request_type(74, 1), {"resource_types": ()})
     writer.write(encode_request(RequestHeader(74, 1, 2, "t", None, 2), listing))
     _, response = decode_response(74, 1, await asyncio.wait_for(read_frame(reader), 5))
     assert [(r.resource_type, r.resource_name) for r in response.config_resources] == [

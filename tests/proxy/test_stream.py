@@ -8,7 +8,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from clientmetrics.gateway.proxy.stream import FrameProtocol, frame_bytes
+from clientmetrics.gateway.transport import FrameProtocol, frame_bytes
 from clientmetrics.wire import FrameTooLarge, ProtocolError
 
 SIZE = struct.Struct(">i")

@@ -17,17 +17,21 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from clientmetrics.gateway.cluster import ClusterHandlers
-from clientmetrics.gateway.connection import ConnectionState, Dispatcher, serve_connection
+from clientmetrics.gateway.config import Listener
+from clientmetrics.gateway.driver import Connection
+from clientmetrics.gateway.handlers import ConnectionState, Handler, Services, served_versions
+from clientmetrics.gateway.limits import ConnectionLimits
 from clientmetrics.telemetry.compression import decompress
 from clientmetrics.telemetry.otlp import parse_metrics_data
 from clientmetrics.wire import (
     ErrorCode,
     RequestHeader,
-    decode_request,
     encode_response,
     response_type,
 )
 from clientmetrics.wire.build import build
+from clientmetrics.wire.results import Answer, Reply, Request
+from clientmetrics.wire.sasl import ListenerPolicy
 
 GET, PUSH = 71, 72
 
@@ -91,7 +95,7 @@ class FakeBroker:
             assert self._loop is not None
             asyncio.set_event_loop(self._loop)
             self._server = self._loop.run_until_complete(
-                asyncio.start_server(self._on_client, "127.0.0.1", 0)
+                self._loop.create_server(self._protocol, "127.0.0.1", 0)
             )
             self.port = self._server.sockets[0].getsockname()[1]
             ready.set()
@@ -122,27 +126,29 @@ class FakeBroker:
         loop.close()
         self._loop = None
 
-    def _dispatcher(self) -> Dispatcher:
+    def _protocol(self) -> asyncio.BaseProtocol:
         advertised = {18: (0, 4), 3: (0, 12)}
         if self.telemetry_versions is not None:
             advertised |= {GET: self.telemetry_versions, PUSH: self.telemetry_versions}
-        cluster = ClusterHandlers(
-            node_id=1, host="127.0.0.1", port=self.port, cluster_id="fake", advertised=advertised
+        cluster = ClusterHandlers(node_id=1, host="127.0.0.1", port=self.port, cluster_id="fake")
+        handlers: dict[int, Handler] = {
+            18: cluster.api_versions,
+            3: cluster.metadata,
+            GET: self._get,
+            PUSH: self._push,
+        }
+        limits = ConnectionLimits(1 << 24, 1 << 28, 600_000, 1000)
+        services = Services(
+            handlers,
+            served_versions(handlers),
+            limits,
+            asyncio.ensure_future,
+            lambda _c: None,
+            lambda _c: None,
+            advertised=advertised,
         )
-        return Dispatcher(
-            {18: cluster.api_versions, 3: cluster.metadata, GET: self._get, PUSH: self._push}
-        )
-
-    async def _on_client(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
-        await serve_connection(
-            reader,
-            writer,
-            self._dispatcher(),
-            node_id=1,
-            max_request_bytes=1 << 24,
-            on_open=lambda _c: None,
-            on_close=lambda _c: None,
-        )
+        listener = Listener.parse("127.0.0.1:0")
+        return Connection(services, listener, ListenerPolicy(), node_id=1).protocol
 
     def _record(self, header: RequestHeader, body: Any) -> None:
         instance = header.client_instance_id if header.header_version >= 3 else None
@@ -164,10 +170,8 @@ class FakeBroker:
     def _next(script: list[int]) -> int:
         return script.pop(0) if len(script) > 1 else script[0]
 
-    async def _get(
-        self, conn: ConnectionState, header: RequestHeader, frame: bytes, offset: int
-    ) -> bytes:
-        _, body = decode_request(frame)
+    async def _get(self, conn: ConnectionState, request: Request) -> Reply:
+        header, body = request.header, request.body()
         self._record(header, body)
         code = self._next(self.get_script)
         values = {
@@ -181,13 +185,15 @@ class FakeBroker:
             "delta_temporality": self.delta and code == 0,
             "requested_metrics": list(self.requested) if code == 0 else [],
         }
-        return encode_response(header, build(response_type(GET, header.api_version), values))
+        return Answer(
+            encode_response(header, build(response_type(GET, header.api_version), values))
+        )
 
-    async def _push(
-        self, conn: ConnectionState, header: RequestHeader, frame: bytes, offset: int
-    ) -> bytes:
-        _, body = decode_request(frame)
+    async def _push(self, conn: ConnectionState, request: Request) -> Reply:
+        header, body = request.header, request.body()
         self._record(header, body)
         code = self._next(self.push_script)
         values = {"throttle_time": 0, "error_code": ErrorCode(code)}
-        return encode_response(header, build(response_type(PUSH, header.api_version), values))
+        return Answer(
+            encode_response(header, build(response_type(PUSH, header.api_version), values))
+        )

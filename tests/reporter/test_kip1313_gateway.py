@@ -160,7 +160,9 @@ def test_sasl_handshake_is_exempt(gateway: GatewayProcess, conn: Conn) -> None:
     # Not refused by KIP-1313: a listener without SASL answers ILLEGAL_SASL_STATE.
     assert result(RequestHeader(17, 1, 2, "raw", None, 1)) == Respond(1)
     assert struct.unpack_from(">h", b"".join(core.data_to_send()), 8)[0] == 34
-    assert result(RequestHeader(3, 12, 3, "raw", None, 2)) == Respond(2, ErrorCode.INVALID_REQUEST)
+    assert result(RequestHeader(3, 12, 3, "raw", None, 2)) == Respond(
+        2, ErrorCode.INVALID_REQUEST, rejected="kip1313_instance_id"
+    )
     # Over the wire: the standalone gateway serves no SASL, but it does not count the
     # request as a KIP-1313 rejection.
     assert int(conn.get(1, instance).error_code) == 0

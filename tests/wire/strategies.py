@@ -16,6 +16,7 @@ from kio.serial._introspect import (
     get_schema_field_type,
     is_optional,
 )
+from kio.static.primitive import Records
 
 from clientmetrics.wire import RequestHeader, request_header_version
 
@@ -36,6 +37,11 @@ def _field_strategy(field: Any) -> st.SearchStrategy[Any]:
         strategy = st.integers(0, 2**48).map(
             lambda ms: datetime.timedelta(days=ms // 86_400_000, milliseconds=ms % 86_400_000)
         )
+    elif get_schema_field_type(field) == "records":
+        # Record batches are opaque bytes to the codec (ShareFetch's are not nullable).
+        strategy = st.binary(max_size=200).map(Records)
+        if is_optional(field):
+            strategy = st.none() | strategy
     elif get_schema_field_type(field) == "uuid":
         # Kafka uuids are not nullable: on the wire a "null" is the zero uuid.
         strategy = st.uuids() | st.just(uuid.UUID(int=0))

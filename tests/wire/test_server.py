@@ -28,7 +28,10 @@ from clientmetrics.wire.server import (
     ServerConnection,
 )
 
-SERVED = {ApiKey.API_VERSIONS: (0, 4), ApiKey.GET_TELEMETRY_SUBSCRIPTIONS: (0, 1)}
+SERVED: dict[int, tuple[int, int]] = {
+    ApiKey.API_VERSIONS: (0, 4),
+    ApiKey.GET_TELEMETRY_SUBSCRIPTIONS: (0, 1),
+}
 
 
 def api_versions(correlation_id: int, version: int = 3, client_id: str = "c") -> bytes:
@@ -124,9 +127,13 @@ def test_kip1313_first_v3_request_fixes_the_instance_id() -> None:
     assert isinstance(core.receive_data(get_v1(1, mine), 0)[0], Serve)
     assert core.header_instance_id == mine
     assert isinstance(core.receive_data(get_v1(2, mine), 0)[0], Serve)
-    assert core.receive_data(get_v1(3, other), 0) == [Respond(2, ErrorCode.INVALID_REQUEST)]
+    assert core.receive_data(get_v1(3, other), 0) == [
+        Respond(2, ErrorCode.INVALID_REQUEST, rejected="kip1313_instance_id")
+    ]
     # A v2-header request after a v3 one is refused too; SaslHandshake is exempt.
-    assert core.receive_data(api_versions(4), 0) == [Respond(3, ErrorCode.INVALID_REQUEST)]
+    assert core.receive_data(api_versions(4), 0) == [
+        Respond(3, ErrorCode.INVALID_REQUEST, rejected="kip1313_instance_id")
+    ]
     handshake = raw(RequestHeader(17, 1, 5, "c", None, 1), b"\x00\x05PLAIN")
     assert core.receive_data(handshake, 0) == [Respond(4, ErrorCode.NONE)]
     for request_id in (0, 1):
@@ -142,7 +149,7 @@ def test_kip1313_first_v3_request_fixes_the_instance_id() -> None:
 def test_kip1313_zero_instance_id_on_the_first_request_is_refused() -> None:
     core = ServerConnection(served=SERVED)
     assert core.receive_data(get_v1(1, uuid.UUID(int=0)), 0) == [
-        Respond(0, ErrorCode.INVALID_REQUEST)
+        Respond(0, ErrorCode.INVALID_REQUEST, rejected="kip1313_instance_id")
     ]
     assert core.client_id == "c"
 
@@ -323,3 +330,48 @@ def test_request_object_carries_the_body_offset() -> None:
     assert isinstance(result, Serve)
     request: Request = result.request
     assert request.frame[request.offset :] == api_versions(1)[4 + request.offset :]
+
+
+def test_client_software_is_recorded_by_the_core_and_bad_names_refused_in_both_modes() -> None:
+    def versions(correlation_id: int, name: str, version: str) -> bytes:
+        header = RequestHeader(18, 3, correlation_id, "c", None, 2)
+        body = request_type(18, 3)(client_software_name=name, client_software_version=version)
+        return encode_request(header, body)
+
+    for forwarding in (False, True):
+        core = ServerConnection(served={} if forwarding else SERVED, forwarding=forwarding)
+        (good,) = core.receive_data(versions(1, "librdkafka", "2.16.1"), 0)
+        assert isinstance(good, Forward if forwarding else Serve)
+        assert core.software == ("librdkafka", "2.16.1")
+        # Kafka's pattern refuses a trailing dot: INVALID_REQUEST, nothing recorded,
+        # never forwarded (an upstream that does not check would let it into the data).
+        (bad,) = core.receive_data(versions(2, "evil", "1.0."), 0)
+        assert bad == Respond(1, ErrorCode.INVALID_REQUEST, rejected="client_software")
+        assert core.software == ("librdkafka", "2.16.1")
+        core.complete(0, None)
+        (frame,) = frames_of(core.data_to_send())
+        assert struct.unpack_from(">h", frame, 4)[0] == ErrorCode.INVALID_REQUEST
+    # v0-v2 carry no software: nothing to record.
+    core = ServerConnection(served=SERVED)
+    core.receive_data(api_versions(1, version=2), 0)
+    assert core.software is None
+
+
+def test_a_newer_api_versions_is_refused_as_an_older_broker_refuses_it_even_when_forwarding() -> (
+    None
+):
+    # Java 4.4 clients open with ApiVersions v5, which the codec (and so the proxy's
+    # rewrite of the answer) does not read: UNSUPPORTED_VERSION, listing v0-4, and
+    # the client retries at v4 (KIP-511).
+    core = ServerConnection(forwarding=True)
+    header = RequestHeader(18, 5, 1, "java", None, 2)
+    (refused,) = core.receive_data(raw(header, b"\x00"), 0)
+    assert refused == Respond(0, ErrorCode.UNSUPPORTED_VERSION)
+    (frame,) = frames_of(core.data_to_send())
+    _, body = decode_response(18, 0, frame)
+    assert int(body.error_code) == ErrorCode.UNSUPPORTED_VERSION
+    assert {(int(k.api_key), int(k.min_version), int(k.max_version)) for k in body.api_keys} >= {
+        (18, 0, 4)
+    }
+    (retried,) = core.receive_data(api_versions(2, version=4), 0)
+    assert isinstance(retried, Forward)

@@ -66,6 +66,11 @@ PUSH_ID_HEADER = "push_id"
 DEFAULT_REQUIRED_TIMEOUT_MS = 10_000
 #: librdkafka producer settings a required exporter needs (idempotent, all replicas).
 _REQUIRED = {"enable.idempotence": True, "acks": "all"}
+#: Where a record goes: the partition Kafka's Java producer (so the broker plugin) picks for
+#: its key, murmur2 (librdkafka's default, ``consistent_random``, is a CRC32 and picks another
+#: for some keys). Readers take a partition as a share of client instances: every writer
+#: must put one instance's records on the same one (docs/record-format.md).
+PARTITIONER = {"partitioner": "murmur2_random"}
 
 
 #: What a delivery report settles: a push's future (gating) or nothing (counted only).
@@ -272,7 +277,8 @@ def producer_config(options: Mapping[str, object], *, required: bool = False) ->
 
     ``required``: an idempotent producer writing to all in-sync replicas, which
     gives up on a record after ``delivery_timeout_ms`` (the push is then answered
-    with a retriable error); the ``producer`` table may not weaken that.
+    with a retriable error); the ``producer`` table may not weaken that. The
+    partitioner is always ``murmur2_random`` (``PARTITIONER``), never another.
     """
     servers = options.get("bootstrap_servers")
     if not isinstance(servers, str) or not servers:
@@ -283,6 +289,7 @@ def producer_config(options: Mapping[str, object], *, required: bool = False) ->
         "acks": "all",
         "linger.ms": 5 if required else 20,
         "log_level": 3,
+        **PARTITIONER,
     }
     if required:
         config |= _REQUIRED
@@ -301,6 +308,12 @@ def producer_config(options: Mapping[str, object], *, required: bool = False) ->
         raise ConfigurationError(
             "topic: give delivery_timeout_ms, not producer.message.timeout.ms, with it"
         )
+    for key, value in PARTITIONER.items():
+        if key in extra and str(extra[key]) != value:
+            raise ConfigurationError(
+                f"topic: producer.{key} must stay {value}: one client's records go to the "
+                "partition Kafka's producer and the broker plugin pick for its key"
+            )
     if required:
         weaker = [
             f"{k}={str(v).lower()}"

@@ -14,7 +14,7 @@ import structlog
 
 from clientmetrics.errors import ConfigurationError
 from clientmetrics.gateway.config import GatewayConfig, load_authorization
-from clientmetrics.gateway.connection import ConnectionState
+from clientmetrics.gateway.handlers import ConnectionState
 from clientmetrics.security.authorizer import AclAuthorizer, AuthorizationConfig
 from clientmetrics.security.base import Operation
 

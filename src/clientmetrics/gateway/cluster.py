@@ -4,17 +4,14 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 
-from clientmetrics.gateway.connection import ConnectionState
+from clientmetrics.gateway.handlers import ConnectionState
 from clientmetrics.wire import (
     ErrorCode,
-    RequestHeader,
-    decode_body,
     encode_response,
-    error_response,
     response_type,
 )
 from clientmetrics.wire.build import build
-from clientmetrics.wire.client_software import software_valid
+from clientmetrics.wire.results import Answer, Reply, Request
 
 
 class ClusterHandlers:
@@ -27,7 +24,6 @@ class ClusterHandlers:
         host: str,
         port: int,
         cluster_id: str,
-        advertised: Mapping[int, tuple[int, int]],
         listener_endpoints: Mapping[str, tuple[str, int]] | None = None,
     ) -> None:
         self._node_id = node_id
@@ -36,33 +32,25 @@ class ClusterHandlers:
         #: Metadata names the address of the listener the client connected on.
         self._endpoints = dict(listener_endpoints or {})
         self._cluster_id = cluster_id
-        self._advertised = dict(sorted(advertised.items()))
 
-    async def api_versions(
-        self, conn: ConnectionState, header: RequestHeader, frame: bytes, offset: int
-    ) -> bytes:
-        body = decode_body(header, frame, offset)
-        name = getattr(body, "client_software_name", None)
-        version = getattr(body, "client_software_version", None)
-        if not software_valid(name, version):
-            return error_response(header, ErrorCode.INVALID_REQUEST)
-        if name is not None:
-            conn.set_software(str(name), str(version or ""))
+    async def api_versions(self, conn: ConnectionState, request: Request) -> Reply:
+        header = request.header
+        # The core recorded (or refused) the client software already; what is
+        # advertised is read off the handler table the connection serves.
         values = {
             "error_code": ErrorCode.NONE,
             "api_keys": [
                 {"api_key": key, "min_version": lo, "max_version": hi}
-                for key, (lo, hi) in self._advertised.items()
+                for key, (lo, hi) in sorted(conn.core.advertised.items())
             ],
             "throttle_time": 0,
         }
         cls = response_type(header.api_key, header.api_version)
-        return encode_response(header, build(cls, values))
+        return Answer(encode_response(header, build(cls, values)))
 
-    async def metadata(
-        self, conn: ConnectionState, header: RequestHeader, frame: bytes, offset: int
-    ) -> bytes:
-        body = decode_body(header, frame, offset)
+    async def metadata(self, conn: ConnectionState, request: Request) -> Reply:
+        header = request.header
+        body = request.body()
         topics = []
         for topic in getattr(body, "topics", None) or ():
             topics.append(
@@ -83,4 +71,4 @@ class ClusterHandlers:
             "topics": topics,
         }
         cls = response_type(header.api_key, header.api_version)
-        return encode_response(header, build(cls, values))
+        return Answer(encode_response(header, build(cls, values)))

@@ -15,7 +15,7 @@ from typing import Any
 
 from clientmetrics.addresses import parse_host_port
 from clientmetrics.errors import ConfigurationError
-from clientmetrics.gateway.config_keys import EnvSettings, check_known, normalised
+from clientmetrics.gateway.config_keys import PROXY_KEYS, EnvSettings, check_known, normalised
 from clientmetrics.gateway.tls import TlsConfig, tls_from
 from clientmetrics.gateway.upstream_security import UpstreamSecurity, upstream_from
 from clientmetrics.security.authorizer import AuthorizationConfig, parse_authorization
@@ -29,6 +29,8 @@ STANDALONE_MAX_REQUEST_BYTES = 2 * 1024 * 1024
 COMPRESSION_IDS = {"none": 0, "gzip": 1, "snappy": 2, "lz4": 3, "zstd": 4}
 #: ``[proxy] sasl``: who authenticates clients in proxy mode.
 PROXY_SASL_MODES = ("passthrough", "terminate")
+#: ``[proxy] telemetry``: who answers GetTelemetrySubscriptions and PushTelemetry.
+PROXY_TELEMETRY_MODES = ("gateway", "cluster")
 
 
 @dataclass(frozen=True, slots=True)
@@ -137,6 +139,9 @@ class GatewayConfig:
     #: ``[proxy] sasl``: ``passthrough`` (the cluster authenticates clients) or
     #: ``terminate`` (the gateway does, with ``[sasl]``); None: terminate iff ``[sasl]``.
     proxy_sasl: str | None = None
+    #: ``[proxy] telemetry``: ``gateway`` (the proxy answers 71/72 and the client-metrics
+    #: configs itself) or ``cluster`` (forwarded: a cluster with its own receiver).
+    proxy_telemetry: str = "gateway"
     #: The cap on client-metrics subscriptions an alter may create.
     max_subscriptions: int = 1000
     #: The TOML file this was loaded from, re-read on SIGHUP.
@@ -182,7 +187,12 @@ class GatewayConfig:
         if self.upstream and self.workers != 1:
             raise ConfigurationError("proxy mode runs one worker per gateway process")
         security = self.upstream_security
-        if self.store_kind == "topic" and security.protocol.sasl and not security.has_credentials:
+        if (
+            self.gateway_telemetry
+            and self.store_kind == "topic"
+            and security.protocol.sasl
+            and not security.has_credentials
+        ):
             raise ConfigurationError(
                 "the topic store on a SASL upstream needs [upstream] sasl_mechanism, "
                 "sasl_username and sasl_password"
@@ -225,15 +235,22 @@ class GatewayConfig:
                 '[proxy] sasl = "passthrough" leaves client authentication to the cluster; '
                 'remove [sasl] (it is for sasl = "terminate")'
             )
-        if self.proxy_sasl_terminates and self.upstream_security.protocol.sasl:
-            # Terminating needs the gateway's own SASL login on every client's upstream
-            # link; until then a SASL cluster authenticates its clients itself.
-            protocol = self.upstream_security.protocol.value
+        security = self.upstream_security
+        if self.proxy_sasl_terminates and security.protocol.sasl and not security.has_credentials:
+            # Each client's upstream link then logs in as the gateway itself.
+            protocol = security.protocol.value
             raise ConfigurationError(
-                f'[proxy] sasl = "terminate" needs a cluster without SASL ([upstream] '
-                f'security_protocol is {protocol}); use sasl = "passthrough" (and no [sasl]) '
-                "so clients authenticate with the cluster through the gateway"
+                f'[proxy] sasl = "terminate" towards a SASL cluster ([upstream] '
+                f"security_protocol is {protocol}) needs the gateway's own login: [upstream] "
+                'sasl_mechanism, sasl_username and sasl_password (or sasl = "passthrough" '
+                "and no [sasl], so clients authenticate with the cluster through the gateway)"
             )
+        if self.proxy_telemetry not in PROXY_TELEMETRY_MODES:
+            raise ConfigurationError(
+                f'[proxy] telemetry must be "gateway" or "cluster", got {self.proxy_telemetry!r}'
+            )
+        if self.proxy_telemetry != "gateway" and not self.upstream:
+            raise ConfigurationError("[proxy] needs proxy mode (an upstream cluster)")
 
     @property
     def proxy_sasl_terminates(self) -> bool:
@@ -243,6 +260,12 @@ class GatewayConfig:
         if self.proxy_sasl is None:
             return self.sasl is not None
         return self.proxy_sasl == "terminate"
+
+    @property
+    def gateway_telemetry(self) -> bool:
+        """Whether the gateway answers telemetry and client-metrics configs itself (and so
+        keeps subscriptions); False when a proxy leaves them to the cluster."""
+        return not (self.upstream and self.proxy_telemetry == "cluster")
 
     @property
     def listen(self) -> Address:
@@ -373,7 +396,7 @@ def load_config(
         raise env.blame(exc, "upstream", set(env.section("upstream"))) from exc
     sections = _security_sections(doc)
     # Checked once the upstream (a [gateway] value or an override) is known.
-    late = {"proxy_sasl": sections.pop("proxy_sasl")} if "proxy_sasl" in sections else {}
+    late = {key: sections.pop(key) for key in ("proxy_sasl", "proxy_telemetry") if key in sections}
     try:
         config = GatewayConfig(
             data_dir=Path(root),
@@ -449,11 +472,13 @@ def _security_sections(doc: Mapping[str, Any]) -> dict[str, Any]:
         out["authorization"] = parse_authorization(doc["authorization"])
     if "proxy" in doc:
         section = doc["proxy"]
-        unknown = set(section) - {"sasl"} if isinstance(section, dict) else {"?"}
+        unknown = set(section) - PROXY_KEYS if isinstance(section, dict) else {"?"}
         if unknown:
             raise ConfigurationError(f"unknown [proxy] setting(s): {', '.join(sorted(unknown))}")
         if "sasl" in section:
             out["proxy_sasl"] = str(section["sasl"])
+        if "telemetry" in section:
+            out["proxy_telemetry"] = str(section["telemetry"])
     return out
 
 

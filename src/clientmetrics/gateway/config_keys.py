@@ -23,6 +23,8 @@ from clientmetrics.telemetry.manager import TelemetryConfig
 __all__ = ["ENV_PREFIX", "EnvSettings", "check_known", "normalised"]
 
 ENV_PREFIX = "CLIENTMETRICS_"
+#: ``[proxy]``: who authenticates clients, who answers telemetry.
+PROXY_KEYS = frozenset({"sasl", "telemetry"})
 
 #: Sections whose keys may be spelled with ``-`` or ``.`` for ``_``.
 _LENIENT = ("gateway", "telemetry")
@@ -42,7 +44,7 @@ def _known(gateway: frozenset[str]) -> dict[str, frozenset[str]]:
         "upstream": UPSTREAM_KEYS,
         "sasl": SASL_KEYS,
         "authorization": AUTHORIZATION_KEYS,
-        "proxy": frozenset({"sasl"}),
+        "proxy": PROXY_KEYS,
     }
 
 

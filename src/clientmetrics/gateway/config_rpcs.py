@@ -14,7 +14,7 @@ from typing import Any
 import structlog
 
 from clientmetrics.gateway.authz import CLUSTER_AUTHORIZATION_FAILED_MESSAGE, AuthorizationHolder
-from clientmetrics.gateway.connection import ConnectionState
+from clientmetrics.gateway.handlers import ConnectionState
 from clientmetrics.gateway.subscriptions import Subscriptions
 from clientmetrics.security.base import Operation
 from clientmetrics.store.base import StoreError
@@ -30,11 +30,11 @@ from clientmetrics.wire import (
     ConfigResourceType,
     ErrorCode,
     RequestHeader,
-    decode_body,
     encode_response,
     response_type,
 )
 from clientmetrics.wire.build import build
+from clientmetrics.wire.results import Answer, Reply, Request
 
 log = structlog.get_logger("clientmetrics.gateway")
 
@@ -153,13 +153,12 @@ class ConfigHandlers:
         }
 
     # -- DescribeConfigs ------------------------------------------------------
-    async def describe_configs(
-        self, conn: ConnectionState, header: RequestHeader, frame: bytes, offset: int
-    ) -> bytes:
-        body = decode_body(header, frame, offset)
+    async def describe_configs(self, conn: ConnectionState, request: Request) -> Reply:
+        header = request.header
+        body = request.body()
         cls = response_type(header.api_key, header.api_version)
         results = self.describe_results(body, conn)
-        return encode_response(header, build(cls, {"throttle_time": 0, "results": results}))
+        return Answer(encode_response(header, build(cls, {"throttle_time": 0, "results": results})))
 
     def describe_results(
         self, body: Any, conn: ConnectionState | None = None
@@ -220,19 +219,17 @@ class ConfigHandlers:
         return {**result, "configs": entries}
 
     # -- AlterConfigs / IncrementalAlterConfigs -----------------------------
-    async def alter_configs(
-        self, conn: ConnectionState, header: RequestHeader, frame: bytes, offset: int
-    ) -> bytes:
-        body = decode_body(header, frame, offset)
+    async def alter_configs(self, conn: ConnectionState, request: Request) -> Reply:
+        header = request.header
+        body = request.body()
         results = await self.alter_results(body, incremental=False, conn=conn)
-        return self._alter_response(header, results)
+        return Answer(self._alter_response(header, results))
 
-    async def incremental_alter_configs(
-        self, conn: ConnectionState, header: RequestHeader, frame: bytes, offset: int
-    ) -> bytes:
-        body = decode_body(header, frame, offset)
+    async def incremental_alter_configs(self, conn: ConnectionState, request: Request) -> Reply:
+        header = request.header
+        body = request.body()
         results = await self.alter_results(body, incremental=True, conn=conn)
-        return self._alter_response(header, results)
+        return Answer(self._alter_response(header, results))
 
     async def alter_results(
         self, body: Any, *, incremental: bool, conn: ConnectionState | None = None
@@ -321,10 +318,9 @@ class ConfigHandlers:
         names = map_key_order(self._subs.names())
         return [{"resource_name": n, "resource_type": CLIENT_METRICS} for n in names]
 
-    async def list_config_resources(
-        self, conn: ConnectionState, header: RequestHeader, frame: bytes, offset: int
-    ) -> bytes:
-        body = decode_body(header, frame, offset)
+    async def list_config_resources(self, conn: ConnectionState, request: Request) -> Reply:
+        header = request.header
+        body = request.body()
         types = {int(t) for t in getattr(body, "resource_types", ()) or ()}
         code = ErrorCode.NONE
         names: list[dict[str, Any]] = []
@@ -336,4 +332,4 @@ class ConfigHandlers:
             names = self.client_metrics_resources()
         values = {"throttle_time": 0, "error_code": code, "config_resources": names}
         cls = response_type(header.api_key, header.api_version)
-        return encode_response(header, build(cls, values))
+        return Answer(encode_response(header, build(cls, values)))

@@ -11,13 +11,12 @@ import asyncio
 import ssl
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import Any
 
 import structlog
 
 from clientmetrics.errors import ClientMetricsError
 from clientmetrics.gateway.config import Listener
-from clientmetrics.gateway.connection import ConnectionState
+from clientmetrics.gateway.handlers import ConnectionState
 from clientmetrics.gateway.tls import ReloadingContext, TlsConfig, server_context, tls_principal
 from clientmetrics.security.principal import ANONYMOUS
 from clientmetrics.security.protocol import SecurityProtocol
@@ -89,19 +88,16 @@ class ListenerSet:
     async def open(
         self,
         listener: Listener,
-        on_client: Callable[[Listener, asyncio.StreamReader, asyncio.StreamWriter], Any],
+        factory: Callable[[], asyncio.BaseProtocol],
         *,
-        reuse_port: bool,
+        reuse_port: bool = False,
+        port: int | None = None,
     ) -> asyncio.Server:
-        """Start a stream server for ``listener``."""
-
-        async def accepted(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
-            await on_client(listener, reader, writer)
-
-        return await asyncio.start_server(
-            accepted,
+        """Serve ``listener`` (on ``port`` instead of its own, for a proxy's broker ports)."""
+        return await asyncio.get_running_loop().create_server(
+            factory,
             listener.address.host,
-            listener.address.port,
+            listener.address.port if port is None else port,
             ssl=self.ssl_for(listener),
             ssl_handshake_timeout=TLS_HANDSHAKE_TIMEOUT_S if listener.protocol.tls else None,
             reuse_port=reuse_port or None,

@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from clientmetrics.gateway.authz import CLUSTER_AUTHORIZATION_FAILED_MESSAGE, AuthorizationHolder
-from clientmetrics.gateway.connection import ConnectionState
+from clientmetrics.gateway.handlers import ConnectionState
 from clientmetrics.security.base import Operation
 from clientmetrics.security.credentials import (
     MAX_ITERATIONS,
@@ -27,12 +27,11 @@ from clientmetrics.security.credentials import (
 from clientmetrics.store.credentials import CredentialFile, Users
 from clientmetrics.wire import (
     ErrorCode,
-    RequestHeader,
-    decode_body,
     encode_response,
     response_type,
 )
 from clientmetrics.wire.build import build
+from clientmetrics.wire.results import Answer, Reply, Request
 
 __all__ = ["ScramHandlers"]
 
@@ -136,9 +135,10 @@ class ScramHandlers:
         self._authz = authorization
 
     async def describe_user_scram_credentials(
-        self, conn: ConnectionState, header: RequestHeader, frame: bytes, offset: int
-    ) -> bytes:
-        body = decode_body(header, frame, offset)
+        self, conn: ConnectionState, request: Request
+    ) -> Reply:
+        header = request.header
+        body = request.body()
         values: dict[str, Any] = {"throttle_time": 0, "error_code": ErrorCode.NONE}
         values["error_message"], values["results"] = None, []
         if not self._authz.allowed(conn, Operation.DESCRIBE):
@@ -158,7 +158,7 @@ class ScramHandlers:
                 wanted = [str(u.name) for u in body.users or ()]
                 values["results"] = self.describe_results(users, wanted)
         cls = response_type(header.api_key, header.api_version)
-        return encode_response(header, build(cls, values))
+        return Answer(encode_response(header, build(cls, values)))
 
     @staticmethod
     def describe_results(users: Users, wanted: list[str]) -> list[dict[str, Any]]:
@@ -191,10 +191,9 @@ class ScramHandlers:
             results.append(result)
         return results
 
-    async def alter_user_scram_credentials(
-        self, conn: ConnectionState, header: RequestHeader, frame: bytes, offset: int
-    ) -> bytes:
-        body = decode_body(header, frame, offset)
+    async def alter_user_scram_credentials(self, conn: ConnectionState, request: Request) -> Reply:
+        header = request.header
+        body = request.body()
         order, errors, changes = plan_alterations(body.deletions, body.upsertions)
         if not self._authz.allowed(conn, Operation.ALTER):
             refused = (ErrorCode.CLUSTER_AUTHORIZATION_FAILED, CLUSTER_AUTHORIZATION_FAILED_MESSAGE)
@@ -217,4 +216,4 @@ class ScramHandlers:
             for user in order
         ]
         cls = response_type(header.api_key, header.api_version)
-        return encode_response(header, build(cls, {"throttle_time": 0, "results": results}))
+        return Answer(encode_response(header, build(cls, {"throttle_time": 0, "results": results})))

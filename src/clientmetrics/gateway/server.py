@@ -8,7 +8,7 @@ import gc
 import os
 import random
 import signal
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from typing import TYPE_CHECKING, Any
 
@@ -24,7 +24,14 @@ from clientmetrics.gateway.authz import AuthorizationHolder, open_listeners
 from clientmetrics.gateway.cluster import ClusterHandlers
 from clientmetrics.gateway.config import Address, GatewayConfig, Listener
 from clientmetrics.gateway.config_rpcs import ConfigHandlers
-from clientmetrics.gateway.connection import ConnectionState, Dispatcher, Handler, serve_connection
+from clientmetrics.gateway.driver import Connection
+from clientmetrics.gateway.handlers import (
+    ConnectionState,
+    Handler,
+    Services,
+    advertised_versions,
+    served_versions,
+)
 from clientmetrics.gateway.limits import (
     ConnectionLimits,
     fd_soft_limit,
@@ -32,7 +39,7 @@ from clientmetrics.gateway.limits import (
     open_fds,
     raise_fd_limit,
 )
-from clientmetrics.gateway.listeners import ConnectionIdentity, ListenerSet, identify
+from clientmetrics.gateway.listeners import ListenerSet
 from clientmetrics.gateway.metrics_http import MetricsServer
 from clientmetrics.gateway.sasl_setup import keep_jwks_fresh, reload_jwks, sasl_server_for
 from clientmetrics.gateway.scram_rpcs import ScramHandlers
@@ -48,7 +55,8 @@ from clientmetrics.store.base import SubscriptionStore
 from clientmetrics.store.credentials import CredentialFile
 from clientmetrics.store.sqlite import SqliteSubscriptionStore
 from clientmetrics.telemetry.manager import ClientMetricsManager
-from clientmetrics.wire import SERVED, ApiKey, RequestHeader
+from clientmetrics.wire import ApiKey
+from clientmetrics.wire.results import Reply, Request
 from clientmetrics.wire.sasl import IdentityOf
 from clientmetrics.wire.server import ListenerPolicy
 
@@ -58,22 +66,6 @@ if TYPE_CHECKING:
 log = structlog.get_logger("clientmetrics.gateway")
 #: How often long-lived objects are moved out of the cyclic GC's reach.
 FREEZE_EVERY_S = 10.0
-
-#: What the standalone gateway answers, and so advertises in ApiVersions.
-STANDALONE_APIS = (
-    ApiKey.API_VERSIONS,
-    ApiKey.METADATA,
-    ApiKey.DESCRIBE_CONFIGS,
-    ApiKey.ALTER_CONFIGS,
-    ApiKey.INCREMENTAL_ALTER_CONFIGS,
-    ApiKey.GET_TELEMETRY_SUBSCRIPTIONS,
-    ApiKey.PUSH_TELEMETRY,
-    ApiKey.LIST_CONFIG_RESOURCES,
-    ApiKey.DESCRIBE_USER_SCRAM_CREDENTIALS,
-    ApiKey.ALTER_USER_SCRAM_CREDENTIALS,
-)
-#: Advertised too on a listener that authenticates with SASL (terminate mode).
-SASL_APIS = (ApiKey.SASL_HANDSHAKE, ApiKey.SASL_AUTHENTICATE)
 
 
 class Gateway:
@@ -123,7 +115,7 @@ class Gateway:
         self._subscriptions: Subscriptions | None = None
         self._tasks = OwnedTasks()
         self._connections: dict[int, ConnectionState] = {}
-        self._dispatcher: Dispatcher | None = None
+        self._services: Services | None = None
         self._proxy: ProxyServer | None = None
         self._stats = {"push": 0, "get_subscriptions": 0}
         #: Decompresses and parses large pushes off the event loop (see telemetry_rpcs).
@@ -185,7 +177,7 @@ class Gateway:
         asyncio.get_running_loop().set_exception_handler(self._loop_exception)
         self._start_security()
         self.limits.policy = self.policy_for(cfg.listeners[0])
-        if self._store is None:
+        if self._store is None and cfg.gateway_telemetry:
             self._store = self._default_store()
         if self._exporters is None:
             specs = [(spec.name, spec.options) for spec in cfg.exporters]
@@ -201,20 +193,21 @@ class Gateway:
             )
         for exporter in self._exporters:
             await exporter.start()
-        self._subscriptions = Subscriptions(self._store, self.manager)
-        await self._subscriptions.start()
+        if self._store is not None:
+            self._subscriptions = Subscriptions(self._store, self.manager)
+            await self._subscriptions.start()
         if cfg.proxy:
             await self._start_proxy()
         else:
             for listener in cfg.listeners:
                 with _listen_error(listener.address):
                     server = await self._listeners.open(
-                        listener, self._on_client, reuse_port=self._reuse_port
+                        listener, self._connection_factory(listener), reuse_port=self._reuse_port
                     )
                 self._servers.append(server)
                 self.ports[listener.name] = server.sockets[0].getsockname()[1]
             self.port = self.ports[cfg.listeners[0].name]
-            self._dispatcher = self._build_dispatcher()
+            self._services = self._standalone_services()
         self._tasks.spawn(self._expire_loop())
         self._watch_tls()
         if cfg.admin_listen is not None:
@@ -297,48 +290,46 @@ class Gateway:
         return UpstreamTls(self._upstream_tls.context, security.server_hostname)
 
     async def _start_proxy(self) -> None:
-        """Proxy mode: forward to the upstream cluster, answer telemetry and configs here."""
+        """Proxy mode: forward to the upstream cluster, answer telemetry and configs here
+        (unless ``[proxy] telemetry = "cluster"``: then nothing is answered here)."""
         from clientmetrics.gateway.proxy import build_proxy
 
-        assert self._subscriptions is not None
         assert self._export_path is not None
         telemetry = TelemetryHandlers(self.manager, self._export_path, self._decoder)
+        own: dict[int, Handler] = {
+            ApiKey.GET_TELEMETRY_SUBSCRIPTIONS: self._counted(
+                "get_subscriptions", telemetry.get_subscriptions
+            ),
+            ApiKey.PUSH_TELEMETRY: self._counted("push", telemetry.push),
+        }
         upstream_tls = self._upstream_tls_context()
         self._proxy = build_proxy(
             self.config,
             listeners=self._listeners,
-            upstream_tls=upstream_tls,
-            telemetry={
-                ApiKey.GET_TELEMETRY_SUBSCRIPTIONS: self._counted(
-                    "get_subscriptions", telemetry.get_subscriptions
-                ),
-                ApiKey.PUSH_TELEMETRY: self._counted("push", telemetry.push),
-            },
-            subscriptions=self._subscriptions,
+            policy=self.limits.policy,
             limits=self.limits,
             on_open=self._opened,
             on_close=self._closed,
+            telemetry=own if self._subscriptions is not None else {},
+            subscriptions=self._subscriptions,
             authorization=self.authorization,
+            upstream_tls=upstream_tls,
+            login=self.config.upstream_security.login,
         )
         await self._proxy.start()
         self.port = self._proxy.port
         self.ports[self.config.listeners[0].name] = self.port
 
-    def _build_dispatcher(self) -> Dispatcher:
+    def _standalone_services(self) -> Services:
+        """The standalone handler table; what is served and advertised is read off it."""
         assert self._subscriptions is not None
         assert self._export_path is not None
         cfg = self.config
-        sasl = any(self.policy_for(listener).sasl is not None for listener in cfg.listeners)
-        keys = STANDALONE_APIS + (SASL_APIS if sasl else ())
-        advertised: dict[int, tuple[int, int]] = {key: SERVED[key] for key in keys}
-        if sasl:  # SaslHandshake v0 (raw tokens) is not served
-            advertised[ApiKey.SASL_HANDSHAKE] = (1, SERVED[ApiKey.SASL_HANDSHAKE][1])
         cluster = ClusterHandlers(
             node_id=cfg.node_id,
             host=cfg.advertised.host,
             port=self.port,
             cluster_id=cfg.cluster_id,
-            advertised=advertised,
             listener_endpoints={
                 listener.name: (
                     cfg.advertised_for(listener).host,
@@ -366,14 +357,34 @@ class Gateway:
             ApiKey.DESCRIBE_USER_SCRAM_CREDENTIALS: scram.describe_user_scram_credentials,
             ApiKey.ALTER_USER_SCRAM_CREDENTIALS: scram.alter_user_scram_credentials,
         }
-        return Dispatcher(handlers, api_keys=advertised, limits=self.limits)
+        served = served_versions(handlers)
+        sasl = any(self.policy_for(listener).sasl is not None for listener in cfg.listeners)
+        return Services(
+            handlers,
+            served,
+            self.limits,
+            self._tasks.spawn,
+            self._opened,
+            self._closed,
+            tls=cfg.tls,
+            advertised=advertised_versions(served, sasl=sasl),
+        )
+
+    def _connection_factory(self, listener: Listener) -> Callable[[], asyncio.BaseProtocol]:
+        policy = self.policy_for(listener)
+
+        def make() -> asyncio.BaseProtocol:
+            assert self._services is not None, "connections are accepted once started"
+            return Connection(
+                self._services, listener, policy, node_id=self.config.node_id
+            ).protocol
+
+        return make
 
     def _counted(self, name: str, handler: Handler) -> Handler:
-        async def counted(
-            conn: ConnectionState, header: RequestHeader, frame: bytes, offset: int
-        ) -> bytes | None:
+        async def counted(conn: ConnectionState, request: Request) -> Reply:
             self._stats[name] += 1
-            return await handler(conn, header, frame, offset)
+            return await handler(conn, request)
 
         return counted
 
@@ -392,39 +403,7 @@ class Gateway:
         for context in self._tls_contexts():
             context.reload()
 
-    async def _on_client(
-        self, listener: Listener, reader: asyncio.StreamReader, writer: asyncio.StreamWriter
-    ) -> None:
-        assert self._dispatcher is not None
-        task = asyncio.current_task()
-        if task is not None:
-            self._tasks.adopt(task)
-        identity = identify(listener, writer.transport, self.config.tls)
-        peer = writer.get_extra_info("peername") or ("", 0)
-        host = str(peer[0])
-        if identity is None or not self.limits.accept(host):
-            writer.transport.abort()
-            return
-        # Cancelled only by close(): end quietly. (Python 3.11's start_server callback
-        # calls task.exception() on a cancelled connection task and logs the error.)
-        try:
-            with contextlib.suppress(asyncio.CancelledError):
-                await serve_connection(
-                    reader,
-                    writer,
-                    self._dispatcher,
-                    node_id=self.config.node_id,
-                    max_request_bytes=self.limits.max_request_bytes,
-                    policy=self.policy_for(listener),
-                    on_open=lambda conn: self._opened(conn, identity),
-                    on_close=self._closed,
-                )
-        finally:
-            self.limits.release(host)
-
-    def _opened(self, conn: ConnectionState, identity: ConnectionIdentity | None = None) -> None:
-        if identity is not None:
-            identity.apply(conn)
+    def _opened(self, conn: ConnectionState) -> None:
         self._connections[conn.connection_id] = conn
 
     def _closed(self, conn: ConnectionState) -> None:
@@ -451,14 +430,7 @@ class Gateway:
         for conn in list(self._connections.values()):
             close = conn.core.expired(now)
             if close is not None:
-                log.info(
-                    "connection_closed",
-                    connection=conn.connection_id,
-                    peer=f"{conn.peer_host}:{conn.peer_port}",
-                    reason=close.reason.value,
-                    error=close.detail,
-                )
-                conn.close()
+                conn.close(close)
 
     def _loop_exception(self, loop: asyncio.AbstractEventLoop, context: dict[str, Any]) -> None:
         """Accept failures (the open-files limit) as one rate-limited line, not a flood."""

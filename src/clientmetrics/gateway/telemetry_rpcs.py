@@ -8,16 +8,16 @@ import time
 import uuid
 from concurrent.futures import Executor
 from dataclasses import fields, replace
-from typing import Any
 
 import structlog
 
 from clientmetrics.exporters.base import ExportError
 from clientmetrics.exporters.path import ExportPath
-from clientmetrics.gateway.connection import ConnectionState
+from clientmetrics.gateway.handlers import ConnectionState
 from clientmetrics.gateway.limits import now_ms
 from clientmetrics.telemetry.manager import (
     ClientMetricsManager,
+    PendingPush,
     PushResult,
     SubscriptionsResult,
     decode_push,
@@ -28,11 +28,11 @@ from clientmetrics.wire import (
     ErrorCode,
     RequestHeader,
     blank_entity,
-    decode_body,
     encode_response,
     response_type,
 )
 from clientmetrics.wire.build import build
+from clientmetrics.wire.results import Answer, AnswerLater, Reply, Request
 
 log = structlog.get_logger("clientmetrics.gateway")
 
@@ -136,40 +136,31 @@ class TelemetryHandlers:
         """
         return header.api_version >= 1 and header.client_instance_id in (None, ZERO_UUID)
 
-    async def get_subscriptions(
-        self, conn: ConnectionState, header: RequestHeader, frame: bytes, offset: int
-    ) -> bytes:
-        body = decode_body(header, frame, offset)
+    async def get_subscriptions(self, conn: ConnectionState, request: Request) -> Reply:
+        header = request.header
+        body = request.body()
         if self._missing_header_id(header):
-            return self._reply(header, {"error_code": ErrorCode.INVALID_REQUEST})
+            return Answer(self._reply(header, {"error_code": ErrorCode.INVALID_REQUEST}))
         result = self._manager.get_telemetry_subscriptions(
             self._instance_id(header, body), conn.context(), now_ms()
         )
         if result.error_code is ErrorCode.NONE:
-            return self._templates.render(header, result)
+            return Answer(self._templates.render(header, result))
         values = {
             "throttle_time": result.throttle_time_ms,
             "error_code": result.error_code,
             "client_instance_id": ZERO_UUID,
         }
-        return self._reply(header, values)
+        return Answer(self._reply(header, values))
 
-    async def push(
-        self, conn: ConnectionState, header: RequestHeader, frame: bytes, offset: int
-    ) -> bytes:
-        body = decode_body(header, frame, offset)
+    async def push(self, conn: ConnectionState, request: Request) -> Reply:
+        """The manager's checks run now, in arrival order; decoding a heavy payload and
+        landing an accepted push are answered later, so a pipelining client's next
+        push does not wait for this one's group commit."""
+        header = request.header
+        body = request.body()
         if self._missing_header_id(header):
-            return self._reply(header, {"error_code": ErrorCode.INVALID_REQUEST})
-        result = await self._push_result(conn, header, body)
-        code = result.error_code
-        if result.accepted is not None:
-            code = await self._export(result.accepted)
-        cls = response_type(header.api_key, header.api_version)
-        return encode_response(header, build(cls, {"throttle_time": 0, "error_code": code}))
-
-    async def _push_result(
-        self, conn: ConnectionState, header: RequestHeader, body: Any
-    ) -> PushResult:
+            return Answer(self._reply(header, {"error_code": ErrorCode.INVALID_REQUEST}))
         compression_type = int(body.compression_type)
         metrics = bytes(body.metrics or b"")
         started = self._manager.begin_push(
@@ -182,15 +173,34 @@ class TelemetryHandlers:
             now_ms(),
         )
         if isinstance(started, PushResult):
-            return started
+            return Answer(self._pushed(header, started.error_code))
         if self._decoder is None or (compression_type == 0 and len(metrics) <= INLINE_DECODE_BYTES):
             code, payload = decode_push(compression_type, metrics, started.max_bytes)
-        else:
-            loop = asyncio.get_running_loop()
-            code, payload = await loop.run_in_executor(
-                self._decoder, decode_push, compression_type, metrics, started.max_bytes
-            )
-        return self._manager.finish_push(started, code, payload)
+            result = self._manager.finish_push(started, code, payload)
+            if result.accepted is None:
+                return Answer(self._pushed(header, result.error_code))
+            return AnswerLater(self._landed(header, result.accepted))
+        return AnswerLater(self._decoded(header, started, compression_type, metrics))
+
+    async def _decoded(
+        self, header: RequestHeader, started: PendingPush, compression_type: int, metrics: bytes
+    ) -> bytes:
+        loop = asyncio.get_running_loop()
+        code, payload = await loop.run_in_executor(
+            self._decoder, decode_push, compression_type, metrics, started.max_bytes
+        )
+        result = self._manager.finish_push(started, code, payload)
+        if result.accepted is None:
+            return self._pushed(header, result.error_code)
+        return await self._landed(header, result.accepted)
+
+    async def _landed(self, header: RequestHeader, push: AcceptedPush) -> bytes:
+        return self._pushed(header, await self._export(push))
+
+    @staticmethod
+    def _pushed(header: RequestHeader, code: ErrorCode) -> bytes:
+        cls = response_type(header.api_key, header.api_version)
+        return encode_response(header, build(cls, {"throttle_time": 0, "error_code": code}))
 
     @staticmethod
     def _reply(header: RequestHeader, values: dict[str, object]) -> bytes:

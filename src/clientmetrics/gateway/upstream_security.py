@@ -2,10 +2,12 @@
 
 Two kinds of connection use it. The proxy's own links (one per client
 connection, and the Metadata probe) open TLS with the same files when the
-protocol is SSL or SASL_SSL; with SASL, the client authenticates itself through
-the link (passthrough), so those links carry no credentials of the gateway. The
-gateway's librdkafka clients (the topic store) get the same settings in
-librdkafka's names, and the SASL credentials when the protocol needs them.
+protocol is SSL or SASL_SSL. With SASL, a client link logs in with the gateway's
+own credentials when the gateway terminates the client's SASL (``[proxy] sasl =
+"terminate"``); in passthrough the client authenticates itself through the link.
+The probe logs in whenever the gateway has credentials. The gateway's librdkafka
+clients (the topic store) get the same settings in librdkafka's names, and the
+SASL credentials when the protocol needs them.
 """
 
 from __future__ import annotations
@@ -19,7 +21,7 @@ from clientmetrics.errors import ConfigurationError
 from clientmetrics.gateway.tls import ReloadingContext, TlsFiles, password_setting, path_setting
 from clientmetrics.security.protocol import SecurityProtocol
 
-__all__ = ["SASL_MECHANISMS", "UpstreamSecurity", "UpstreamTls", "upstream_from"]
+__all__ = ["SASL_MECHANISMS", "UpstreamLogin", "UpstreamSecurity", "UpstreamTls", "upstream_from"]
 
 #: What librdkafka can use for the gateway's own links.
 SASL_MECHANISMS = ("PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512")
@@ -32,6 +34,15 @@ class UpstreamTls:
     context: ssl.SSLContext
     #: Name checked against the broker's certificate; None: the broker's own host.
     server_hostname: str | None
+
+
+@dataclass(frozen=True, slots=True)
+class UpstreamLogin:
+    """The gateway's own SASL credentials for a link to the cluster."""
+
+    mechanism: str
+    username: str
+    password: str = field(repr=False)
 
 
 @dataclass(frozen=True, slots=True)
@@ -73,6 +84,13 @@ class UpstreamSecurity:
     def has_credentials(self) -> bool:
         """Whether the gateway has SASL credentials of its own for the cluster."""
         return self.sasl_mechanism is not None
+
+    @property
+    def login(self) -> UpstreamLogin | None:
+        """The gateway's own login on a SASL cluster (None: no SASL, or no credentials)."""
+        if not self.protocol.sasl or self.sasl_mechanism is None:
+            return None
+        return UpstreamLogin(self.sasl_mechanism, str(self.sasl_username), str(self.sasl_password))
 
     def context(self) -> ReloadingContext | None:
         """The client-side TLS context for the links (None without TLS).

@@ -28,6 +28,8 @@ class ApiKey(enum.IntEnum):
     GET_TELEMETRY_SUBSCRIPTIONS = 71
     PUSH_TELEMETRY = 72
     LIST_CONFIG_RESOURCES = 74
+    SHARE_FETCH = 78
+    SHARE_ACKNOWLEDGE = 79
 
 
 class ConfigResourceType(enum.IntEnum):

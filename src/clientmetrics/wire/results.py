@@ -1,24 +1,36 @@
-"""What the connection core (``wire.server``) returns for each request.
+"""What the connection core (``wire.server``) and the gateway's handlers return.
 
-The shells match on these: ``Serve`` (a local handler answers), ``Forward``
-(proxy: send it upstream), ``Respond`` (the core answered), ``Close`` (write
-what is ready, then close) and ``Verify`` (SASL needs a costly derivation first).
+The core returns one of these per request: ``Serve`` (a local handler answers),
+``Forward`` (send it upstream), ``Respond`` (the core answered), ``Close``
+(write what is ready, then close) and ``Verify`` (SASL needs a costly
+derivation first).
+
+A handler (``gateway.handlers``) returns a ``Reply``, in the manner of
+Kroxylicious' filter results: ``Answer`` (the response, now), ``AnswerLater``
+(the response when an awaitable resolves; the connection's next request starts
+meanwhile), ``Forward`` (send the request upstream as it came; the upstream's
+answer is the answer) or ``Close``.
 """
 
 from __future__ import annotations
 
 import enum
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
+from typing import Any
 
 from clientmetrics.wire.errors import ErrorCode
 from clientmetrics.wire.headers import RequestHeader
+from clientmetrics.wire.messages import decode_body
 
 __all__ = [
     "NO_RESPONSE",
+    "Answer",
+    "AnswerLater",
     "Close",
     "CloseReason",
     "Forward",
+    "Reply",
     "Request",
     "Respond",
     "Result",
@@ -40,6 +52,14 @@ class Request:
     #: Where the body starts in ``frame``.
     offset: int
 
+    def body(self) -> Any:
+        """The decoded body (``ProtocolError``, ``UnsupportedApi`` as ``decode_body``).
+
+        Large frames arrive as a ``bytearray`` (zero-copy receive) and are copied
+        once here; ``bytes(b)`` of a ``bytes`` object is that object.
+        """
+        return decode_body(self.header, bytes(self.frame), self.offset)
+
 
 class CloseReason(enum.Enum):
     """Why the core closes a connection."""
@@ -51,6 +71,8 @@ class CloseReason(enum.Enum):
     AUTHENTICATION_FAILED = "authentication_failed"
     SESSION_EXPIRED = "session_expired"
     IDLE = "idle"
+    #: The upstream broker went away or answered garbage (proxy mode).
+    UPSTREAM_FAILED = "upstream_failed"
 
 
 @dataclass(frozen=True, slots=True)
@@ -76,13 +98,16 @@ class Forward:
 class Respond:
     """The core answered request ``request_id`` itself (errors, SASL).
 
-    ``error``: the code a refused request got (the shell may log it).
-    ``authenticated``: the answer completes a successful SASL authentication.
+    ``error``: the code a refused request got; ``rejected``: why, when the
+    request broke a per-connection rule the driver logs (KIP-1313's instance
+    id, the client software's name). ``authenticated``: the answer completes a
+    successful SASL authentication.
     """
 
     request_id: int
     error: ErrorCode = ErrorCode.NONE
     authenticated: bool = False
+    rejected: str | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -107,3 +132,27 @@ class Verify:
 
 
 Result = Serve | Forward | Respond | Close | Verify
+
+
+@dataclass(frozen=True, slots=True)
+class Answer:
+    """A handler's response to its request, now: one frame with its size prefix."""
+
+    data: bytes
+
+
+@dataclass(frozen=True, slots=True)
+class AnswerLater:
+    """A handler's response comes when ``pending`` resolves (a framed response).
+
+    The connection starts its next request meanwhile; responses still leave in
+    request order. For waits that must not hold up a pipelining client: a push
+    waiting for its durable group commit, the upstream half of a split request.
+    """
+
+    pending: Awaitable[bytes]
+
+
+#: What a handler returns. ``Forward`` and ``Close`` are the core's own results:
+#: a handler may pass its request upstream untouched, or end the connection.
+Reply = Answer | AnswerLater | Forward | Close

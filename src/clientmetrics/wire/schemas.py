@@ -49,6 +49,8 @@ SERVED: Mapping[int, tuple[int, int]] = MappingProxyType(
         ApiKey.GET_TELEMETRY_SUBSCRIPTIONS: (0, 1),  # v1 is KIP-1313
         ApiKey.PUSH_TELEMETRY: (0, 1),  # v1 is KIP-1313
         ApiKey.LIST_CONFIG_RESOURCES: (0, 1),  # KIP-1000 / KIP-1142
+        ApiKey.SHARE_FETCH: (1, 2),  # proxy address rewriting (KIP-932; v0 was early access)
+        ApiKey.SHARE_ACKNOWLEDGE: (1, 2),  # proxy address rewriting
     }
 )
 """api_key -> (min, max) versions that decode/encode works for."""

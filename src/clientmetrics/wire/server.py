@@ -15,6 +15,11 @@ asyncio shells only move bytes and run handlers:
   turns a handler's exception into the answer the policy gives it;
 * ``data_to_send()`` returns the bytes to write, always in request order.
 
+The core also records what a connection says about itself: its client id and
+KIP-1313 instance id from the first request, and the client software from
+ApiVersions v3+ (refused with INVALID_REQUEST, as Kafka refuses it, when the
+name or version is not Kafka's pattern, forwarded or not).
+
 Requests are numbered in arrival order; a request that gets no response
 (Produce with acks=0) takes no number.
 """
@@ -28,11 +33,13 @@ from types import MappingProxyType
 
 from clientmetrics.wire.api import ApiKey
 from clientmetrics.wire.auth import AuthState, IllegalTransition
+from clientmetrics.wire.client_software import software_valid
 from clientmetrics.wire.codec import ZERO_UUID
 from clientmetrics.wire.errors import ErrorCode, FrameTooLarge, ProtocolError, UnsupportedApi
 from clientmetrics.wire.framing import DEFAULT_MAX_FRAME_BYTES, FrameDecoder, encode_frame
 from clientmetrics.wire.headers import RequestHeader, parse_request_header
 from clientmetrics.wire.limits import SMALL_REQUEST_BYTES, RequestBudget
+from clientmetrics.wire.messages import decode_body
 from clientmetrics.wire.replies import error_response
 from clientmetrics.wire.results import (
     NO_RESPONSE,
@@ -52,6 +59,7 @@ from clientmetrics.wire.sasl import (
     SaslStep,
     expects_response,
 )
+from clientmetrics.wire.schemas import SERVED
 
 __all__ = [
     "ANONYMOUS",
@@ -77,6 +85,7 @@ DEFAULT_IDLE_MS = 600_000
 
 _ALWAYS_ALLOWED = frozenset({ApiKey.API_VERSIONS, ApiKey.SASL_HANDSHAKE, ApiKey.SASL_AUTHENTICATE})
 _SASL_KEYS = frozenset({ApiKey.SASL_HANDSHAKE, ApiKey.SASL_AUTHENTICATE})
+_API_VERSIONS_MAX = SERVED[ApiKey.API_VERSIONS][1]
 _TELEMETRY_KEYS = frozenset({ApiKey.GET_TELEMETRY_SUBSCRIPTIONS, ApiKey.PUSH_TELEMETRY})
 
 
@@ -129,6 +138,8 @@ class ServerConnection:
         self.client_id: str | None = None
         #: KIP-1313: the instance id the connection's first (header v3) request carried.
         self.header_instance_id: uuid.UUID | None = None
+        #: ApiVersions v3+: the client software's name and version, once sent.
+        self.software: tuple[str, str] | None = None
         #: Called when reading may resume after the request budget was spent.
         self.on_readable: Callable[[], None] | None = None
 
@@ -164,6 +175,11 @@ class ServerConnection:
     def in_flight(self) -> int:
         """Requests received that owe a response not yet written."""
         return self._next_id - self._head
+
+    @property
+    def advertised(self) -> Mapping[int, tuple[int, int]]:
+        """The api versions this connection's server advertises (default: those it serves)."""
+        return self._served if self._advertised is None else self._advertised
 
     @property
     def max_request_bytes(self) -> int:
@@ -295,7 +311,14 @@ class ServerConnection:
         request = Request(self._number() if wanted else NO_RESPONSE, header, frame, offset)
         admitted = self._admit(header)
         if admitted is not ErrorCode.NONE:
-            return self.reject(request, admitted)
+            return self.reject(request, admitted, rejected="kip1313_instance_id")
+        if key == ApiKey.API_VERSIONS:
+            if header.api_version > _API_VERSIONS_MAX:
+                # Forwarded or not, a newer ApiVersions than the codec reads is answered
+                # as an older broker answers it; the client retries at the version listed.
+                return self.reject(request, ErrorCode.UNSUPPORTED_VERSION)
+            if not self._record_software(header, frame, offset):
+                return self.reject(request, ErrorCode.INVALID_REQUEST, rejected="client_software")
         if key in _SASL_KEYS:
             return self._sasl(request, now_ms)
         versions = self._served.get(key)
@@ -334,6 +357,27 @@ class ServerConnection:
             return ErrorCode.INVALID_REQUEST
         return ErrorCode.NONE
 
+    def _record_software(
+        self, header: RequestHeader, frame: bytes | bytearray, offset: int
+    ) -> bool:
+        """Record ApiVersions v3+ client software; False if Kafka would refuse it.
+
+        A body that does not decode is left to whoever answers the request.
+        """
+        if header.api_version < 3:
+            return True
+        try:
+            body = decode_body(header, bytes(frame), offset)
+        except (ProtocolError, UnsupportedApi):
+            return True
+        name = getattr(body, "client_software_name", None)
+        version = getattr(body, "client_software_version", None)
+        if not software_valid(name, version):
+            return False
+        if name is not None:
+            self.software = (str(name), str(version or ""))
+        return True
+
     def _sasl(self, request: Request, now_ms: int) -> Result:
         step = self.sasl.receive(request.header, request.frame, request.offset, now_ms)
         if step.forward:
@@ -370,8 +414,13 @@ class ServerConnection:
         return results + self._take_held(now_ms)
 
     # -- answers in -----------------------------------------------------------
-    def reject(self, request: Request, code: ErrorCode) -> Respond | Close:
-        """Answer ``request`` with ``code``; close where Kafka cannot answer (unknown api)."""
+    def reject(
+        self, request: Request, code: ErrorCode, *, rejected: str | None = None
+    ) -> Respond | Close:
+        """Answer ``request`` with ``code``; close where Kafka cannot answer (unknown api).
+
+        ``rejected``: the per-connection rule the request broke, for the driver's log.
+        """
         try:
             data = error_response(request.header, code, api_keys=self._advertised)
         except UnsupportedApi:
@@ -381,7 +430,7 @@ class ServerConnection:
                 f"unsupported api key {header.api_key} version {header.api_version}",
             )
         self._answer(request.id, data)
-        return Respond(request.id, code)
+        return Respond(request.id, code, rejected=rejected)
 
     def fail(self, request: Request, error: BaseException) -> Respond | Close:
         """The answer the policy gives a handler's exception (the one error policy).
@@ -446,6 +495,10 @@ class ServerConnection:
         if self._reserved and self._budget is not None:
             reserved, self._reserved = self._reserved, 0
             self._budget.release(reserved)
+
+    def close(self, reason: CloseReason, detail: str) -> Close:
+        """Close for a reason the shell found (a handler's ``Close``, the idle sweep)."""
+        return self._close(reason, detail)
 
     def _close(self, reason: CloseReason, detail: str) -> Close:
         if not self._closed:

@@ -77,7 +77,8 @@ def expected(payload: bytes, attributes: list[list[KeyValue]]) -> bytes:
         rm.resource.Clear()
         rm.resource.attributes.extend(attrs)
         out.resource_metrics.append(rm)
-    return out.SerializeToString()
+    value: bytes = out.SerializeToString()
+    return value
 
 
 def b64(data: bytes) -> str:
@@ -283,10 +284,34 @@ def cases() -> list[dict[str, Any]]:
     return out
 
 
+#: Partition counts of the partition vectors.
+PARTITION_COUNTS = [1, 3, 4, 12]
+#: Each key's partition for each of ``PARTITION_COUNTS``, taken from Kafka 4.4.0 itself
+#: (``BuiltInPartitioner.partitionForKey``: murmur2 of the key's bytes, made positive,
+#: modulo the count): the partition the Java producer, so the broker plugin, puts a keyed
+#: record on. librdkafka's ``murmur2_random`` partitioner must agree (its default,
+#: ``consistent_random``, a CRC32, puts some of these keys elsewhere).
+PARTITIONS = {
+    INSTANCE: [0, 1, 2, 10],
+    "00000000-0000-0000-0000-00000000000a": [0, 0, 1, 9],
+    "00000000-0000-0000-0000-00000000000b": [0, 0, 0, 0],
+    "00000000-0000-0000-0000-00000000000c": [0, 0, 0, 0],
+    "00000000-0000-0000-0000-00000000000d": [0, 2, 1, 5],
+    "0f1e2d3c-4b5a-4978-8695-a4b3c2d1e0f9": [0, 0, 1, 9],
+    "c0ffee00-1234-4abc-8def-0123456789ab": [0, 2, 3, 11],
+    "9b2e6c1a-77d4-4f3e-a0b1-5c6d7e8f9a0b": [0, 2, 0, 8],
+}
+
+
 def document() -> dict[str, Any]:
     return {
         "about": "The record format's test vectors (docs/record-format.md), by make_vectors.py.",
         "cases": cases(),
+        "partitions": {
+            "about": "key -> partition for each count: where every writer puts a record",
+            "counts": PARTITION_COUNTS,
+            "keys": PARTITIONS,
+        },
     }
 
 

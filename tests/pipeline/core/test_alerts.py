@@ -93,6 +93,21 @@ def test_an_open_fired_episode_resolves_in_a_later_batch() -> None:
     assert state.num_rows == 0
 
 
+def test_a_firing_event_has_the_same_peak_however_the_points_are_batched() -> None:
+    """Its peak is the extreme up to its firing point, not up to the end of its batch."""
+    rules = _rules("exceeded 5000 ms for at least 60 seconds")
+    points = [(0, 6000.0), (60, 7000.0), (120, 9000.0), (180, 100.0)]
+    expected = [("firing", at(60), 7000.0), ("resolved", at(60), 9000.0)]
+    events, _ = _step(rules, points, ALERT_STATE_ARROW.empty_table())
+    assert by_column(events, "status", "fired_at", "peak") == expected
+    split = ALERT_STATE_ARROW.empty_table()
+    seen = []
+    for batch in ([points[0]], points[1:3], points[3:]):
+        events, split = _step(rules, batch, split)
+        seen += by_column(events, "status", "fired_at", "peak")
+    assert seen == expected
+
+
 def test_rules_name_metrics_exactly_or_by_prefix() -> None:
     rules = parse_rules(
         {
@@ -144,7 +159,9 @@ def test_alerts_of_a_client_that_terminated_or_expired_resolve_with_the_reason()
     firing = alert_events(
         state.append_column("episode", pa.array([0] * 4, pa.int64()))
         .append_column("resolved_at", pa.nulls(4, pa.timestamp("us", tz="UTC")))
-        .append_column("newly_fired", pa.array([True, True, True, False])),
+        .append_column("newly_fired", pa.array([True, True, True, False]))
+        .append_column("fired_high", state.column("high"))
+        .append_column("fired_low", state.column("low")),
         rules,
         inventory,
     )

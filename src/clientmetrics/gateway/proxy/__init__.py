@@ -7,95 +7,75 @@ telemetry (71, 72) and client-metrics configs (32, 33, 44, 74) are answered here
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 
 from clientmetrics.gateway.authz import AuthorizationHolder
 from clientmetrics.gateway.config import GatewayConfig
 from clientmetrics.gateway.config_rpcs import ConfigHandlers
-from clientmetrics.gateway.connection import ConnectionState, Handler
+from clientmetrics.gateway.handlers import ConnectionState, Handler, Services, served_versions
 from clientmetrics.gateway.limits import ConnectionLimits
 from clientmetrics.gateway.listeners import ListenerSet
 from clientmetrics.gateway.proxy.cluster_map import ClusterMap
-from clientmetrics.gateway.proxy.configs import Slot, SplitConfigs
+from clientmetrics.gateway.proxy.configs import SplitConfigs
 from clientmetrics.gateway.proxy.rewrite import merged_versions
 from clientmetrics.gateway.proxy.server import ProxyServer
-from clientmetrics.gateway.proxy.session import ProxyHandler, ProxySession
-from clientmetrics.gateway.proxy.upstream import UpstreamError, UpstreamLink
 from clientmetrics.gateway.subscriptions import Subscriptions
-from clientmetrics.gateway.upstream_security import UpstreamTls
-from clientmetrics.wire import ApiKey, RequestHeader
-from clientmetrics.wire.sasl import expects_response
+from clientmetrics.gateway.tasks import OwnedTasks
+from clientmetrics.gateway.upstream_security import UpstreamLogin, UpstreamTls
+from clientmetrics.wire import ApiKey
+from clientmetrics.wire.sasl import ListenerPolicy
 
-__all__ = [
-    "ClusterMap",
-    "ProxyHandler",
-    "ProxyServer",
-    "ProxySession",
-    "Slot",
-    "SplitConfigs",
-    "UpstreamError",
-    "UpstreamLink",
-    "build_proxy",
-    "expects_response",
-    "merged_versions",
-]
+__all__ = ["ClusterMap", "ProxyServer", "SplitConfigs", "build_proxy", "merged_versions"]
 
 CONFIG_APIS = (ApiKey.DESCRIBE_CONFIGS, ApiKey.ALTER_CONFIGS, ApiKey.INCREMENTAL_ALTER_CONFIGS)
-
-
-def _local(handler: Handler) -> ProxyHandler:
-    """A standalone handler as a proxy handler: answered here, never forwarded."""
-
-    async def run(
-        conn: ConnectionState, header: RequestHeader, frame: bytes, offset: int, link: UpstreamLink
-    ) -> Slot:
-        return (await handler(conn, header, frame, offset)) or b""
-
-    return run
 
 
 def build_proxy(
     config: GatewayConfig,
     *,
     listeners: ListenerSet,
-    upstream_tls: UpstreamTls | None = None,
-    telemetry: dict[int, Handler],
-    subscriptions: Subscriptions,
+    policy: ListenerPolicy,
     limits: ConnectionLimits,
     on_open: Callable[[ConnectionState], None],
     on_close: Callable[[ConnectionState], None],
+    telemetry: Mapping[int, Handler],
+    subscriptions: Subscriptions | None,
     authorization: AuthorizationHolder | None = None,
+    upstream_tls: UpstreamTls | None = None,
+    login: UpstreamLogin | None = None,
 ) -> ProxyServer:
-    """The proxy listeners, with the gateway's own handlers for 71, 72 and the configs."""
+    """The proxy listeners, with the gateway's own handlers for 71, 72 and the configs.
+
+    Without ``subscriptions`` the cluster keeps them (``[proxy] telemetry = "cluster"``):
+    the config RPCs, like every request without a handler, are forwarded.
+    """
     cluster = ClusterMap(config.upstream, config.advertised.host, config.broker_port)
-    configs = ConfigHandlers(
-        subscriptions, authorization, max_subscriptions=config.max_subscriptions
+    handlers: dict[int, Handler] = dict(telemetry)
+    if subscriptions is not None:
+        configs = ConfigHandlers(
+            subscriptions, authorization, max_subscriptions=config.max_subscriptions
+        )
+        split = SplitConfigs(configs, cluster)
+        handlers.update(dict.fromkeys(CONFIG_APIS, split.config_request))
+        handlers[ApiKey.LIST_CONFIG_RESOURCES] = split.list_config_resources
+    tasks = OwnedTasks()
+    services = Services(
+        handlers,
+        served_versions(handlers),
+        limits,
+        tasks.spawn,
+        on_open,
+        on_close,
+        tls=config.tls,
     )
-    split = SplitConfigs(configs, cluster)
-
-    async def config_request(
-        conn: ConnectionState, header: RequestHeader, frame: bytes, offset: int, link: UpstreamLink
-    ) -> Slot:
-        return await split.config_request(conn, header, frame, link)
-
-    async def list_resources(
-        conn: ConnectionState, header: RequestHeader, frame: bytes, offset: int, link: UpstreamLink
-    ) -> Slot:
-        async def local() -> bytes:
-            return await configs.list_config_resources(conn, header, frame, offset)
-
-        return await split.list_config_resources(conn, header, frame, link, local)
-
-    handlers: dict[int, ProxyHandler] = {key: _local(h) for key, h in telemetry.items()}
-    handlers.update(dict.fromkeys(CONFIG_APIS, config_request))
-    handlers[ApiKey.LIST_CONFIG_RESOURCES] = list_resources
     return ProxyServer(
         config,
         cluster,
-        handlers,
+        services,
+        tasks,
         listeners=listeners,
+        policy=policy,
         upstream_tls=upstream_tls,
-        limits=limits,
-        on_open=on_open,
-        on_close=on_close,
+        login=login,
+        clients_log_in=config.proxy_sasl_terminates,
     )

@@ -24,13 +24,12 @@ from __future__ import annotations
 
 import asyncio
 import dataclasses
-from collections.abc import Awaitable, Callable
 from typing import Any
 
 from clientmetrics.gateway.config_rpcs import CLIENT_METRICS, LISTABLE_TYPES, ConfigHandlers
-from clientmetrics.gateway.connection import ConnectionState
+from clientmetrics.gateway.handlers import ConnectionState
 from clientmetrics.gateway.proxy.cluster_map import ClusterMap
-from clientmetrics.gateway.proxy.upstream import UpstreamLink
+from clientmetrics.gateway.upstream import UpstreamLink
 from clientmetrics.security.base import Operation
 from clientmetrics.wire import (
     ApiKey,
@@ -45,13 +44,9 @@ from clientmetrics.wire import (
 )
 from clientmetrics.wire.build import build
 from clientmetrics.wire.headers import request_header_version
+from clientmetrics.wire.results import Answer, AnswerLater, Forward, Reply, Request
 
-__all__ = ["Slot", "SplitConfigs"]
-
-#: What a proxy handler hands the ordered writer: a framed response ready now,
-#: a task producing one (``b""`` for none), or an upstream response still to
-#: come (no size prefix) with an optional rewriter.
-Slot = bytes | asyncio.Task[bytes] | tuple[asyncio.Future[bytes], Any]
+__all__ = ["SplitConfigs"]
 
 _ITEMS: dict[int, str] = {
     ApiKey.DESCRIBE_CONFIGS: "results",
@@ -97,18 +92,15 @@ class SplitConfigs:
         self._configs = configs
         self._cluster = cluster
 
-    async def config_request(
-        self, conn: ConnectionState, header: RequestHeader, frame: bytes, link: UpstreamLink
-    ) -> Slot:
+    async def config_request(self, conn: ConnectionState, request: Request) -> Reply:
         """Route a DescribeConfigs / AlterConfigs / IncrementalAlterConfigs request."""
-        _, body = decode_request(frame)
+        header, link = request.header, _link(conn)
+        _, body = decode_request(bytes(request.frame))
         resources = tuple(body.resources)
         mine = [int(r.resource_type) == CLIENT_METRICS for r in resources]
         supported = self._cluster.upstream_supports(header.api_key, header.api_version)
         if not any(mine) and supported:
-            future = link.send(frame)
-            assert future is not None
-            return (future, None)
+            return Forward(request)
         others = tuple(r for r, m in zip(resources, mine, strict=True) if not m)
         upstream: asyncio.Future[bytes] | None = None
         if others and supported:
@@ -121,8 +113,8 @@ class SplitConfigs:
             await self.ask_cluster(conn, header, link, operation)
         ours = await self._local(header, dataclasses.replace(body, resources=own), conn)
         if not others:
-            return self._response(header, ours, 0)
-        return asyncio.ensure_future(self._merge(header, resources, mine, ours, upstream))
+            return Answer(self._response(header, ours, 0))
+        return AnswerLater(self._merge(header, resources, mine, ours, upstream))
 
     async def ask_cluster(
         self, conn: ConnectionState, header: RequestHeader, link: UpstreamLink, op: Operation
@@ -180,15 +172,10 @@ class SplitConfigs:
             header, build(cls, {"throttle_time": throttle, _ITEMS[header.api_key]: items})
         )
 
-    async def list_config_resources(
-        self,
-        conn: ConnectionState,
-        header: RequestHeader,
-        frame: bytes,
-        link: UpstreamLink,
-        local: Callable[[], Awaitable[bytes]],
-    ) -> Slot:
+    async def list_config_resources(self, conn: ConnectionState, request: Request) -> Reply:
         """ListConfigResources: the upstream's resources plus the gateway's subscriptions."""
+        header, link = request.header, _link(conn)
+        frame = bytes(request.frame)
         _, body = decode_request(frame)
         types = {int(t) for t in getattr(body, "resource_types", (CLIENT_METRICS,)) or ()}
         wants_upstream = not types or bool(types - {CLIENT_METRICS})
@@ -199,12 +186,11 @@ class SplitConfigs:
             or not wants_upstream
             or not self._cluster.upstream_supports(header.api_key, header.api_version)
         ):
-            return await local()
+            return await self._configs.list_config_resources(conn, request)
         future = link.send(frame)
-        assert future is not None
         listed = CLIENT_METRICS in types or not types
         ours = self._configs.client_metrics_resources(conn) if listed else []
-        return asyncio.ensure_future(self._merge_lists(header, future, ours))
+        return AnswerLater(self._merge_lists(header, future, ours))
 
     @staticmethod
     async def _merge_lists(
@@ -225,6 +211,12 @@ class SplitConfigs:
         }
         cls = response_type(header.api_key, header.api_version)
         return encode_response(header, build(cls, values))
+
+
+def _link(conn: ConnectionState) -> UpstreamLink:
+    if conn.upstream is None:
+        raise RuntimeError("a proxy handler ran without an upstream link")
+    return conn.upstream
 
 
 def _unsupported(resource: Any) -> dict[str, Any]:

@@ -21,8 +21,8 @@ __all__ = ["FETCH_MAX", "PRODUCE_MAX", "Endpoint", "rewrite_node_endpoints"]
 
 PRODUCE, FETCH = ApiKey.PRODUCE, ApiKey.FETCH
 #: Highest versions whose layout this module knows; the proxy caps ApiVersions here.
-PRODUCE_MAX = 12  # v13 names topics by id (KIP-516); not walked yet
-FETCH_MAX = 17
+PRODUCE_MAX = 13  # v13 names topics by id (KIP-516)
+FETCH_MAX = 18  # v18's response is laid out as v17's
 _NODE_ENDPOINTS_TAG = 0
 _INT32 = struct.Struct(">i")
 
@@ -36,10 +36,11 @@ def _skip_compact(frame: bytes, offset: int) -> int:
     return offset + max(length - 1, 0)
 
 
-def _produce_tail(frame: bytes, offset: int) -> int:
+def _produce_tail(frame: bytes, offset: int, version: int) -> int:
     topics, offset = read_uvarint(frame, offset)
     for _ in range(max(topics - 1, 0)):
-        offset = _skip_compact(frame, offset)  # name
+        # v13+: the topic id (16 bytes) instead of its name.
+        offset = offset + 16 if version >= 13 else _skip_compact(frame, offset)
         partitions, offset = read_uvarint(frame, offset)
         for _ in range(max(partitions - 1, 0)):
             offset += 4 + 2 + 8 + 8 + 8  # index, error, base offset, append time, start
@@ -53,7 +54,7 @@ def _produce_tail(frame: bytes, offset: int) -> int:
     return offset + 4  # throttle_time_ms
 
 
-def _fetch_tail(frame: bytes, offset: int) -> int:
+def _fetch_tail(frame: bytes, offset: int, version: int) -> int:
     offset += 4 + 2 + 4  # throttle, error, session id
     topics, offset = read_uvarint(frame, offset)
     for _ in range(max(topics - 1, 0)):
@@ -93,7 +94,7 @@ def _rewrite_endpoints(raw: bytes, endpoint: Endpoint) -> bytes:
 
 
 def rewrite_node_endpoints(
-    api_key: int, frame: bytes, body_offset: int, endpoint: Endpoint
+    api_key: int, version: int, frame: bytes, body_offset: int, endpoint: Endpoint
 ) -> tuple[bytes, list[tuple[int, str, int]]]:
     """The response frame with NodeEndpoints rewritten, and the upstream endpoints it named.
 
@@ -103,7 +104,7 @@ def rewrite_node_endpoints(
     """
     try:
         walk = _produce_tail if api_key == PRODUCE else _fetch_tail
-        tail = walk(frame, body_offset)
+        tail = walk(frame, body_offset, version)
         count, offset = read_uvarint(frame, tail)
         if count == 0:
             return frame, []

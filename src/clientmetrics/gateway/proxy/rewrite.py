@@ -1,7 +1,8 @@
 """Upstream responses the proxy must change before a client sees them.
 
 Broker addresses become gateway addresses (Metadata, FindCoordinator old and new
-forms, DescribeCluster, KIP-951 endpoints) so clients never leave the gateway,
+forms, DescribeCluster, KIP-951 endpoints in Produce and Fetch, KIP-932's in
+ShareFetch and ShareAcknowledge) so clients never leave the gateway,
 and ApiVersions gains the APIs the gateway serves itself. Every other response
 passes through as the upstream wrote it.
 """
@@ -9,12 +10,13 @@ passes through as the upstream wrote it.
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Awaitable, Callable, Mapping
+from collections.abc import Awaitable, Mapping
 from typing import Any
 
 from clientmetrics.gateway.config import Address
 from clientmetrics.gateway.proxy import kip951
 from clientmetrics.gateway.proxy.cluster_map import ClusterMap
+from clientmetrics.gateway.upstream import Rewriter
 from clientmetrics.wire import (
     SERVED,
     ApiKey,
@@ -26,20 +28,12 @@ from clientmetrics.wire import (
     response_header_version,
 )
 
-__all__ = ["GATEWAY_APIS", "Rewriter", "rewriter_for", "unreadable_api_versions"]
+__all__ = ["merged_versions", "rewriter_for"]
 
 PRODUCE, FETCH, METADATA = ApiKey.PRODUCE, ApiKey.FETCH, ApiKey.METADATA
 FIND_COORDINATOR, API_VERSIONS = ApiKey.FIND_COORDINATOR, ApiKey.API_VERSIONS
 DESCRIBE_CLUSTER = ApiKey.DESCRIBE_CLUSTER
-#: APIs the gateway answers itself (wholly or for CLIENT_METRICS resources).
-GATEWAY_APIS = (
-    ApiKey.DESCRIBE_CONFIGS,
-    ApiKey.ALTER_CONFIGS,
-    ApiKey.INCREMENTAL_ALTER_CONFIGS,
-    ApiKey.GET_TELEMETRY_SUBSCRIPTIONS,
-    ApiKey.PUSH_TELEMETRY,
-    ApiKey.LIST_CONFIG_RESOURCES,
-)
+SHARE_APIS = (ApiKey.SHARE_FETCH, ApiKey.SHARE_ACKNOWLEDGE)
 #: Forwarded APIs whose responses the proxy decodes or walks: capped at what it knows.
 _CAPPED: Mapping[int, int] = {
     PRODUCE: kip951.PRODUCE_MAX,
@@ -48,11 +42,8 @@ _CAPPED: Mapping[int, int] = {
     FIND_COORDINATOR: SERVED[FIND_COORDINATOR][1],
     DESCRIBE_CLUSTER: SERVED[DESCRIBE_CLUSTER][1],
     API_VERSIONS: SERVED[API_VERSIONS][1],
+    **{key: SERVED[key][1] for key in SHARE_APIS},
 }
-
-#: Rewrites one response frame (header included, no size prefix). Returns the new
-#: frame, or an awaitable of it when the rewrite must first open a listener.
-Rewriter = Callable[[bytes], bytes | Awaitable[bytes]]
 
 
 def _reencode(header: RequestHeader, body: Any) -> bytes:
@@ -102,14 +93,16 @@ def _find_coordinator(header: RequestHeader, cluster: ClusterMap) -> Rewriter:
     return rewrite
 
 
-def _api_versions(header: RequestHeader, cluster: ClusterMap) -> Rewriter:
+def _api_versions(
+    header: RequestHeader, cluster: ClusterMap, own: Mapping[int, tuple[int, int]]
+) -> Rewriter:
     async def rewrite(frame: bytes) -> bytes:
         _, body = decode_response(header.api_key, header.api_version, bytes(frame))
         if int(body.error_code) != ErrorCode.NONE:
             return frame  # the client retries with a version from the upstream's list
         upstream = {int(k.api_key): (int(k.min_version), int(k.max_version)) for k in body.api_keys}
         cluster.record_versions(upstream)
-        advertised = merged_versions(upstream)
+        advertised = merged_versions(upstream, own)
         item = type(body.api_keys[0]) if body.api_keys else None
         if item is None:
             return frame
@@ -122,11 +115,14 @@ def _api_versions(header: RequestHeader, cluster: ClusterMap) -> Rewriter:
     return rewrite
 
 
-def merged_versions(upstream: Mapping[int, tuple[int, int]]) -> dict[int, tuple[int, int]]:
+def merged_versions(
+    upstream: Mapping[int, tuple[int, int]], own: Mapping[int, tuple[int, int]]
+) -> dict[int, tuple[int, int]]:
     """The ApiVersions a proxy advertises: upstream's, capped, plus the gateway's own.
 
-    Not an intersection: the gateway serves 71, 72, 74 and the config APIs itself,
-    whether or not the upstream has them (a Kroxylicious lesson).
+    ``own``: what the proxy's handlers serve (71, 72, 74 and the config APIs unless
+    the cluster takes telemetry itself). Not an intersection: the gateway serves
+    them whether or not the upstream has them (a Kroxylicious lesson).
     """
     out: dict[int, tuple[int, int]] = {}
     for key, (low, high) in upstream.items():
@@ -138,9 +134,25 @@ def merged_versions(upstream: Mapping[int, tuple[int, int]]) -> dict[int, tuple[
                 lo = max(lo, SERVED[key][0])
         if lo <= hi:
             out[key] = (lo, hi)
-    for key in GATEWAY_APIS:
-        out[key] = SERVED[key]
+    out.update(own)
     return out
+
+
+def _share(header: RequestHeader, cluster: ClusterMap) -> Rewriter:
+    # ShareFetch and ShareAcknowledge carry NodeEndpoints as a plain field; they
+    # are decoded (records stay opaque bytes) and re-encoded only when it is set.
+    def rewrite(frame: bytes) -> bytes | Awaitable[bytes]:
+        _, body = decode_response(header.api_key, header.api_version, bytes(frame))
+        if not body.node_endpoints:
+            return frame
+        return _share_rewritten(header, cluster, body)
+
+    return rewrite
+
+
+async def _share_rewritten(header: RequestHeader, cluster: ClusterMap, body: Any) -> bytes:
+    endpoints = await _broker_list(cluster, body.node_endpoints, "node_id")
+    return _reencode(header, dataclasses.replace(body, node_endpoints=endpoints))
 
 
 def _node_endpoints(header: RequestHeader, cluster: ClusterMap) -> Rewriter:
@@ -150,7 +162,7 @@ def _node_endpoints(header: RequestHeader, cluster: ClusterMap) -> Rewriter:
     def rewrite(frame: bytes) -> bytes | Awaitable[bytes]:
         _, offset = parse_response_header(frame, body_version)
         out, nodes = kip951.rewrite_node_endpoints(
-            header.api_key, frame, offset, cluster.gateway_endpoint
+            header.api_key, header.api_version, frame, offset, cluster.gateway_endpoint
         )
         if all(cluster.address(n) == Address(host, port) for n, host, port in nodes):
             return out
@@ -165,18 +177,13 @@ async def _learn_all(cluster: ClusterMap, nodes: list[tuple[int, str, int]], out
     return out
 
 
-def unreadable_api_versions(header: RequestHeader) -> bool:
-    """An ApiVersions request newer than the proxy can read the answer of (and so rewrite).
+def rewriter_for(
+    header: RequestHeader, cluster: ClusterMap, own: Mapping[int, tuple[int, int]]
+) -> Rewriter | None:
+    """The rewriter for the response to ``header``'s request, ``None`` to pass it through.
 
-    Kafka 4.4 serves ApiVersions v5; its Java client and franz-go ask for it. The
-    proxy refuses it as Kafka refuses a version it does not know (KIP-511:
-    UNSUPPORTED_VERSION with the range it takes), and the client asks again lower.
+    ``own``: the versions the proxy's handlers serve, added to ApiVersions.
     """
-    return header.api_key == API_VERSIONS and header.api_version > _CAPPED[API_VERSIONS]
-
-
-def rewriter_for(header: RequestHeader, cluster: ClusterMap) -> Rewriter | None:
-    """The rewriter for the response to ``header``'s request, ``None`` to pass it through."""
     key, version = header.api_key, header.api_version
     if (key == PRODUCE and version >= 10) or (key == FETCH and version >= 16):
         return _node_endpoints(header, cluster)
@@ -185,5 +192,7 @@ def rewriter_for(header: RequestHeader, cluster: ClusterMap) -> Rewriter | None:
     if key == FIND_COORDINATOR:
         return _find_coordinator(header, cluster)
     if key == API_VERSIONS:
-        return _api_versions(header, cluster)
+        return _api_versions(header, cluster, own)
+    if key in SHARE_APIS:
+        return _share(header, cluster)
     return None

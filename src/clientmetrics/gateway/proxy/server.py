@@ -11,21 +11,21 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Sequence
 
 import structlog
 
 from clientmetrics.gateway.config import Address, GatewayConfig
-from clientmetrics.gateway.connection import ConnectionState
-from clientmetrics.gateway.limits import ConnectionLimits
-from clientmetrics.gateway.listeners import TLS_HANDSHAKE_TIMEOUT_S, ListenerSet, identify
+from clientmetrics.gateway.driver import Connection
+from clientmetrics.gateway.handlers import Services
+from clientmetrics.gateway.listeners import ListenerSet
 from clientmetrics.gateway.proxy.cluster_map import ClusterMap
-from clientmetrics.gateway.proxy.session import ProxyHandler, ProxySession
-from clientmetrics.gateway.proxy.stream import FrameProtocol
-from clientmetrics.gateway.proxy.upstream import UpstreamError, UpstreamLink
+from clientmetrics.gateway.proxy.rewrite import rewriter_for
 from clientmetrics.gateway.tasks import OwnedTasks
-from clientmetrics.gateway.upstream_security import UpstreamTls
+from clientmetrics.gateway.upstream import Rewriter, UpstreamError, UpstreamLink
+from clientmetrics.gateway.upstream_security import UpstreamLogin, UpstreamTls
 from clientmetrics.wire import ApiKey, RequestHeader, decode_response, encode_request, request_type
+from clientmetrics.wire.sasl import ListenerPolicy
 
 log = structlog.get_logger("clientmetrics.gateway.proxy")
 
@@ -39,27 +39,31 @@ class ProxyServer:
         self,
         config: GatewayConfig,
         cluster: ClusterMap,
-        handlers: Mapping[int, ProxyHandler],
+        services: Services,
+        tasks: OwnedTasks,
         *,
         listeners: ListenerSet,
+        policy: ListenerPolicy,
         upstream_tls: UpstreamTls | None = None,
-        limits: ConnectionLimits,
-        on_open: Callable[[ConnectionState], None],
-        on_close: Callable[[ConnectionState], None],
+        login: UpstreamLogin | None = None,
+        clients_log_in: bool = False,
     ) -> None:
+        """``login``: the gateway's own SASL credentials for the cluster; the Metadata
+        probe uses them, and with ``clients_log_in`` every client's link too (the
+        gateway terminates the clients' SASL)."""
         self._config = config
         self._cluster = cluster
-        self._handlers = handlers
+        #: ``services.spawn`` spawns into ``tasks``: the connections this server ends.
+        self._tasks = tasks
+        self._services = services
         self._listener = config.listeners[0]
-        self._ssl = listeners.ssl_for(self._listener)
-        self._handshake_timeout = TLS_HANDSHAKE_TIMEOUT_S if self._ssl is not None else None
+        self._listeners = listeners
+        self._policy = policy
         self._upstream_tls = upstream_tls
-        self._limits = limits
-        self._on_open = on_open
-        self._on_close = on_close
+        self._login = login
+        self._client_login = login if clients_log_in else None
         self._servers: dict[int | None, asyncio.Server] = {}
         self._opening: dict[int, asyncio.Lock] = {}
-        self._tasks = OwnedTasks()
         self.port = 0
         cluster.set_listener(self.open_broker_port)
 
@@ -74,16 +78,7 @@ class ProxyServer:
 
     async def start(self) -> None:
         """Listen on the bootstrap port and on a port per broker the upstream names."""
-        cfg = self._config
-        loop = asyncio.get_running_loop()
-        server = await loop.create_server(
-            self._factory(None),
-            cfg.listen.host,
-            cfg.listen.port,
-            ssl=self._ssl,
-            ssl_handshake_timeout=self._handshake_timeout,
-            backlog=4096,
-        )
+        server = await self._listeners.open(self._listener, self._factory(None))
         self._servers[None] = server
         self.port = server.sockets[0].getsockname()[1]
         try:
@@ -96,9 +91,7 @@ class ProxyServer:
         """Ask a bootstrap broker for the cluster's brokers (opens their ports)."""
         errors = []
         for address in self._cluster.bootstrap:
-            link = UpstreamLink(
-                address, self._config.upstream_connect_timeout_s, tls=self._upstream_tls
-            )
+            link = self._link(address, self._login)
             try:
                 await link.connect()
                 header = RequestHeader(
@@ -131,13 +124,8 @@ class ProxyServer:
                 return
             port = self._config.broker_port(node_id)
             try:
-                server = await asyncio.get_running_loop().create_server(
-                    self._factory(node_id),
-                    self._config.listen.host,
-                    port,
-                    ssl=self._ssl,
-                    ssl_handshake_timeout=self._handshake_timeout,
-                    backlog=4096,
+                server = await self._listeners.open(
+                    self._listener, self._factory(node_id), port=port
                 )
             except OSError as exc:
                 log.error("broker_port_unavailable", node_id=node_id, port=port, error=exc.strerror)
@@ -156,35 +144,22 @@ class ProxyServer:
             raise UpstreamError(f"upstream node {node_id} is not in the cluster")
         return (address,)
 
-    def _factory(self, node_id: int | None) -> Callable[[], FrameProtocol]:
-        cfg = self._config
-        own_id = cfg.node_id if node_id is None else node_id
+    def _link(self, address: Address, login: UpstreamLogin | None) -> UpstreamLink:
+        timeout = self._config.upstream_connect_timeout_s
+        return UpstreamLink(address, timeout, tls=self._upstream_tls, login=login)
 
-        def make() -> FrameProtocol:
-            def opened(conn: ConnectionState) -> None:
-                # Called from connection_made: the TLS handshake is complete.
-                transport = session.protocol.transport
-                assert transport is not None
-                identity = identify(self._listener, transport, cfg.tls)
-                if identity is None:
-                    transport.abort()
-                else:
-                    identity.apply(conn)
-                self._on_open(conn)
+    def _client_link(self, address: Address) -> UpstreamLink:
+        return self._link(address, self._client_login)
 
-            session = ProxySession(
-                own_id,
-                lambda: self._upstream_for(node_id),
-                self._handlers,
-                self._cluster,
-                limits=self._limits,
-                connect_timeout_s=cfg.upstream_connect_timeout_s,
-                upstream_tls=self._upstream_tls,
-                spawn=self._tasks.spawn,
-                on_open=opened,
-                on_close=self._on_close,
+    def _factory(self, node_id: int | None) -> Callable[[], asyncio.BaseProtocol]:
+        own_id = self._config.node_id if node_id is None else node_id
+        upstream = _NodeUpstream(self, node_id)
+
+        def make() -> asyncio.BaseProtocol:
+            connection = Connection(
+                self._services, self._listener, self._policy, node_id=own_id, upstream=upstream
             )
-            return session.protocol
+            return connection.protocol
 
         return make
 
@@ -196,6 +171,39 @@ class ProxyServer:
         for server in self._servers.values():
             with contextlib.suppress(Exception):
                 await asyncio.wait_for(server.wait_closed(), 1.0)
+
+
+class _NodeUpstream:
+    """How a client on the port standing for ``node_id`` (None: bootstrap) reaches it."""
+
+    def __init__(self, server: ProxyServer, node_id: int | None) -> None:
+        self._server = server
+        self._node_id = node_id
+
+    async def connect(self) -> UpstreamLink:
+        return await _first_reachable(
+            await self._server._upstream_for(self._node_id), self._server._client_link
+        )
+
+    def rewriter_for(self, header: RequestHeader) -> Rewriter | None:
+        server = self._server
+        return rewriter_for(header, server._cluster, server._services.served)
+
+
+async def _first_reachable(
+    candidates: Sequence[Address], make: Callable[[Address], UpstreamLink]
+) -> UpstreamLink:
+    # Several bootstrap brokers: one being down must not stop new clients.
+    failure = UpstreamError("no upstream address")
+    for address in candidates:
+        link = make(address)
+        try:
+            await link.connect()
+        except UpstreamError as exc:
+            failure = exc
+            continue
+        return link
+    raise failure
 
 
 async def reach_upstream(

@@ -143,6 +143,11 @@ def _track_rule(points: pa.Table, state: pa.Table, rule: AlertRule) -> pa.Table:
         if len(runs_first)
         else np.zeros(0, dtype=np.int64)
     )
+    # The extremes up to the firing point (a firing event's peak must not depend on where
+    # the batch that fired it ends).
+    until_fired = held_times <= fired[run_of] if len(runs_first) else np.zeros(0, dtype=bool)
+    fired_high = _reduce_runs(np.where(until_fired, held_values, -np.inf), runs_first, np.maximum)
+    fired_low = _reduce_runs(np.where(until_fired, held_values, np.inf), runs_first, np.fmin)
     described = rows.select(["series", "client_instance_id", "metric_name", "attributes"]).take(
         pa.array(heads)
     )
@@ -163,6 +168,8 @@ def _track_rule(points: pa.Table, state: pa.Table, rule: AlertRule) -> pa.Table:
                 np.fmin.reduceat(held_values, runs_first) if len(runs_first) else [], pa.float64()
             ),
             "fired_at": timestamps(fired, fired == _NEVER),
+            "fired_high": pa.array(fired_high, pa.float64(), mask=fired == _NEVER),
+            "fired_low": pa.array(fired_low, pa.float64(), mask=fired == _NEVER),
         }
     )
     # A point the rule fails on ends the episode before it.
@@ -175,6 +182,10 @@ def _track_rule(points: pa.Table, state: pa.Table, rule: AlertRule) -> pa.Table:
         }
     )
     return _merge(trues, state, closes, rule.name)
+
+
+def _reduce_runs(values: np.ndarray, runs_first: np.ndarray, op: np.ufunc) -> np.ndarray:
+    return op.reduceat(values, runs_first) if len(runs_first) else np.zeros(0, dtype=np.float64)
 
 
 def _keys(table: pa.Table) -> pa.Array:
@@ -196,8 +207,9 @@ def _merge(trues: pa.Table, state: pa.Table, closes: pa.Table, rule: str) -> pa.
     def pick(name: str) -> pa.Array:
         return pc.coalesce(p.column(name), t.column(name))
 
-    def extreme(name: str, numpy_op: np.ufunc) -> pa.Array:
-        a, b = t.column(name).combine_chunks(), p.column(name).combine_chunks()
+    def extreme(name: str, numpy_op: np.ufunc, carried: str | None = None) -> pa.Array:
+        a = t.column(name).combine_chunks()
+        b = p.column(carried or name).combine_chunks()
         a_ok = np.asarray(pc.is_valid(a).to_numpy(zero_copy_only=False))
         b_ok = np.asarray(pc.is_valid(b).to_numpy(zero_copy_only=False))
         is_time = pa.types.is_timestamp(a.type)
@@ -231,6 +243,9 @@ def _merge(trues: pa.Table, state: pa.Table, closes: pa.Table, rule: str) -> pa.
         "episode": pick("episode"),
         "resolved_at": resolved,
         "newly_fired": newly,
+        # What the carried part of an episode saw came before this batch's firing point.
+        "fired_high": extreme("fired_high", np.maximum, carried="high"),
+        "fired_low": extreme("fired_low", np.fmin, carried="low"),
     }
     return pa.table(
         [pc.cast(columns[name], EPISODES_ARROW.field(name).type) for name in EPISODES_ARROW.names],
@@ -320,7 +335,7 @@ def alert_events(
                 "started_at": row["started_at"],
                 "fired_at": row["fired_at"],
                 "resolved_at": row["resolved_at"] if status[index] == "resolved" else None,
-                "peak": row["low"] if low else row["high"],
+                "peak": _peak(row, low, firing=status[index] == "firing"),
                 "op": rule.op,
                 "threshold": rule.threshold,
                 "duration_seconds": rule.duration_seconds,
@@ -329,6 +344,13 @@ def alert_events(
         )
     table = pa.Table.from_pylist(events, schema=ALERTS_ARROW.remove(6))
     return table.add_column(6, ALERTS_ARROW.field("labels"), labels.take(found))
+
+
+def _peak(episode: dict[str, Any], low: bool, *, firing: bool) -> float | None:
+    """A firing event's peak is the extreme up to its firing; a resolved one's, the episode's."""
+    name = ("fired_" if firing else "") + ("low" if low else "high")
+    value = episode[name]
+    return None if value is None else float(value)
 
 
 def end_with_clients(
@@ -373,6 +395,8 @@ def end_with_clients(
     episodes = ending.append_column("episode", pa.array(np.zeros(size, dtype=np.int64)))
     episodes = episodes.append_column("resolved_at", timestamps(ended_at, np.zeros(size, bool)))
     episodes = episodes.append_column("newly_fired", pa.array(np.zeros(size, dtype=bool)))
+    for name in ("fired_high", "fired_low"):  # only resolved events come from here
+        episodes = episodes.append_column(name, pa.nulls(size, pa.float64()))
     reasons = np.where(terminated[gone], "terminated", "expired")
     events = alert_events(episodes.select(EPISODES_ARROW.names), rules, inventory, reasons)
     return events, state.filter(pa.array(~gone))

@@ -165,6 +165,9 @@ EPISODES_ARROW = pa.schema(
         ("episode", pa.int64()),
         ("resolved_at", TIMESTAMP),
         ("newly_fired", pa.bool_()),
+        # The extremes up to the firing point: a firing event's peak, whatever the batches.
+        ("fired_high", pa.float64()),
+        ("fired_low", pa.float64()),
     ]
 )
 

@@ -11,14 +11,21 @@ import org.slf4j.LoggerFactory;
 
 /**
  * Pushes in, records out: a bounded queue the request threads offer to without ever waiting
- * (a full queue drops the push and counts it), and one thread of its own that builds each
- * record and hands it to a Kafka producer. A cluster that is away costs the broker nothing
+ * (a full queue drops the push and counts it), and one thread of its own that takes what has
+ * gathered every {@value #GATHER_MS} ms or so, builds each record and hands it to a Kafka
+ * producer. A cluster that is away costs the broker nothing
  * but this queue; the producer reconnects by itself when it is back.
  */
 final class Forwarder {
     private static final Logger LOG = LoggerFactory.getLogger(Forwarder.class);
     private static final long TOPIC_RETRY_MS = 30_000;
     private static final long WARN_EVERY_MS = 60_000;
+    /**
+     * Once a push is in, how long the thread lets more gather before it takes them all: one
+     * wake-up (and one signal from a request thread) per this many milliseconds instead of
+     * one per push. The producer lingers longer than this anyway (linger.ms).
+     */
+    static final long GATHER_MS = 20;
 
     final LongAdder received = new LongAdder();
     final LongAdder sent = new LongAdder();
@@ -106,10 +113,17 @@ final class Forwarder {
     private void run() {
         try {
             while (!closing || (!queue.isEmpty() && System.currentTimeMillis() < closeDeadlineMs)) {
-                Push push = queue.poll(100, TimeUnit.MILLISECONDS);
-                if (push != null) {
-                    queuedBytes.addAndGet(-push.payload().length);
+                Push push = taken(queue.poll(100, TimeUnit.MILLISECONDS));
+                if (push == null) {
+                    continue;
+                }
+                if (!closing) {
+                    Thread.sleep(GATHER_MS); // let more come: they are taken without waiting
+                }
+                // One at a time off the queue, so what waits stays within its bounds.
+                while (push != null) {
                     forward(push);
+                    push = taken(queue.poll());
                 }
             }
         } catch (InterruptedException e) {
@@ -123,6 +137,14 @@ final class Forwarder {
             dropped.add(left);
             closeProducer(Math.max(0, closeDeadlineMs - System.currentTimeMillis()));
         }
+    }
+
+    /** A push just taken off the queue (or null): its bytes no longer wait. */
+    private Push taken(Push push) {
+        if (push != null) {
+            queuedBytes.addAndGet(-push.payload().length);
+        }
+        return push;
     }
 
     private void forward(Push push) {
@@ -156,6 +178,9 @@ final class Forwarder {
     }
 
     private Producer<byte[], byte[]> producerFor(PluginConfig now) {
+        if (now == producerConfig && producer != null && (topicReady || !now.createTopic())) {
+            return producer; // nothing changed since the last record
+        }
         if (producer == null || !producerConfig.sameProducer(now)) {
             closeProducer(now.closeTimeoutMs());
             producer = clients.producer(now.producer());

@@ -70,6 +70,14 @@ record PluginConfig(
             .define(CLOSE_TIMEOUT_MS, Type.LONG, 5_000L, Range.atLeast(0), Importance.LOW,
                     "How long closing waits for queued records to be delivered.");
 
+    /**
+     * Producer settings the plugin refuses: every writer of the record format puts one client
+     * instance's records on one partition, the one Kafka's producer picks for the key (murmur2;
+     * the gateway's librdkafka producer uses its {@code murmur2_random}), docs/record-format.md.
+     */
+    static final List<String> PINNED =
+            List.of(ProducerConfig.PARTITIONER_CLASS_CONFIG, ProducerConfig.PARTITIONER_IGNORE_KEYS_CONFIG);
+
     /** Every property name the broker may change at run time (Kafka wants them listed). */
     static final Set<String> RECONFIGURABLE;
 
@@ -102,6 +110,13 @@ record PluginConfig(
                 throw new ConfigException(key, entry.getValue(), "unknown clientmetrics plugin setting");
             }
         }
+        for (String pinned : PINNED) {
+            if (producer.containsKey(pinned)) {
+                throw new ConfigException(PREFIX + PRODUCER_PREFIX + pinned, producer.get(pinned),
+                        "the plugin partitions by the client instance id as Kafka's producer does by default "
+                                + "(readers take a partition as a share of client instances)");
+            }
+        }
         AbstractConfig config = new AbstractConfig(DEF, own, false);
         List<Label> labels;
         try {
@@ -116,9 +131,11 @@ record PluginConfig(
         props.put(ProducerConfig.CLIENT_ID_CONFIG, "clientmetrics-plugin-" + nodeId);
         props.put(ProducerConfig.ACKS_CONFIG, "all");
         // Few, large produce requests: the broker's CPU matters more here than a record's
-        // latency (100 ms at most).
-        props.put(ProducerConfig.LINGER_MS_CONFIG, 100);
-        props.put(ProducerConfig.BATCH_SIZE_CONFIG, 256 * 1024);
+        // latency (half a second at most). The producer's network thread costs per request:
+        // with 100 ms, 256 KiB and a forwarder that woke per push, the plugin's threads took
+        // ~3x the CPU per push they take now (bench/broker_plugin.py, docs/kafka-plugin.md).
+        props.put(ProducerConfig.LINGER_MS_CONFIG, 500);
+        props.put(ProducerConfig.BATCH_SIZE_CONFIG, 512 * 1024);
         props.put(ProducerConfig.COMPRESSION_TYPE_CONFIG, "lz4");
         // The forwarder's own thread blocks in send() at most this long when the cluster is
         // away (or a new topic's metadata is slow to come); meanwhile the queue takes new

@@ -46,11 +46,13 @@ class PluginTest {
         return Base64.getDecoder().decode(payload);
     }
 
+    /** The record's headers but the last, which must be its {@code push_id} (a random v4 UUID). */
     static Map<String, String> headers(ProducerRecord<byte[], byte[]> record) {
         Map<String, String> out = new LinkedHashMap<>();
         for (Header h : record.headers()) {
             out.put(h.key(), new String(h.value(), StandardCharsets.UTF_8));
         }
+        RecordFormatTest.assertPushId(List.copyOf(out.keySet()), out.remove("push_id"));
         return out;
     }
 
@@ -80,6 +82,9 @@ class PluginTest {
         await(() -> clients.history().size() == 1, "one record");
         ProducerRecord<byte[], byte[]> record = clients.history().get(0);
         assertEquals("otlp_metrics", record.topic());
+        assertNull(record.partition()); // the producer picks it from the key (RecordFormatTest)
+        assertFalse(clients.configs.get(0).containsKey("partitioner.class"));
+        assertFalse(clients.configs.get(0).containsKey("partitioner.ignore.keys"));
         assertEquals("5f8b7c1e-2a4d-4e6f-9b0a-1c2d3e4f5a6b", new String(record.key(), StandardCharsets.UTF_8));
         Map<String, String> want = new LinkedHashMap<>();
         want.put("client_id", "orders");
@@ -229,6 +234,11 @@ class PluginTest {
                 () -> plugin.validateReconfiguration(Fakes.broker("clientmetrics.queue.size", "0")));
         assertThrows(ConfigException.class,
                 () -> plugin.validateReconfiguration(Fakes.broker("clientmetrics.topicc", "x")));
+        for (String pinned : List.of("partitioner.class", "partitioner.ignore.keys")) {
+            ConfigException p = assertThrows(ConfigException.class, () -> plugin.validateReconfiguration(
+                    Fakes.broker("clientmetrics.producer." + pinned, "true")));
+            assertTrue(p.getMessage().contains("partitions by the client instance id"), p.getMessage());
+        }
 
         plugin.reconfigure(Fakes.broker("clientmetrics.labels", "node_id", "clientmetrics.topic", "other"));
         exporter.exportMetrics(Fakes.context(5000, Fakes.request("c", "u")), Fakes.payload(ID, false, otlp()));

@@ -3,6 +3,7 @@ package io.clientmetrics.plugin;
 import static org.junit.jupiter.api.Assertions.assertArrayEquals;
 import static org.junit.jupiter.api.Assertions.assertEquals;
 import static org.junit.jupiter.api.Assertions.assertThrows;
+import static org.junit.jupiter.api.Assertions.assertTrue;
 
 import com.fasterxml.jackson.databind.JsonNode;
 import com.fasterxml.jackson.databind.ObjectMapper;
@@ -11,9 +12,13 @@ import java.io.IOException;
 import java.nio.charset.StandardCharsets;
 import java.util.ArrayList;
 import java.util.Base64;
+import java.util.HashSet;
 import java.util.List;
+import java.util.Map;
+import java.util.Set;
 import java.util.UUID;
 import java.util.stream.Stream;
+import org.apache.kafka.clients.producer.internals.BuiltInPartitioner;
 import org.apache.kafka.common.header.Header;
 import org.junit.jupiter.api.DynamicTest;
 import org.junit.jupiter.api.Test;
@@ -79,11 +84,60 @@ class RecordFormatTest {
         List<String> wantHeaders = new ArrayList<>();
         want.get("headers").forEach(h -> wantHeaders.add(h.get(0).asText() + "=" + h.get(1).asText()));
         List<String> headers = new ArrayList<>();
+        List<String> names = new ArrayList<>();
         for (Header h : record.headers()) {
             headers.add(h.key() + "=" + new String(h.value(), StandardCharsets.UTF_8));
+            names.add(h.key());
         }
+        // The last header is the push's own id: random, so the vectors cannot spell it out.
+        String last = headers.remove(headers.size() - 1);
+        assertPushId(names, last.substring("push_id=".length()));
         assertEquals(wantHeaders, headers);
         assertArrayEquals(Base64.getDecoder().decode(want.get("value").asText()), record.value());
+    }
+
+    /** {@code push_id} is the last header and a version-4 UUID in canonical (8-4-4-4-12) text. */
+    static void assertPushId(List<String> names, String value) {
+        assertEquals("push_id", names.get(names.size() - 1), names.toString());
+        assertEquals(1, names.stream().filter("push_id"::equals).count(), names.toString());
+        assertTrue(value.matches("[0-9a-f]{8}-[0-9a-f]{4}-4[0-9a-f]{3}-[89ab][0-9a-f]{3}-[0-9a-f]{12}"), value);
+        assertEquals(4, UUID.fromString(value).version());
+    }
+
+    @Test
+    void everyRecordBuiltHasItsOwnPushId() throws Exception {
+        JsonNode first = vectors().get("cases").get(0);
+        Push push = push(first.get("push"));
+        List<Label> labels = labels(first.get("labels"));
+        Set<String> ids = new HashSet<>();
+        for (int i = 0; i < 1000; i++) {
+            List<Header> headers = RecordFormat.build(push, labels).headers();
+            ids.add(new String(headers.get(headers.size() - 1).value(), StandardCharsets.UTF_8));
+        }
+        assertEquals(1000, ids.size()); // the same push built twice is two pushes to a reader
+    }
+
+    @Test
+    void eachRecordGoesToThePartitionKafkasProducerPicksForItsKey() throws Exception {
+        // KafkaProducer sends a record with a key and no partition (as the forwarder's are) to
+        // BuiltInPartitioner.partitionForKey unless partitioner.class or partitioner.ignore.keys
+        // is set, which the plugin refuses (PluginTest).
+        JsonNode partitions = vectors().get("partitions");
+        List<Integer> counts = new ArrayList<>();
+        partitions.get("counts").forEach(n -> counts.add(n.asInt()));
+        Push template = push(vectors().get("cases").get(0).get("push"));
+        int checked = 0;
+        for (Map.Entry<String, JsonNode> entry : partitions.get("keys").properties()) {
+            Push push = new Push(template.receivedAtMs(), UUID.fromString(entry.getKey()), false, 5000,
+                    "c", "s", "v", "a", 1, "p", 1, "l", "PLAINTEXT", template.payload());
+            byte[] key = RecordFormat.build(push, List.of()).key();
+            for (int i = 0; i < counts.size(); i++) {
+                assertEquals(entry.getValue().get(i).asInt(), BuiltInPartitioner.partitionForKey(key, counts.get(i)),
+                        entry.getKey() + " of " + counts.get(i));
+                checked++;
+            }
+        }
+        assertEquals(32, checked, "the vectors file lost partition cases");
     }
 
     @Test
@@ -96,7 +150,7 @@ class RecordFormatTest {
         RecordFormat.TopicRecord record = RecordFormat.build(legacy, List.of(Label.CLIENT_SOURCE_PORT));
         List<String> names = new ArrayList<>();
         record.headers().forEach(h -> names.add(h.key()));
-        assertEquals(List.of("terminating"), names); // an unknown port is no label either
+        assertEquals(List.of("terminating", "push_id"), names); // an unknown port is no label either
     }
 
     @Test
