@@ -1,38 +1,45 @@
-"""Benchmark: `pipeline run` end to end against the core alone, in the same run.
+"""Benchmark: `pipeline run` from landed files and from a Kafka topic, against the core alone.
 
-    .venv/bin/python bench/pipeline.py [--points 5000000] [--master local[*]] [--decoders]
+    .venv/bin/python bench/pipeline.py [--points 5000000] [--master local[*]] [--rounds 3]
+                                       [--partitions N] [--conf KEY=VALUE] [--decoders]
                                        [--no-topic]
 
 1. Lands pushes of librdkafka's shape (a producer with per-broker latency
    copies: 18 data points per push with 5 brokers) following docs/landing.md,
    until at least ``--points`` data points are landed.
-2. Runs the pipeline job (the code behind ``clientmetrics pipeline run``) over
-   them: decode, normalise, points / client_windows / clients / alerts.
-3. Runs the core alone over the same landed files, with no Spark: as many
-   processes as Spark has cores, each running the very function the job's
-   tasks run (``spark.files.pass_share``: read the landed files with pyarrow,
-   keep one share of the instances, every rule, and the Parquet writing).
-   What is left between the two is Spark's: the streaming query, the jobs of
-   a micro-batch, splitting the windows by the watermark, publishing.
+2. Unless ``--no-topic``: starts Apache Kafka 4.4 (``peers.kafka``) and produces
+   the same pushes to a topic (as many partitions as the master has cores) as
+   the topic exporter's records.
+3. Then, ``--rounds`` times, interleaved (each round starts with the next of
+   the three, so a change of the machine's load falls on all of them):
 
-4. Unless ``--no-topic``: starts Apache Kafka 4.4 (``peers.kafka``), produces the
-   same pushes to a topic of twice the cores' partitions as the topic exporter's
-   records, and runs the job with ``--source kafka`` over it.
+   * the core alone over the landed files, with no Spark: as many processes
+     as Spark has cores, each running the very function the job's tasks run
+     (``spark.tasks.pass_share``: read the landed files with pyarrow, keep one
+     share of the instances, every rule, and the Parquet writing);
+   * the pipeline job (the code behind ``clientmetrics pipeline run``) over
+     the landed files, into fresh tables;
+   * the same job with ``--source kafka`` over the topic.
 
-Prints every rate and each pipeline's ratio to the core alone. ``--decoders``
-also times the pure decoders (columnar ptars + Arrow compute against upb
-protobuf + a Python loop).
+   What is left between a pipeline and the core is Spark's: the streaming
+   query, its jobs, getting the records out of the JVM, publishing.
+
+Prints each run, then the medians, the points per second and each pipeline's
+ratio to the core alone (of the medians, and per round). ``--decoders`` also
+times the pure decoders (columnar ptars + Arrow compute against upb protobuf
++ a Python loop).
 """
 
 from __future__ import annotations
 
 import argparse
+import os
 import shutil
 import sys
 import tempfile
 import time
 import uuid
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -80,8 +87,8 @@ def land_pushes(data: Path, points: int, clients: int) -> int:
 
 
 def _core_task(args: tuple[list[str], int, int, object]) -> int:
-    """One process of the core alone: its share of the instances (``spark.files.pass_share``)."""
-    from clientmetrics.pipeline.spark.files import ShareInput, pass_share
+    """One process of the core alone: its share of the instances (``spark.tasks.pass_share``)."""
+    from clientmetrics.pipeline.spark.tasks import ShareInput, pass_share
 
     landed, share, shares, plan = args
     given = ShareInput(tuple(landed), True, {}, False)
@@ -103,26 +110,41 @@ def task_slots(master: str) -> int:
     return (os.cpu_count() or 1) if threads == "*" else int(threads)
 
 
-def core_alone(work: Path, cores: int, rules: object) -> tuple[int, float]:
-    """The core over the landed files on ``cores`` processes, no Spark: points, seconds."""
-    import multiprocessing
+def _one_thread() -> None:
+    pa.set_cpu_count(1)
 
-    from clientmetrics.pipeline.core.batch import PassPlan
 
-    staging = work / "core-alone"
-    shutil.rmtree(staging, ignore_errors=True)
-    plan = PassPlan(staging=str(staging), window_seconds=60, rules=rules)  # type: ignore[arg-type]
-    landed = sorted(str(path) for path in (work / "landing" / "pushes").rglob("*.parquet"))
-    jobs = [(landed, k, cores, plan) for k in range(cores)]
-    context = multiprocessing.get_context("spawn")
-    with context.Pool(cores) as pool:
+class CoreAlone:
+    """The core over the landed files on ``cores`` processes, no Spark (a warm process pool)."""
+
+    def __init__(self, work: Path, cores: int, rules: object) -> None:
+        import multiprocessing
+
+        from clientmetrics.pipeline.core.batch import PassPlan
+
+        self._staging = work / "core-alone"
+        self._plan = PassPlan(staging=str(self._staging), window_seconds=60, rules=rules)  # type: ignore[arg-type]
+        self._landed = sorted(str(p) for p in (work / "landing" / "pushes").rglob("*.parquet"))
+        self._cores = cores
+        # One pyarrow thread a process, as Spark gives its Python workers
+        # (OMP_NUM_THREADS = spark.task.cpus): the same function on the same cores.
+        self._pool = multiprocessing.get_context("spawn").Pool(cores, _one_thread)
         # Start the processes and warm their imports on one file.
-        pool.map(_core_task, [(landed[:1], k, cores, plan) for k in range(cores)])
+        self._pool.map(_core_task, [(self._landed[:1], k, cores, self._plan) for k in range(cores)])
+        shutil.rmtree(self._staging, ignore_errors=True)
+
+    def run(self) -> tuple[int, float]:
+        """Points and seconds of one run over every landed file."""
+        jobs = [(self._landed, k, self._cores, self._plan) for k in range(self._cores)]
         started = time.perf_counter()
-        points = sum(pool.map(_core_task, jobs))
+        points = sum(self._pool.map(_core_task, jobs))
         seconds = time.perf_counter() - started
-    shutil.rmtree(staging, ignore_errors=True)
-    return points, seconds
+        shutil.rmtree(self._staging, ignore_errors=True)
+        return points, seconds
+
+    def close(self) -> None:
+        self._pool.close()
+        self._pool.join()
 
 
 def _start_python_workers(spark: SparkSession) -> None:
@@ -130,7 +152,7 @@ def _start_python_workers(spark: SparkSession) -> None:
     cores = spark.sparkContext.defaultParallelism
 
     def touch(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
-        import clientmetrics.pipeline.spark.files  # noqa: F401  (what the job's workers import)
+        import clientmetrics.pipeline.spark.tasks  # noqa: F401  (what the job's workers import)
 
         yield from batches
 
@@ -174,58 +196,83 @@ def bench_decoders(payload_count: int = 20_000) -> None:
     )
 
 
-def run_from_topic(
-    spark: SparkSession, work: Path, landed: object, cores: int, points: int
-) -> float:
-    """Produce the landed pushes to a topic on Kafka 4.4 and time ``run`` over it."""
-    import dataclasses
+class Topic:
+    """Apache Kafka 4.4 holding the landed pushes as the topic exporter's records."""
 
-    import pyarrow.parquet as pq
-    from confluent_kafka import Producer
-    from confluent_kafka.admin import AdminClient, NewTopic
-    from peers.kafka import KafkaBroker
-    from tests.pipeline.topic_records import topic_records
+    def __init__(self, work: Path, partitions: int) -> None:
+        import pyarrow.parquet as pq
+        from confluent_kafka import Producer
+        from confluent_kafka.admin import AdminClient, NewTopic  # type: ignore[attr-defined]
+        from peers.kafka import KafkaBroker
+        from tests.pipeline.topic_records import topic_records
 
-    from clientmetrics.pipeline.jobs.job import PipelineJob
-    from clientmetrics.pipeline.jobs.sources import KafkaSource
-
-    broker = KafkaBroker(work / "kafka").start()
-    try:
-        partitions = 2 * cores
-        admin = AdminClient(broker.client_config())
-        admin.create_topics([NewTopic("bench", partitions, 1)])["bench"].result(30)
-        producer = Producer({**broker.client_config(), "linger.ms": 50, "compression.type": "lz4"})
-        started = time.perf_counter()
-        for path in sorted((work / "landing" / "pushes").rglob("*.parquet")):
-            for key, value, headers in topic_records(pq.read_table(path)):
-                while True:
-                    try:
-                        producer.produce("bench", value, key, headers=headers)
-                        break
-                    except BufferError:
-                        producer.poll(0.1)
-            producer.flush(120)
-        print(
-            f"produced to a {partitions}-partition topic in {time.perf_counter() - started:.1f} s"
-        )
-        config = dataclasses.replace(
-            landed,  # type: ignore[type-var]
-            output_path=str(work / "tables-topic"),
-            checkpoint_path=str(work / "checkpoints-topic"),
-            alert_sink=str(work / "alerts-topic.jsonl"),
-            kafka=KafkaSource(broker.bootstrap, "bench"),
-        )
-        started = time.perf_counter()
-        job = PipelineJob(spark, config)
-        job.run()
+        self.broker = KafkaBroker(work / "kafka").start()
+        try:
+            config = self.broker.client_config()
+            admin = AdminClient(dict(config))
+            admin.create_topics([NewTopic("bench", partitions, 1)])["bench"].result(30)
+            # No telemetry: the bench's producer is not one of the measured clients.
+            producer = Producer(
+                {**config, "linger.ms": 50, "compression.type": "lz4", "enable.metrics.push": False}
+            )
+            started = time.perf_counter()
+            for path in sorted((work / "landing" / "pushes").rglob("*.parquet")):
+                for key, value, headers in topic_records(pq.read_table(path)):
+                    while True:
+                        try:
+                            producer.produce("bench", value, key, headers=list(headers))
+                            break
+                        except BufferError:
+                            producer.poll(0.1)
+            assert producer.flush(120) == 0
+            del producer
+        except BaseException:
+            self.broker.stop()
+            raise
         seconds = time.perf_counter() - started
-        stages = ", ".join(f"{name} {secs:.1f} s" for name, secs in job.stage_seconds.items())
-        print(f"stages (kafka): {stages}")
-        written = spark.read.parquet(str(work / "tables-topic" / "points")).count()
-        assert written == points, (written, points)
-        return seconds
-    finally:
-        broker.stop()
+        print(f"produced to a {partitions}-partition topic in {seconds:.1f} s")
+
+    def stop(self) -> None:
+        self.broker.stop()
+
+
+def run_job(spark: SparkSession, config: object, points: int, label: str) -> float:
+    """Time ``pipeline run`` with ``config`` over fresh tables; check every point is written."""
+    from clientmetrics.pipeline.jobs.job import PipelineJob
+
+    for path in (config.output_path, config.checkpoint_path):  # type: ignore[attr-defined]
+        shutil.rmtree(path, ignore_errors=True)
+    Path(config.alert_sink).unlink(missing_ok=True)  # type: ignore[attr-defined]
+    jvm = _cpu_seconds(spark._jvm.java.lang.ProcessHandle.current().pid())  # type: ignore[union-attr]
+    started = time.perf_counter()
+    job = PipelineJob(spark, config)  # type: ignore[arg-type]
+    query = job.start(available_now=True)
+    query.awaitTermination()
+    seconds = time.perf_counter() - started
+    jvm = _cpu_seconds(spark._jvm.java.lang.ProcessHandle.current().pid()) - jvm  # type: ignore[union-attr]
+    stages = ", ".join(f"{name} {secs:.1f}" for name, secs in job.stage_seconds.items())
+    spark_ms: dict[str, int] = {}
+    for progress in query.recentProgress:
+        for name, ms in progress["durationMs"].items():
+            spark_ms[name] = spark_ms.get(name, 0) + ms
+    streaming = ", ".join(f"{name} {ms / 1000:.1f}" for name, ms in sorted(spark_ms.items()))
+    print(
+        f"  {label}: {seconds:.1f} s (job: {stages}; Spark's progress: {streaming}; "
+        f"JVM CPU {jvm:.1f} s)"
+    )
+    written = spark.read.parquet(f"{config.output_path}/points").count()  # type: ignore[attr-defined]
+    assert written == points, (written, points)
+    return seconds
+
+
+def _cpu_seconds(pid: int) -> float:
+    """CPU seconds a process has used (user and system), from /proc."""
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+def _load() -> str:
+    return Path("/proc/loadavg").read_text().split(" ", 1)[0]
 
 
 def main() -> None:
@@ -233,6 +280,9 @@ def main() -> None:
     parser.add_argument("--points", type=int, default=5_000_000)
     parser.add_argument("--clients", type=int, default=1000)
     parser.add_argument("--master", default="local[*]")
+    parser.add_argument("--rounds", type=int, default=3, help="repeat the three, interleaved")
+    parser.add_argument("--partitions", type=int, default=None, help="topic partitions (cores)")
+    parser.add_argument("--conf", action="append", default=[], help="extra Spark KEY=VALUE")
     parser.add_argument("--workdir", type=Path, default=None)
     parser.add_argument("--decoders", action="store_true")
     parser.add_argument("--no-topic", action="store_true", help="skip the Kafka source")
@@ -240,8 +290,11 @@ def main() -> None:
     if args.decoders:
         bench_decoders()
 
+    import dataclasses
+
     from clientmetrics.pipeline.core.rules import parse_rules
-    from clientmetrics.pipeline.jobs.job import PipelineConfig, PipelineJob
+    from clientmetrics.pipeline.jobs.job import PipelineConfig
+    from clientmetrics.pipeline.jobs.sources import KafkaSource
     from clientmetrics.pipeline.spark.connector import with_connector
     from clientmetrics.pipeline.spark.session import build_session
 
@@ -250,12 +303,6 @@ def main() -> None:
     started = time.perf_counter()
     points = land_pushes(work, args.points, args.clients)
     print(f"landed {points:,} data points in {time.perf_counter() - started:.1f} s ({work})")
-
-    conf = {"spark.ui.enabled": "false"}
-    if not args.no_topic:
-        conf = with_connector(conf)
-    spark = build_session(args.master, conf=conf)
-    spark.sparkContext.setLogLevel("ERROR")
     cores = task_slots(args.master)
     rules = parse_rules(
         {
@@ -268,52 +315,78 @@ def main() -> None:
             ]
         }
     )
-    config = PipelineConfig(
-        input_path=str(work / "landing" / "pushes"),
-        output_path=str(work / "tables"),
-        checkpoint_path=str(work / "checkpoints"),
-        rules=rules,
-        alert_sink=str(work / "alerts.jsonl"),
-    )
-    # Warm the JVM and start the Python workers (a tiny Arrow job), so that
-    # neither side's timing includes process start-up.
-    spark.range(1000).write.format("noop").mode("overwrite").save()
-    started = time.perf_counter()
-    _start_python_workers(spark)
-    print(f"python workers started in {time.perf_counter() - started:.1f} s (not timed below)")
-    started = time.perf_counter()
-    job = PipelineJob(spark, config)
-    job.run()
-    pipeline_seconds = time.perf_counter() - started
-    stages = ", ".join(f"{name} {seconds:.1f} s" for name, seconds in job.stage_seconds.items())
-    print(f"stages (landing): {stages}")
-    written = spark.read.parquet(str(work / "tables" / "points")).count()
-    assert written == points, (written, points)
-    topic_seconds = None if args.no_topic else run_from_topic(spark, work, config, cores, points)
-    spark.stop()
-
-    core_points, core_seconds = core_alone(work, cores, rules.rules)
-    assert core_points == points, (core_points, points)
-
-    pipeline_rate = points / pipeline_seconds
-    core_rate = points / core_seconds
-    print(
-        f"pipeline run ({args.master}, {cores} cores): {points:,} points in "
-        f"{pipeline_seconds:.1f} s = {pipeline_rate:,.0f} points/s"
-    )
-    print(
-        f"core alone (pyarrow, {cores} processes, no Spark): {points:,} points in "
-        f"{core_seconds:.1f} s = {core_rate:,.0f} points/s"
-    )
-    print(f"ratio (landing): {pipeline_rate / core_rate:.3f} of the core alone")
-    if topic_seconds is not None:
-        topic_rate = points / topic_seconds
-        print(
-            f"pipeline run --source kafka: {points:,} points in {topic_seconds:.1f} s = "
-            f"{topic_rate:,.0f} points/s; ratio: {topic_rate / core_rate:.3f} of the core alone"
+    conf = {"spark.ui.enabled": "false", **dict(item.split("=", 1) for item in args.conf)}
+    topic = None if args.no_topic else Topic(work, args.partitions or cores)
+    try:
+        spark = build_session(args.master, conf=conf if args.no_topic else with_connector(conf))
+        spark.sparkContext.setLogLevel("ERROR")
+        # Warm the JVM and start the Python workers (a tiny Arrow job), so that
+        # neither side's timing includes process start-up.
+        spark.range(1000).write.format("noop").mode("overwrite").save()
+        _start_python_workers(spark)
+        core = CoreAlone(work, cores, rules.rules)
+        landing = PipelineConfig(
+            input_path=str(work / "landing" / "pushes"),
+            output_path=str(work / "tables"),
+            checkpoint_path=str(work / "checkpoints"),
+            rules=rules,
+            alert_sink=str(work / "alerts.jsonl"),
         )
+        kafka = None
+        if topic is not None:
+            kafka = dataclasses.replace(
+                landing,
+                output_path=str(work / "tables-topic"),
+                checkpoint_path=str(work / "checkpoints-topic"),
+                alert_sink=str(work / "alerts-topic.jsonl"),
+                kafka=KafkaSource(topic.broker.bootstrap, "bench"),
+            )
+        runs: dict[str, list[float]] = {"core": [], "landing": [], "kafka": []}
+
+        def run_core() -> None:
+            found, seconds = core.run()
+            assert found == points, (found, points)
+            print(f"  core alone: {seconds:.1f} s")
+            runs["core"].append(seconds)
+
+        steps: list[Callable[[], None]] = [
+            run_core,
+            lambda: runs["landing"].append(run_job(spark, landing, points, "landing")),
+        ]
+        if kafka is not None:
+            steps.append(lambda: runs["kafka"].append(run_job(spark, kafka, points, "kafka")))
+        for round_ in range(args.rounds):
+            print(f"round {round_ + 1} (load {_load()}):")
+            for step in steps[round_ % len(steps) :] + steps[: round_ % len(steps)]:
+                step()
+        core.close()
+        spark.stop()
+    finally:
+        if topic is not None:
+            topic.stop()
+    _report(runs, points, cores, args.master)
     if args.workdir is None:
         shutil.rmtree(work, ignore_errors=True)
+
+
+def _report(runs: dict[str, list[float]], points: int, cores: int, master: str) -> None:
+    import statistics
+
+    core = statistics.median(runs["core"])
+    print(f"medians of {len(runs['core'])} interleaved rounds, {points:,} points:")
+    print(
+        f"  core alone ({cores} processes, no Spark): {core:.1f} s = {points / core:,.0f} points/s"
+    )
+    for name in ("landing", "kafka"):
+        if not runs[name]:
+            continue
+        seconds = statistics.median(runs[name])
+        per_round = [c / s for c, s in zip(runs["core"], runs[name], strict=True)]
+        print(
+            f"  pipeline run ({master}) from {name}: {seconds:.1f} s = "
+            f"{points / seconds:,.0f} points/s; {core / seconds:.3f} of the core alone "
+            f"(per round: {', '.join(f'{r:.3f}' for r in per_round)})"
+        )
 
 
 if __name__ == "__main__":

@@ -120,9 +120,14 @@ def point_rows(
 
 
 def alert_events(
-    instance: str, fired: datetime, resolved: datetime | None, rule: str, node: int = 1
+    instance: str,
+    fired: datetime,
+    resolved: datetime | None,
+    rule: str,
+    node: int = 1,
+    resolution: str = "cleared",
 ) -> list[dict[str, Any]]:
-    """A ``firing`` event and, when ``resolved`` is given, its ``resolved`` event."""
+    """A ``firing`` event and, when ``resolved`` is given, its ``resolved`` event (and why)."""
     labels = [
         ("client_instance_id", instance),
         ("client_id", "app-00000"),
@@ -145,9 +150,11 @@ def alert_events(
         "threshold": 5000.0,
         "duration_seconds": 180.0,
     }
-    events = [{**base, "status": "firing", "resolved_at": None}]
+    events = [{**base, "status": "firing", "resolved_at": None, "resolution": None}]
     if resolved is not None:
-        events.append({**base, "status": "resolved", "resolved_at": naive(resolved)})
+        events.append(
+            {**base, "status": "resolved", "resolved_at": naive(resolved), "resolution": resolution}
+        )
     return events
 
 
@@ -168,6 +175,7 @@ class DataDir:
         rows = [client_row(i, self.now) for i in range(self.clients)]
         rows[3].update(last_seen=naive(self.now - timedelta(minutes=5)), silent=False)
         rows[4].update(last_seen=naive(self.now - timedelta(minutes=5)), terminated=True)
+        rows[0].update(standard_metrics=[LATENCY, REQUESTS])
         write(self.tables, "clients", rows, CLIENTS_SCHEMA)
         self.ids = [row["client_instance_id"] for row in rows]
         start = self.now - timedelta(minutes=4)
@@ -175,7 +183,11 @@ class DataDir:
         write(self.tables, "points", point_rows(self.ids[1], start, 40, nodes=(3,)), POINTS_SCHEMA)
         events = alert_events(self.ids[0], self.now - timedelta(minutes=1), None, "slow-requests")
         events += alert_events(
-            self.ids[1], self.now - timedelta(minutes=3), self.now - timedelta(minutes=2), "slow"
+            self.ids[1],
+            self.now - timedelta(minutes=3),
+            self.now - timedelta(minutes=2),
+            "slow",
+            resolution="expired",
         )
         write(self.tables, "alerts", events, ALERTS_SCHEMA)
         return self

@@ -157,12 +157,19 @@ def test_alerts_page_splits_open_and_resolved_with_workflow_labels(data: DataDir
     resolved = get(app, "/alerts?status=resolved")
     assert ">slow<" in resolved
     assert "2026-11-21 11:58:00 UTC" in resolved
+    # Why it resolved: its client went silent (the pipeline's resolution), explained on hover.
+    assert (
+        "<span class='badge ok'>resolved</span><br><span class=muted "
+        "title='the client went silent (3 push intervals without a push)'>expired</span>"
+    ) in resolved
+    assert ">expired<" not in open_page
 
 
 def test_client_page_lists_its_alerts(data: DataDir) -> None:
     page = get(dashboard(data), f"/client/{data.ids[1]}")
     assert "<h2>Alerts</h2>" in page
     assert "resolved" in page
+    assert ">expired</span>" in page
 
 
 def test_subscriptions_page_reads_the_store_and_shows_commands(data: DataDir) -> None:
@@ -202,6 +209,12 @@ def test_client_labels_show_booleans_as_the_tables_write_them(data: DataDir) -> 
     assert "<dt>terminated</dt><dd>true</dd>" in labels
     assert "True" not in labels
     assert "False" not in labels
+
+
+def test_client_labels_show_lists_and_maps(data: DataDir) -> None:
+    app = dashboard(data)
+    labels = get(app, f"/client/{data.ids[0]}").split("<dl>")[1].split("</dl>")[0]
+    assert f"<dt>standard_metrics</dt><dd>{LATENCY}, {REQUESTS}</dd>" in labels
 
 
 @pytest.mark.parametrize("target", ["/client/%3Cscript%3E", "/?q=%3Cscript%3Ealert(1)"])

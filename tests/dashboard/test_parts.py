@@ -24,7 +24,7 @@ from clientmetrics.dashboard import (
 from clientmetrics.dashboard.inventory import newest_push, with_landed_clients, with_status
 from clientmetrics.dashboard.svg import nice_ticks
 from tests.dashboard.conftest import NOW
-from tests.dashboard.tables import CLIENTS_SCHEMA, client_row, write
+from tests.dashboard.tables import ALERTS_SCHEMA, CLIENTS_SCHEMA, alert_events, client_row, write
 
 finite = st.floats(min_value=-1e12, max_value=1e12, allow_nan=False)
 
@@ -187,3 +187,16 @@ def test_the_gateway_page_shows_each_exporters_counters() -> None:
         "<td><code>otlp</code></td><td>10</td><td>–</td><td>4</td><td>–</td><td>6</td><td>–</td>"
         in page
     )
+
+
+def test_an_episode_keeps_why_it_resolved_whatever_the_order_of_its_events() -> None:
+    from clientmetrics.dashboard.alerts import episodes
+
+    events = alert_events("c-1", NOW, NOW + timedelta(minutes=1), "slow", resolution="terminated")
+    table = pa.Table.from_pylist(events, schema=ALERTS_SCHEMA)
+    replayed = pa.concat_tables([table, table.slice(0, 1)])  # a replayed firing event last
+    for log in (table, replayed, table.take([1, 0])):
+        (alert,) = episodes(log)
+        assert (alert.is_open, alert.resolution) == (False, "terminated")
+    (still,) = episodes(table.slice(0, 1))
+    assert (still.is_open, still.resolution) == (True, None)

@@ -77,6 +77,8 @@ def test_demo_runs_everything_and_reports_it(demo_run: DemoRun) -> None:
     assert isinstance(summary["alerts"], int)
     assert summary["alerts"] >= 1
     assert summary["alerted_clients"] == ["unhealthy-producer-0"]
+    # The unhealthy producer pushed until the pipeline stopped: its alert is still firing.
+    assert summary["open_alerts"] == 1
     assert "     data points: " in out  # the human-readable summary too
     # No debug events unless asked: the dashboard's (in process) and the pipeline's.
     assert "dashboard_request" not in out + demo_run.stderr

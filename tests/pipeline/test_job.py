@@ -117,8 +117,16 @@ def test_run_fills_all_four_tables_and_a_second_run_adds_nothing(
         "tx-1",
         "rack-a",
     )
+    # The last file's push (minute 8:20) comes 200 s after SLOW's last (minute 5), more than
+    # 3 x its 60 s interval: SLOW went silent and its four open alerts resolve as expired.
+    resolved = alerts.where("status = 'resolved'").collect()
+    assert {(row.alert_id, row.resolution) for row in resolved} == {
+        (row.alert_id, "expired") for row in firing
+    }
     sink = _sink_lines(data_dir)
-    assert sorted(line["alert_id"] for line in sink) == sorted(r.alert_id for r in firing)
+    assert sorted((line["alert_id"], line["status"]) for line in sink) == sorted(
+        (row.alert_id, row.status) for row in firing + resolved
+    )
 
     PipelineJob(spark, _config(data_dir)).run()
     assert _counts(spark, data_dir) == counts

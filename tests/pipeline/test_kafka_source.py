@@ -24,7 +24,7 @@ from confluent_kafka.admin import AdminClient, NewTopic
 from peers.kafka import KafkaBroker
 from pyspark.sql import SparkSession
 
-from clientmetrics.pipeline.jobs.job import PipelineJob
+from clientmetrics.pipeline.jobs.job import PipelineConfig, PipelineJob
 from clientmetrics.pipeline.jobs.sources import KafkaSource
 from clientmetrics.pipeline.spark.session import FAST_START_JAVA_OPTIONS
 from tests.kafka import kafka_broker
@@ -79,9 +79,17 @@ def test_the_golden_pushes_from_a_topic_make_the_golden_tables(
     topic = _topic(broker, "golden", 3)
     producer = Producer(broker.client_config())
     config = golden_config(tmp_path, kafka=_source(broker, topic))
+    follow_ups = {"idle": 0, "judged": 0}
     for pushes in golden_batches():  # one micro-batch each, as the landed files are
         produce(producer, topic, landing_table(pushes))
-        PipelineJob(spark_kafka, config).run()
+        job = PipelineJob(spark_kafka, config)
+        job.run()
+        follow_ups = {k: v + job.follow_ups[k] for k, v in follow_ups.items()}
+    # Some batch had a partition with no record (its share ran from its state), and
+    # some share's task had read an earlier newest push than the batch's (its
+    # clients were judged again by the batch's): the tables are the golden ones anyway.
+    assert follow_ups["idle"] > 0
+    assert follow_ups["judged"] > 0
     for name in TABLES:
         rows = canonical_rows(read_table(tmp_path / "tables", name))
         assert _in_millis(rows) == _in_millis(golden_rows(name)), name
@@ -152,11 +160,12 @@ class _Load:
         self._thread.join(60)
 
 
-def _pipeline(broker: KafkaBroker, topic: str, data: Path, command: str) -> list[str]:
+def _stream(broker: KafkaBroker, topic: str, data: Path) -> list[str]:
+    """``clientmetrics pipeline stream`` from the topic, as an operator runs it."""
     return [
         str(BIN / "clientmetrics"),
         "pipeline",
-        command,
+        "stream",
         "--source",
         "kafka",
         "--bootstrap-servers",
@@ -173,7 +182,8 @@ def _pipeline(broker: KafkaBroker, topic: str, data: Path, command: str) -> list
         "spark.ui.enabled=false",
         "--conf",
         f"spark.driver.extraJavaOptions={FAST_START_JAVA_OPTIONS}",
-        *(["--trigger-seconds", "1"] if command == "stream" else ["--flush-windows"]),
+        "--trigger-seconds",
+        "1",
     ]
 
 
@@ -188,46 +198,40 @@ def test_a_driver_killed_under_load_and_restarted_leaves_every_record_once(
 ) -> None:
     topic = _topic(broker, "kills", 2)
     data = tmp_path / "data"
-    env = {**os.environ, "SPARK_LOCAL_IP": "127.0.0.1"}
-    kills = 0
-    with _Load(broker, topic) as load:
-        for delay in (0.3, 1.1):
-            done = _batches_done(data)
-            log = tmp_path / f"driver-{kills}.log"
-            with log.open("wb") as output:
-                driver = subprocess.Popen(
-                    _pipeline(broker, topic, data, "stream"),
-                    env=env,
-                    start_new_session=True,  # the driver and the JVM it starts: one group to kill
-                    stdout=output,
-                    stderr=subprocess.STDOUT,
-                )
+    log = tmp_path / "driver.log"
+    with _Load(broker, topic) as load, log.open("wb") as output:
+        driver = subprocess.Popen(
+            _stream(broker, topic, data),
+            env={**os.environ, "SPARK_LOCAL_IP": "127.0.0.1"},
+            start_new_session=True,  # the driver and the JVM it starts: one group to kill
+            stdout=output,
+            stderr=subprocess.STDOUT,
+        )
+        try:
             try:
-                try:
-                    wait_for(lambda d=done: _batches_done(data) > d, 120, what="a batch")
-                except AssertionError:
-                    print(log.read_text(errors="replace")[-4000:])
-                    raise
-                time.sleep(delay)  # somewhere inside a batch
-            finally:
-                os.killpg(driver.pid, signal.SIGKILL)
-                driver.wait(30)
-                kills += 1
+                wait_for(lambda: _batches_done(data) > 0, 120, what="a batch")
+            except AssertionError:
+                print(log.read_text(errors="replace")[-4000:])
+                raise
+            time.sleep(0.6)  # somewhere inside the next batch, under load
+        finally:
+            os.killpg(driver.pid, signal.SIGKILL)
+            driver.wait(30)
     assert load.acked > 0
     assert load.failed == 0
-    drained = subprocess.run(
-        _pipeline(broker, topic, data, "run"),
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=300,
-        check=False,
+    # Restarted (here, in the test's Spark session): it resumes from the checkpoint.
+    config = PipelineConfig(
+        input_path=str(data / "landing" / "pushes"),
+        output_path=str(data / "tables"),
+        checkpoint_path=str(data / "checkpoints" / "pipeline"),
+        alert_sink=str(data / "alerts.jsonl"),
+        flush_windows=True,
+        kafka=_source(broker, topic),
     )
-    assert drained.returncode == 0, drained.stderr[-2000:]
+    PipelineJob(spark_kafka, config).run()
     points = read_table(data / "tables", "points")
     assert points.num_rows == load.acked * points_per_producer_payload()
     keys = pc.binary_join_element_wise(
         points.column("series"), pc.cast(points.column("event_time"), "string"), "@"
     )
     assert pc.count_distinct(keys).as_py() == points.num_rows
-    assert kills == 2

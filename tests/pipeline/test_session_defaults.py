@@ -1,4 +1,4 @@
-"""Local masters get shuffle partitions sized to their cores; cluster masters keep Spark's."""
+"""Local masters get a pass task per core and shuffle partitions at twice; clusters keep Spark's."""
 
 from __future__ import annotations
 
@@ -10,13 +10,13 @@ from clientmetrics.pipeline.spark.session import local_defaults
 
 
 @pytest.mark.parametrize(
-    ("master", "partitions"),
-    [("local", "2"), ("local[3]", "6"), ("local[2,4]", "4"), ("local[*]", None)],
+    ("master", "cores"),
+    [("local", 1), ("local[3]", 3), ("local[2,4]", 2), ("local[*]", os.cpu_count() or 1)],
 )
-def test_local_masters_get_twice_their_cores(master: str, partitions: str | None) -> None:
-    expected = partitions or str(2 * (os.cpu_count() or 1))
+def test_local_masters_get_a_task_per_core(master: str, cores: int) -> None:
     settings = local_defaults(master)
-    assert settings["spark.sql.shuffle.partitions"] == expected
+    assert settings["spark.default.parallelism"] == str(cores)  # the landing pass's shares
+    assert settings["spark.sql.shuffle.partitions"] == str(2 * cores)
     # Nothing streaming turns off with a warning at every run.
     assert not any(key.startswith("spark.sql.adaptive.") for key in settings)
 

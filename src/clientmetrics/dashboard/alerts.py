@@ -29,6 +29,14 @@ WORKFLOW_LABELS = (
 )
 
 
+#: Why an alert resolved (the pipeline's ``resolution``), as the alerts page explains it.
+RESOLUTIONS = {
+    "cleared": "the condition stopped holding",
+    "terminated": "the client closed (its terminating push)",
+    "expired": "the client went silent (3 push intervals without a push)",
+}
+
+
 @dataclass(frozen=True, slots=True)
 class Alert:
     """One alert episode: fired once, resolved at most once."""
@@ -46,6 +54,8 @@ class Alert:
     op: str
     threshold: float | None
     duration_seconds: float | None
+    #: Why it resolved (``RESOLUTIONS``); None while open, or from tables older than the reason.
+    resolution: str | None = None
 
     @property
     def is_open(self) -> bool:
@@ -86,8 +96,11 @@ def episodes(events: pa.Table | None) -> list[Alert]:
         alert_id = row.get("alert_id") or ""
         previous = by_id.get(alert_id)
         resolved = row.get("resolved_at") if row.get("status") == "resolved" else None
+        why = row.get("resolution") if resolved is not None else None
         if previous is not None:
-            resolved = resolved or previous.resolved_at
+            resolved, why = (
+                (resolved, why) if resolved else (previous.resolved_at, previous.resolution)
+            )
         by_id[alert_id] = Alert(
             alert_id=alert_id,
             rule=row.get("rule") or "",
@@ -102,6 +115,7 @@ def episodes(events: pa.Table | None) -> list[Alert]:
             op=row.get("op") or "",
             threshold=row.get("threshold"),
             duration_seconds=row.get("duration_seconds"),
+            resolution=why,
         )
     return sorted(by_id.values(), key=_newest_first)
 

@@ -8,7 +8,7 @@ from html import escape
 from typing import Any
 from urllib.parse import quote, urlencode
 
-from clientmetrics.dashboard.alerts import Alert
+from clientmetrics.dashboard.alerts import RESOLUTIONS, Alert
 from clientmetrics.dashboard.inventory import InventoryPage
 from clientmetrics.dashboard.series import Chart
 from clientmetrics.dashboard.sources import GatewaySample, SubscriptionView
@@ -217,8 +217,10 @@ def _text(value: Any) -> str:
         return "true" if value else "false"
     if isinstance(value, datetime):
         return when(value)
-    if isinstance(value, list):
-        return ", ".join(f"{k}={v}" for k, v in value)
+    if isinstance(value, list):  # a map's (key, value) pairs, or a list's items
+        return ", ".join(
+            f"{item[0]}={item[1]}" if isinstance(item, tuple) else str(item) for item in value
+        )
     return str(value)
 
 
@@ -231,7 +233,7 @@ def alert_table(alerts: Sequence[Alert]) -> str:
         status = (
             "<span class='badge bad'>open</span>"
             if alert.is_open
-            else "<span class='badge ok'>resolved</span>"
+            else "<span class='badge ok'>resolved</span>" + _resolution(alert.resolution)
         )
         attributes = ",".join(f"{k}={v}" for k, v in alert.attributes)
         condition = escape(alert.condition)
@@ -259,6 +261,14 @@ def alert_table(alerts: Sequence[Alert]) -> str:
     return (
         f"<table class=alerts><thead><tr>{head}</tr></thead><tbody>{''.join(rows)}</tbody></table>"
     )
+
+
+def _resolution(reason: str | None) -> str:
+    """Why an alert resolved, under its badge, explained on hover."""
+    if not reason:
+        return ""
+    title = RESOLUTIONS.get(reason, "")
+    return f"<br><span class=muted title='{escape(title)}'>{escape(reason)}</span>"
 
 
 def alerts_page(alerts: Sequence[Alert], status: str) -> str:

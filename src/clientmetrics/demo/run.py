@@ -217,23 +217,34 @@ class Demo:
         self._say("starting the Spark pipeline in streaming mode (the first start is slow)")
 
     def _start_simulator(self, bootstrap: str, logs: Path) -> None:
+        # The healthy clients stop (each with its terminating push) before the drain;
+        # the unhealthy producer keeps pushing until the pipeline has stopped, so
+        # the tables the demo leaves show its alert firing. Closed earlier, it
+        # would resolve as `terminated` in the drain (docs/pipeline.md).
         opts = self.options
         duration = 10**6 if opts.duration_s is None else opts.duration_s
         run_for = max(5.0, duration - opts.drain_s - (time.monotonic() - self._started))
-        args = clientmetrics_command(
+        if opts.simulated_clients > 1:
+            healthy = self._simulate(bootstrap, opts.simulated_clients - 1, 0, run_for)
+            self._start(Child("simulator", healthy, logs / "simulator.log"))
+        unhealthy = self._simulate(bootstrap, 1, 1, duration)
+        self._start(Child("unhealthy-simulator", unhealthy, logs / "unhealthy-simulator.log"))
+        self._say(f"started {opts.simulated_clients} simulated clients (1 unhealthy)")
+
+    @staticmethod
+    def _simulate(bootstrap: str, clients: int, unhealthy: int, seconds: float) -> list[str]:
+        return clientmetrics_command(
             "simulate",
             "--bootstrap-server",
             bootstrap,
             "--clients",
-            str(opts.simulated_clients),
+            str(clients),
             "--unhealthy",
-            "1",
+            str(unhealthy),
             "--duration",
-            f"{run_for:.0f}",
+            f"{seconds:.0f}",
             "--json",
         )
-        self._start(Child("simulator", args, logs / "simulator.log"))
-        self._say(f"started {opts.simulated_clients} simulated clients (1 unhealthy)")
 
     def _start_dashboard(self) -> None:
         opts = self.options
@@ -308,6 +319,8 @@ class Demo:
         if "pipeline" in by_name:
             self._say("stopping the pipeline")
             by_name["pipeline"].stop(signal.SIGINT, 60)
+        if "unhealthy-simulator" in by_name:  # after the pipeline: its alert stays open
+            by_name["unhealthy-simulator"].stop(signal.SIGTERM, 10)
         summary = summarise(self.options.data_dir, self._metrics_url, self._url())
         if "gateway" in by_name:
             by_name["gateway"].stop(signal.SIGTERM, 20)

@@ -247,8 +247,6 @@ def _start(
     master = options["master"]
     if master is None and "PYSPARK_GATEWAY_PORT" not in os.environ:
         master = "local[*]"  # not under spark-submit, which would have started the JVM
-    if once:  # the summary counts every batch's progress; Spark keeps the last 100
-        extra.setdefault("spark.sql.streaming.numRecentProgressUpdates", "100000")
     try:
         if config.kafka is not None:
             extra = with_connector(extra)
@@ -274,29 +272,33 @@ def _start(
             raise CommandError(f"clientmetrics pipeline: {message}") from exc
         if not once or tables is None:
             return None
-        # Spark reports idle triggers too (no input, no batch run): count those that read.
-        batches = sum(1 for p in query.recentProgress if int(p["numInputRows"]) > 0)
-        return summarise_run(tables, before, batches, config.rules.rules)
+        return summarise_run(tables, before, job.batches, config.rules.rules)
     finally:
         spark.stop()
 
 
 def _await_or_stop(query: Any) -> None:
-    """Wait for the query to end; SIGINT or SIGTERM stops it cleanly.
+    """Wait for the query to end; SIGINT or SIGTERM stops it cleanly, between two batches.
 
     pyspark's own SIGINT handler cancels jobs and raises ``KeyboardInterrupt`` from
     inside the py4j call in progress, which leaves py4j tracebacks in the log; this
-    one only sets a flag, checked between short waits.
+    one only sets a flag, checked between short waits, and the query is stopped
+    once no trigger is active (a batch in progress finishes: stopping the query
+    inside one cancels its jobs, with tracebacks). A second signal stops at once.
     """
-    stop = threading.Event()
+    from clientmetrics.pipeline.jobs.job import trigger_active
+
+    signals = threading.Semaphore(0)
 
     def handler(_signum: int, _frame: object) -> None:
-        stop.set()
+        signals.release()
 
     previous = {sig: signal.signal(sig, handler) for sig in (signal.SIGINT, signal.SIGTERM)}
+    stopping = False
     try:
-        while not query.awaitTermination(1):
-            if stop.is_set():
+        while not query.awaitTermination(0.2 if stopping else 1):
+            stopping = stopping or signals.acquire(blocking=False)
+            if stopping and (signals.acquire(blocking=False) or not trigger_active(query)):
                 query.stop()
                 return
     finally:

@@ -43,11 +43,6 @@ KINDS = ("gauge", "sum", "histogram", "exponential_histogram", "summary")
 #: ``AggregationTemporality`` enum values, by number.
 TEMPORALITIES = ("unspecified", "delta", "cumulative")
 
-#: Columns taken from the metric, its scope, resource and payload rather than the point.
-_PER_METRIC = frozenset(
-    {"row", "resource_attributes", "scope_name", "scope_version", "metric_name", "metric_unit"}
-)
-
 _STRING_MAP = pa.map_(pa.string(), pa.string())
 _TIMESTAMP = pa.timestamp("us", tz="UTC")
 _QUANTILE = pa.struct([("quantile", pa.float64()), ("value", pa.float64())])
@@ -152,76 +147,75 @@ def _flatten(nested: pa.RecordBatch, drop_resource_keys: tuple[str, ...]) -> pa.
     scopes = pc.struct_field(resource, "scope_metrics")
     scope_resource = pc.list_parent_indices(scopes)
     scope = pc.list_flatten(scopes)
-    scope_name = pc.struct_field(scope, ["scope", "name"])
-    scope_version = pc.struct_field(scope, ["scope", "version"])
 
     metrics = pc.struct_field(scope, "metrics")
     metric_scope = pc.list_parent_indices(metrics)
     metric = pc.list_flatten(metrics)
-    metric_resource = pc.take(scope_resource, metric_scope)
-    per_metric = {
-        "row": pc.cast(pc.take(resource_row, metric_resource), pa.int32()),
-        "resource_attributes": pc.take(resource_attributes, metric_resource),
-        "scope_name": pc.take(scope_name, metric_scope),
-        "scope_version": pc.take(scope_version, metric_scope),
-        "metric_name": pc.struct_field(metric, "name"),
-        "metric_unit": pc.struct_field(metric, "unit"),
+    kinds = [found for kind in KINDS if (found := _kind_points(kind, metric)) is not None]
+    point_metric = _gather(kinds, pa.field("_metric", pa.int64()), None)
+    # Keep the payload's metric order (the kinds were decoded one after another):
+    # a stable sort of the points' metric numbers, taken once per column. Per-metric
+    # columns are reached through integer indices and copied once, for every point.
+    order = pc.sort_indices(point_metric) if len(kinds) > 1 else None
+    if order is not None:
+        point_metric = point_metric.take(order)
+    point_scope = pc.take(metric_scope, point_metric)
+    point_resource = pc.take(scope_resource, point_scope)
+    per_point = {
+        "row": pc.cast(pc.take(resource_row, point_resource), pa.int32()),
+        "resource_attributes": pc.take(resource_attributes, point_resource),
+        "scope_name": pc.take(pc.struct_field(scope, ["scope", "name"]), point_scope),
+        "scope_version": pc.take(pc.struct_field(scope, ["scope", "version"]), point_scope),
+        "metric_name": pc.take(pc.struct_field(metric, "name"), point_metric),
+        "metric_unit": pc.take(pc.struct_field(metric, "unit"), point_metric),
     }
-    table = pa.concat_tables([_kind_points(kind, metric) for kind in KINDS])
-    # Stable sort: keep the payload's metric order (the kinds were decoded one
-    # after another), then copy the per-metric columns once, for every point.
-    table = table.take(pc.sort_indices(table.column("_metric")))
-    point_metric = table.column("_metric")
-    columns = {name: pc.take(array, point_metric) for name, array in per_metric.items()}
     arrays = [
-        _single(columns[name] if name in columns else table.column(name))
-        for name in POINT_SCHEMA.names
+        per_point[field.name] if field.name in per_point else _gather(kinds, field, order)
+        for field in POINT_SCHEMA
     ]
     return pa.RecordBatch.from_arrays(arrays, schema=POINT_SCHEMA)
 
 
-def _single(array: pa.Array | pa.ChunkedArray) -> pa.Array:
-    return array.combine_chunks() if isinstance(array, pa.ChunkedArray) else array
+def _gather(kinds: list[dict[str, pa.Array]], field: pa.Field, order: pa.Array | None) -> pa.Array:
+    """One column of every kind's points, in ``order``; all-null columns are made, not copied."""
+    sizes = [len(points["_metric"]) for points in kinds]
+    if not any(field.name in points for points in kinds):
+        return pa.nulls(sum(sizes), field.type)
+    parts = [
+        pc.cast(points[field.name], field.type)
+        if field.name in points
+        else pa.nulls(size, field.type)
+        for points, size in zip(kinds, sizes, strict=True)
+    ]
+    array = pa.concat_arrays(parts) if len(parts) > 1 else parts[0]
+    return array if order is None else array.take(order)
 
 
-def _kind_points(kind: str, metric: pa.Array) -> pa.Table:
+def _kind_points(kind: str, metric: pa.Array) -> dict[str, pa.Array] | None:
+    """The columns a kind's points have (``_metric``: each one's metric), or None if it has none."""
     data = pc.struct_field(metric, kind)
     lists = pc.struct_field(data, "data_points")
     point_metric = pc.list_parent_indices(lists)
+    if not len(point_metric):
+        return None
     point = pc.list_flatten(lists)
     size = len(point)
     columns: dict[str, pa.Array] = {"_metric": point_metric}
     columns["kind"] = pa.repeat(pa.scalar(kind, pa.string()), size)
-    columns["temporality"] = _temporality(kind, data, point_metric)
-    columns["monotonic"] = (
-        pc.take(pc.struct_field(data, "is_monotonic"), point_metric)
-        if kind == "sum"
-        else pa.nulls(size, pa.bool_())
-    )
+    if kind not in ("gauge", "summary"):
+        columns["temporality"] = _temporality(data, point_metric)
+    if kind == "sum":
+        columns["monotonic"] = pc.take(pc.struct_field(data, "is_monotonic"), point_metric)
     columns["start_time"] = _timestamp(pc.struct_field(point, "start_time_unix_nano"))
     columns["event_time"] = _timestamp(pc.struct_field(point, "time_unix_nano"))
     columns["attributes"] = attributes_to_map(
         pc.struct_field(point, "attributes"), aliases=ATTRIBUTE_ALIASES, values=ATTRIBUTE_VALUES
     )
     columns.update(_values(kind, point))
-    fields = [pa.field("_metric", pa.int64())] + [
-        field for field in POINT_SCHEMA if field.name not in _PER_METRIC
-    ]
-    return pa.table(
-        {
-            field.name: (
-                pc.cast(columns[field.name], field.type)
-                if field.name in columns
-                else pa.nulls(size, field.type)
-            )
-            for field in fields
-        }
-    )
+    return columns
 
 
-def _temporality(kind: str, data: pa.Array, point_metric: pa.Array) -> pa.Array:
-    if kind in ("gauge", "summary"):
-        return pa.nulls(len(point_metric), pa.string())
+def _temporality(data: pa.Array, point_metric: pa.Array) -> pa.Array:
     numbers = pc.take(pc.struct_field(data, "aggregation_temporality"), point_metric)
     known = pc.if_else(pc.less_equal(numbers, 2), numbers, 0)
     return pc.take(pa.array(TEMPORALITIES), known)

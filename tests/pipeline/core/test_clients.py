@@ -5,7 +5,12 @@ from __future__ import annotations
 import pyarrow as pa
 
 from clientmetrics.pipeline.core.batch import PassPlan, process_group
-from clientmetrics.pipeline.core.clients import client_views, clients_table, merge_inventory
+from clientmetrics.pipeline.core.clients import (
+    client_views,
+    clients_table,
+    clock_changes_at,
+    merge_inventory,
+)
 from clientmetrics.pipeline.core.decode import decode_pushes
 from clientmetrics.pipeline.core.rules import parse_rules
 from clientmetrics.pipeline.core.schemas import (
@@ -93,6 +98,8 @@ def test_state_of_instances_silent_beyond_the_retention_is_dropped() -> None:
              "metric_name": "m", "window_start": at(0), "window_end": at(60), "count": 1},
             {"carried": "alert", "client_instance_id": "old", "rule": "r", "series": "old|m|",
              "started_at": at(0)},
+            {"carried": "alert", "client_instance_id": "old", "rule": "r", "series": "old|n|",
+             "metric_name": "n", "started_at": at(0), "fired_at": at(2)},
             _inventory_row("live", eight_days - 1),
             {"carried": "series", "client_instance_id": "live", "series": "live|m|",
              "last_time": at(eight_days - 1), "last_cumulative": 7.0},
@@ -114,8 +121,38 @@ def test_state_of_instances_silent_beyond_the_retention_is_dropped() -> None:
     assert by_column(sides["retired_clients"], "client_instance_id", "last_seen", "pushes") == [
         ("old", at(0), 3)
     ]
+    # Its alert that fired resolves as expired (silent 3 x 5 s after its last push); the
+    # one that had not fired goes without an event.
+    assert by_column(sides["alerts"], "metric_name", "status", "resolution", "resolved_at") == [
+        ("n", "resolved", "expired", at(15))
+    ]
     # Without a retention horizon (the first batch), nothing retires.
     kept = process_group(rows, PassPlan(staging="", window_seconds=60, rules=RULES)).sides
     assert (kept["inventory"].num_rows, kept["retired_clients"].num_rows) == (2, 0)
     assert (kept["series"].num_rows, kept["windows"].num_rows) == (2, 1)
-    assert kept["alert_state"].column("client_instance_id").to_pylist() == ["old"]
+    assert kept["alert_state"].column("client_instance_id").to_pylist() == ["old", "old"]
+
+
+def test_the_clock_that_would_judge_clients_otherwise() -> None:
+    inventory = table(
+        INVENTORY_ARROW,
+        [
+            # every 5 s: silent once more than 15 s pass without a push
+            {"client_instance_id": "a", "last_seen": at(30), "push_interval_ms": 5000},
+            {"client_instance_id": "b", "last_seen": at(44), "push_interval_ms": 5000},
+            {"client_instance_id": "bye", "last_seen": at(1), "terminated": True},
+        ],
+        terminated=False,
+    )
+    # Judged at 40 s nobody is silent; "a" is from just after 45 s, "b" after 59 s.
+    assert clock_changes_at(inventory, at_us(40)) == at_us(45) + 1
+    silent_at = [by_column(clients_table(inventory, at_us(s)), "silent") for s in (40, 45)]
+    assert silent_at[0] == silent_at[1] == [(False,), (False,), (False,)]
+    assert by_column(clients_table(inventory, at_us(45) + 1), "silent")[0] == (True,)
+    assert clock_changes_at(inventory, at_us(46)) == at_us(59) + 1
+    assert clock_changes_at(inventory, at_us(60)) is None  # all silent or gone for good
+    # Without a clock nobody is silent: the first deadline changes that.
+    assert clock_changes_at(inventory, None) == at_us(45) + 1
+    unseen = table(INVENTORY_ARROW, [{"client_instance_id": "u"}], terminated=False)
+    assert clock_changes_at(unseen, None) is not None  # any clock makes it silent
+    assert clock_changes_at(INVENTORY_ARROW.empty_table(), at_us(0)) is None

@@ -48,7 +48,7 @@ def test_series_keys_sort_attributes_and_keep_empty_ones() -> None:
 def _normalised(rows: list[dict[str, object]], state: pa.Table) -> tuple[pa.Table, pa.Table]:
     running, order = running_values(decoded(rows))
     points = normalise(running, state)
-    return points.take(order), merge_series(state, series_lasts(points, order))
+    return points.take(order.indices), merge_series(state, series_lasts(points, order))
 
 
 def _state(rows: list[tuple[str, object, object, float]]) -> pa.Table:

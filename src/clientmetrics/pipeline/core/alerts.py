@@ -26,7 +26,7 @@ import pyarrow.compute as pc
 
 from clientmetrics.pipeline.core.arrays import flags, floats, runs, timestamps
 from clientmetrics.pipeline.core.arrays import micros as _micros_ok
-from clientmetrics.pipeline.core.clients import client_labels, silent
+from clientmetrics.pipeline.core.clients import client_labels, silence_deadlines, silent
 from clientmetrics.pipeline.core.rules import AlertRule
 from clientmetrics.pipeline.core.schemas import (
     ALERT_STATE_ARROW,
@@ -35,8 +35,11 @@ from clientmetrics.pipeline.core.schemas import (
     STRING_MAP,
     TIMESTAMP,
 )
+from clientmetrics.pipeline.core.series import SeriesOrder
 
 _NEVER = np.iinfo(np.int64).max
+#: ``end_with_clients``' clock for clients that leave (retire): later than any.
+LEAVING = int(_NEVER)
 
 #: The points alert rules must see (see ``rule_candidates``).
 CANDIDATES_ARROW = pa.schema(
@@ -250,7 +253,7 @@ def _merge(trues: pa.Table, state: pa.Table, closes: pa.Table, rule: str) -> pa.
     )
 
 
-def rule_candidates(points: pa.Table, order: pa.Array, rules: tuple[AlertRule, ...]) -> pa.Table:
+def rule_candidates(points: pa.Table, order: SeriesOrder, rules: tuple[AlertRule, ...]) -> pa.Table:
     """The points alert episodes need: those of metrics a rule names, less what cannot matter.
 
     Of a series a rule names, every point when the rule's condition holds on
@@ -269,12 +272,11 @@ def rule_candidates(points: pa.Table, order: pa.Array, rules: tuple[AlertRule, .
         holding |= hit & holds(rule.op, values, rule.threshold)
     if not named.any():
         return CANDIDATES_ARROW.empty_table()
-    sorted_rows = order.to_numpy()
-    chosen = sorted_rows[named[sorted_rows]]  # named points, grouped and in time order
-    series = points.column("series").take(pa.array(chosen))
-    active = pc.unique(points.column("series").filter(pa.array(holding)))
-    keep = flags(pc.is_in(series, active))
-    first, _ = runs(series)
+    in_rules = named[order.rows]
+    chosen = order.rows[in_rules]  # named points, grouped and in time order
+    codes = order.codes[in_rules]
+    keep = np.isin(codes, codes[holding[chosen]])
+    first, _ = runs(codes)
     keep[first] = True
     rows = pa.array(chosen[keep])
     return points.select(CANDIDATES_ARROW.names).take(rows).cast(CANDIDATES_ARROW)
@@ -364,7 +366,9 @@ def end_with_clients(
     alerts itself: a fired episode resolves (``terminated``: at its last
     push; ``expired``: when it went silent), one not fired yet is dropped.
     ``state`` is open episodes (``ALERT_STATE_ARROW``); ``inventory`` their
-    instances' rows.
+    instances' rows (episodes of instances it lacks stay open). With
+    ``as_of_us`` = ``LEAVING`` every client of ``inventory`` is silent whatever
+    the clock (they retire).
     """
     if state.num_rows == 0:
         return ALERTS_ARROW.empty_table(), state
@@ -384,11 +388,8 @@ def end_with_clients(
     if not gone.any():
         return ALERTS_ARROW.empty_table(), state
     seen = _micros(rows.column("last_seen"))
-    interval = np.asarray(
-        pc.fill_null(pc.cast(rows.column("push_interval_ms"), pa.int64()), 300_000).to_numpy(),
-        dtype=np.int64,
-    )
-    ended_at = np.where(terminated, seen, seen + 3 * interval * 1000)[gone]
+    deadline, _ = silence_deadlines(rows.column("last_seen"), rows.column("push_interval_ms"))
+    ended_at = np.where(terminated, seen, deadline)[gone]
     ending = state.filter(pa.array(gone))
     size = ending.num_rows
     episodes = ending.append_column("episode", pa.array(np.zeros(size, dtype=np.int64)))

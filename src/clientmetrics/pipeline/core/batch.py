@@ -24,10 +24,12 @@ import zlib
 from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass
 
+import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
 from clientmetrics.pipeline.core.alerts import (
+    LEAVING,
     alert_events,
     end_with_clients,
     event_time,
@@ -35,7 +37,13 @@ from clientmetrics.pipeline.core.alerts import (
     rule_candidates,
     track_episodes,
 )
-from clientmetrics.pipeline.core.clients import client_views, clients_table, merge_inventory, retire
+from clientmetrics.pipeline.core.clients import (
+    client_views,
+    clients_table,
+    clock_changes_at,
+    merge_inventory,
+    retire,
+)
 from clientmetrics.pipeline.core.decode import decode_pushes
 from clientmetrics.pipeline.core.rates import merge_series, normalise, series_lasts
 from clientmetrics.pipeline.core.rules import AlertRule
@@ -51,7 +59,7 @@ from clientmetrics.pipeline.core.schemas import (
     SERIES_STATE_ARROW,
     WINDOW_STATE_ARROW,
 )
-from clientmetrics.pipeline.core.series import running_values, series_instances
+from clientmetrics.pipeline.core.series import SeriesOrder, running_values, series_instances
 from clientmetrics.pipeline.core.windows import merge_windows, split_windows, window_partials
 
 
@@ -102,6 +110,8 @@ class GroupResult:
     points: pa.Table
     sides: dict[str, pa.Table]
     max_event_time: int | None
+    #: The earliest clock, later than the plan's, that would judge these clients otherwise.
+    clock_changes_at: int | None = None
 
 
 def instance_of(rows: pa.Table, tag: str | None) -> pa.Array | pa.ChunkedArray:
@@ -171,39 +181,59 @@ def process_group(rows: pa.Table, plan: PassPlan) -> GroupResult:
         running, order = running_values(decode_pushes(pushes))
         points = normalise(running, state["series"])
     else:
-        points, order = POINTS_ARROW.empty_table(), pa.array([], pa.int64())
+        points = POINTS_ARROW.empty_table()
+        order = SeriesOrder(np.zeros(0, np.int64), np.zeros(0, np.int64))
     highest = pc.max(pc.cast(points.column("event_time"), pa.int64())).as_py()
     partials = window_partials(points, order, plan.window_seconds, plan.late_before_us)
     closed, windows = split_windows(merge_windows(state["window"], partials), plan.close_before_us)
     series = merge_series(state["series"], series_lasts(points, order))
     inventory = merge_inventory(state["client"], client_views(pushes, points))
+    kept, retired = retire(inventory, plan.retire_before_us)
     if plan.rules:
         candidates = rule_candidates(points, order, plan.rules)
         episodes = track_episodes(candidates, state["alert"], plan.rules)
         events = alert_events(episodes, plan.rules, inventory)
-        ended, alert_state = end_with_clients(
-            open_episodes(episodes), inventory, plan.rules, plan.as_of_us
-        )
-        events = pa.concat_tables([events, ended])
+        # Instances that retire went silent long ago, whatever the clock.
+        left, alert_state = end_with_clients(open_episodes(episodes), retired, plan.rules, LEAVING)
+        events = pa.concat_tables([events, left])
     else:
         events, alert_state = ALERTS_ARROW.empty_table(), ALERT_STATE_ARROW.empty_table()
-    kept, retired = retire(inventory, plan.retire_before_us)
     if retired.num_rows:
         gone = retired.column("client_instance_id")
         series = _without(series, gone, series_instances(series.column("series")))
         windows = _without(windows, gone, windows.column("client_instance_id"))
-        alert_state = _without(alert_state, gone, alert_state.column("client_instance_id"))
+    clients, ended, alert_state = judge_clients(kept, alert_state, plan.rules, plan.as_of_us)
     sides = {
         "windows": windows,
         "client_windows": closed,
         "series": series,
         "inventory": kept,
         "alert_state": alert_state,
-        "clients": clients_table(kept, plan.as_of_us),
+        "clients": clients,
         "retired_clients": retired,
-        "alerts": events,
+        "alerts": pa.concat_tables([events, ended]),
     }
-    return GroupResult(points=points, sides=sides, max_event_time=highest)
+    changes_at = clock_changes_at(kept, plan.as_of_us)
+    return GroupResult(points, sides, highest, changes_at)
+
+
+def judge_clients(
+    kept: pa.Table, alert_state: pa.Table, rules: tuple[AlertRule, ...], as_of_us: int | None
+) -> tuple[pa.Table, pa.Table, pa.Table]:
+    """What the clock (the newest push: ``silent``'s) decides, for instances that stay.
+
+    The clients table's rows, the events of open alerts whose client
+    terminated or went silent (``alerts.end_with_clients``), and the alert
+    state left. ``kept`` is their inventory; ``alert_state`` their open
+    episodes. Everything else a pass makes is the same under any clock: a
+    share that ran with an earlier clock than the batch's newest push is
+    judged again with this alone (``clients.clock_changes_at`` says when).
+    """
+    if rules:
+        ended, alert_state = end_with_clients(alert_state, kept, rules, as_of_us)
+    else:
+        ended = ALERTS_ARROW.empty_table()
+    return clients_table(kept, as_of_us), ended, alert_state
 
 
 def instance_groups(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.Table]:

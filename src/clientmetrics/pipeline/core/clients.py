@@ -66,14 +66,18 @@ def client_views(pushes: pa.Table, points: pa.Table) -> pa.Table:
     if pushes.num_rows == 0:
         return INVENTORY_ARROW.empty_table()
     received = pc.cast(pushes.column("received_at"), pa.int64())
-    pushes = pushes.take(group_order(pushes.column("client_instance_id"), ("t", received)))
+    order = group_order(pushes.column("client_instance_id"), ("t", received))
+    if "payload" in pushes.column_names:
+        with_metrics = filled(pc.greater(pc.binary_length(pushes.column("payload")), 0), False)
+        with_metrics = with_metrics[order.to_numpy()]
+    else:
+        with_metrics = np.zeros(pushes.num_rows, dtype=bool)
+    # The labels only: the payloads are not moved.
+    pushes = pushes.select(["client_instance_id", "received_at", *INVENTORY_LABELS, "terminating"])
+    pushes = pushes.take(order)
     first, last = runs(pushes.column("client_instance_id"))
     latest = take_rows(pushes, last)
     received_at, received_ok = micros(pushes.column("received_at"))
-    if "payload" in pushes.column_names:
-        with_metrics = filled(pc.greater(pc.binary_length(pushes.column("payload")), 0), False)
-    else:
-        with_metrics = np.zeros(pushes.num_rows, dtype=bool)
     floor = np.iinfo(np.int64).min
     pushed = np.maximum.reduceat(
         np.where(with_metrics.astype(bool) & received_ok, received_at, floor), first
@@ -160,6 +164,18 @@ def _merged_lists(lists: pa.Array | pa.ChunkedArray, first: np.ndarray) -> pa.Li
     return standard_lists(group, pc.list_flatten(array), len(first))
 
 
+def silence_deadlines(
+    last_seen: pa.Array | pa.ChunkedArray, push_interval_ms: pa.Array | pa.ChunkedArray
+) -> tuple[np.ndarray, np.ndarray]:
+    """When each client goes silent (µs): 3 × its push interval after its last push.
+
+    Also whether it was seen at all (a client never seen is silent already).
+    """
+    seen, seen_ok = micros(last_seen)
+    interval = filled(pc.cast(push_interval_ms, pa.int64()), DEFAULT_PUSH_INTERVAL_MS)
+    return seen + SILENT_AFTER_INTERVALS * interval * 1000, seen_ok
+
+
 def silent(
     last_seen: pa.Array | pa.ChunkedArray,
     push_interval_ms: pa.Array | pa.ChunkedArray,
@@ -172,10 +188,30 @@ def silent(
     the data, not of whoever looks. A client that said goodbye with a
     terminating push is not silent; one never seen is.
     """
-    seen, seen_ok = micros(last_seen)
-    interval = filled(pc.cast(push_interval_ms, pa.int64()), DEFAULT_PUSH_INTERVAL_MS)
-    overdue = ~seen_ok | ((as_of_us - seen) > SILENT_AFTER_INTERVALS * interval * 1000)
+    deadline, seen_ok = silence_deadlines(last_seen, push_interval_ms)
+    overdue = ~seen_ok | (as_of_us > deadline)
     return pa.array(overdue & ~flags(terminated), pa.bool_())
+
+
+def clock_changes_at(inventory: pa.Table, as_of_us: int | None) -> int | None:
+    """The earliest clock after ``as_of_us`` at which ``silent`` says otherwise for a client.
+
+    So a later clock below it judges ``inventory``'s clients (and their
+    alerts) exactly as ``as_of_us`` did. None: no later clock changes anything.
+    """
+    if inventory.num_rows == 0:
+        return None
+    deadline, seen_ok = silence_deadlines(
+        inventory.column("last_seen"), inventory.column("push_interval_ms")
+    )
+    live = ~flags(inventory.column("terminated"))
+    if as_of_us is None:  # nobody is silent without a clock; with one, the unseen are
+        if (live & ~seen_ok).any():
+            return int(_FLOOR)
+        coming = deadline[live & seen_ok]
+    else:
+        coming = deadline[live & seen_ok & (deadline >= as_of_us)]
+    return int(coming.min()) + 1 if len(coming) else None
 
 
 def clients_table(inventory: pa.Table, as_of_us: int | None) -> pa.Table:

@@ -12,9 +12,9 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from clientmetrics.pipeline.core.arrays import filled, floats, in_order, less, micros, runs
+from clientmetrics.pipeline.core.arrays import filled, flags, floats, less, micros, runs, take_rows
 from clientmetrics.pipeline.core.schemas import DECODED_ARROW, POINTS_ARROW, SERIES_STATE_ARROW
-from clientmetrics.pipeline.core.series import ACCUMULATING, running_values
+from clientmetrics.pipeline.core.series import ACCUMULATING, SeriesOrder, running_values
 
 
 def _per_second(
@@ -107,17 +107,16 @@ def normalise(points: pa.Table, state: pa.Table) -> pa.Table:
     )
 
 
-def series_lasts(points: pa.Table, order: pa.Array) -> pa.Table:
+def series_lasts(points: pa.Table, order: SeriesOrder) -> pa.Table:
     """Each accumulating series' latest point, in the series state's shape.
 
     ``order`` groups the points by series in event-time order.
     """
-    grouped = in_order(points, order, ["series", "cumulative_value"])
-    chosen = grouped.filter(pc.is_valid(grouped.column("cumulative_value")))
-    _, last = runs(chosen.column("series"))
-    rows = chosen.column("_row").take(pa.array(last))
-    latest = points.select(["series", "event_time", "start_time", "cumulative_value"]).take(rows)
-    return pa.table(latest.columns, schema=SERIES_STATE_ARROW)
+    valid = flags(pc.is_valid(points.column("cumulative_value")))[order.rows]
+    chosen = order.rows[valid]
+    _, last = runs(order.codes[valid])
+    latest = points.select(["series", "event_time", "start_time", "cumulative_value"])
+    return pa.table(take_rows(latest, chosen[last]).columns, schema=SERIES_STATE_ARROW)
 
 
 def merge_series(state: pa.Table, latest: pa.Table) -> pa.Table:
@@ -134,7 +133,7 @@ def fresh_rates(points: pa.Table, state: pa.Table) -> pa.Table:
     series' latest point in the tables, ``series_state_of``).
     """
     running, order = running_values(points)
-    return normalise(running, state.cast(SERIES_STATE_ARROW)).take(order)
+    return normalise(running, state.cast(SERIES_STATE_ARROW)).take(order.indices)
 
 
 def series_state_of(points: pa.Table) -> pa.Table:

@@ -63,26 +63,29 @@ def _typed(text: pa.Array, field: pa.Field) -> pa.Array:
     return pc.cast(pc.utf8_trim_whitespace(text), field.type)
 
 
+def _landing_column(
+    records: pa.Table | pa.RecordBatch, text: dict[str, pa.Array], field: pa.Field
+) -> pa.Array | pa.ChunkedArray:
+    """One landing column of the records: its header, else what the record says, else null."""
+    if field.name == "payload":
+        return pc.fill_null(records.column("value"), b"")
+    column = _typed(text[field.name], field)
+    if field.name == "client_instance_id":
+        return pc.coalesce(column, pc.cast(records.column("key"), pa.string()))
+    if field.name == "received_at":
+        return pc.coalesce(column, pc.cast(records.column("timestamp"), field.type))
+    if field.name == "terminating":
+        return pc.fill_null(column, False)
+    return column
+
+
 def landing_rows(records: pa.Table | pa.RecordBatch) -> pa.Table:
     """The landing rows (``LANDING_ARROW``) of topic records (``RECORDS_ARROW`` columns).
 
     A header whose value does not parse as its column's type raises
     ``pyarrow.ArrowInvalid``; the caller decides what a bad record costs.
     """
-    names = [name for name in LANDING_ARROW.names if name != "payload"]
-    text = _header_text(records, names)
-    key = records.column("key")
-    columns: dict[str, pa.Array | pa.ChunkedArray] = {}
-    for field in LANDING_ARROW:
-        if field.name == "payload":
-            columns[field.name] = pc.fill_null(records.column("value"), b"")
-            continue
-        column = _typed(text[field.name], field)
-        if field.name == "client_instance_id":
-            column = pc.coalesce(column, pc.cast(key, pa.string()))
-        elif field.name == "received_at":
-            column = pc.coalesce(column, pc.cast(records.column("timestamp"), field.type))
-        elif field.name == "terminating":
-            column = pc.fill_null(column, False)
-        columns[field.name] = column
-    return pa.table([columns[name] for name in LANDING_ARROW.names], schema=LANDING_ARROW)
+    text = _header_text(records, [name for name in LANDING_ARROW.names if name != "payload"])
+    return pa.table(
+        [_landing_column(records, text, field) for field in LANDING_ARROW], schema=LANDING_ARROW
+    )

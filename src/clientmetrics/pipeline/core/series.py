@@ -10,6 +10,8 @@ batches is joined on in ``rates``.
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 import numpy as np
 import pandas as pd  # type: ignore[import-untyped]
 import pyarrow as pa
@@ -82,6 +84,25 @@ def series_attributes(series: str) -> str:
     return parts[2] if len(parts) == 3 else ""
 
 
+@dataclass(frozen=True, slots=True)
+class SeriesOrder:
+    """An order that groups a points table by series, in event-time order within each.
+
+    The reductions walk it on integers: runs of equal ``codes`` are one
+    series, so no key text is moved or compared.
+    """
+
+    #: Row indices of the points, grouped by series and in event-time order.
+    rows: np.ndarray
+    #: The series code (equal for the rows of one series) at each position of ``rows``.
+    codes: np.ndarray
+
+    @property
+    def indices(self) -> pa.Array:
+        """``rows`` as an Arrow array (for ``take``)."""
+        return pa.array(self.rows, pa.int64())
+
+
 def with_running_values(points: pa.Table) -> pa.Table:
     """Add ``series`` and the per-series running columns (``RUNNING_FIELDS``).
 
@@ -92,10 +113,10 @@ def with_running_values(points: pa.Table) -> pa.Table:
     Running columns are null for points whose kind does not accumulate.
     """
     running, order = running_values(points)
-    return running.take(order)
+    return running.take(order.indices)
 
 
-def running_values(points: pa.Table) -> tuple[pa.Table, pa.Array]:
+def running_values(points: pa.Table) -> tuple[pa.Table, SeriesOrder]:
     """``with_running_values``, left in the input's order, and the order that groups it.
 
     Reordering a wide table costs more than the rest of the work together: the
@@ -116,6 +137,7 @@ def running_values(points: pa.Table) -> tuple[pa.Table, pa.Array]:
     accumulating = pc.fill_null(pc.is_in(points.column("kind"), pa.array(ACCUMULATING)), False)
     mask = accumulating.to_numpy(zero_copy_only=False)
     sorted_rows = order.to_numpy()
+    grouped = SeriesOrder(sorted_rows, codes.to_numpy(zero_copy_only=False)[sorted_rows])
     acc_rows = sorted_rows[mask[sorted_rows]]  # accumulating rows, grouped and in time order
     narrow = points.select(["series", "value", "temporality", "event_time"])
     running = _append_running(narrow.take(pa.array(acc_rows)))
@@ -125,7 +147,7 @@ def running_values(points: pa.Table) -> tuple[pa.Table, pa.Array]:
     where = pa.array(positions, mask=positions < 0)
     for field in RUNNING_FIELDS[1:]:
         points = points.append_column(field, running.column(field.name).take(where))
-    return points, order
+    return points, grouped
 
 
 def _append_running(acc: pa.Table) -> pa.Table:

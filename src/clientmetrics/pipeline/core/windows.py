@@ -16,21 +16,23 @@ import pyarrow.compute as pc
 
 from clientmetrics.pipeline.core.arrays import (
     filled,
+    floats,
     group_order,
-    in_order,
     micros,
     runs,
     take_rows,
+    timestamps,
 )
 from clientmetrics.pipeline.core.schemas import (
     CLIENT_WINDOWS_ARROW,
     TIMESTAMP,
     WINDOW_STATE_ARROW,
 )
+from clientmetrics.pipeline.core.series import SeriesOrder
 
 
 def window_partials(
-    points: pa.Table, order: pa.Array, window_seconds: int, late_before_us: int | None
+    points: pa.Table, order: SeriesOrder, window_seconds: int, late_before_us: int | None
 ) -> pa.Table:
     """Per series and tumbling event-time window: count, sum, min, max, last (with a value).
 
@@ -39,30 +41,26 @@ def window_partials(
     event-time order (``series.running_values``): windows are then runs, and
     need no sort.
     """
-    grouped = in_order(points, order, ["series", "event_time", "value"])
-    usable = pc.and_(
-        pc.is_valid(grouped.column("value")), pc.is_valid(grouped.column("event_time"))
-    )
+    value, value_ok = floats(points.column("value"))
+    event, event_ok = micros(points.column("event_time"))
+    rows = order.rows
+    usable = value_ok[rows] & event_ok[rows]
     if late_before_us is not None:
-        event = pc.cast(grouped.column("event_time"), pa.int64())
-        usable = pc.and_(usable, pc.greater_equal(event, late_before_us))
-    chosen = grouped.filter(usable)
-    if chosen.num_rows == 0:
+        usable &= event[rows] >= late_before_us
+    chosen, codes = rows[usable], order.codes[usable]
+    if not len(chosen):
         return WINDOW_STATE_ARROW.empty_table()
     width = window_seconds * 1_000_000
-    event, _ = micros(chosen.column("event_time"))
-    window_start = event // width * width
-    first, last = runs(chosen.column("series"), pa.array(window_start))
-    values = filled(chosen.column("value"), 0.0).astype(np.float64)
-    heads = points.select(["client_instance_id", "metric_name", "attributes"]).take(
-        chosen.column("_row").take(pa.array(first))
+    window_start = event[chosen] // width * width
+    first, last = runs(codes, window_start)
+    values = value[chosen]
+    heads = take_rows(
+        points.select(["series", "client_instance_id", "metric_name", "attributes"]),
+        chosen[first],
     )
     # np.fmin skips NaN, np.maximum keeps it: NaN is larger than every number.
     columns = {
-        "series": chosen.column("series").take(pa.array(first)),
-        "client_instance_id": heads.column("client_instance_id"),
-        "metric_name": heads.column("metric_name"),
-        "attributes": heads.column("attributes"),
+        **{name: heads.column(name) for name in heads.column_names},
         "window_start": pa.array(window_start[first]).cast(TIMESTAMP),
         "window_end": pa.array(window_start[first] + width).cast(TIMESTAMP),
         "count": pa.array(last - first + 1, pa.int64()),
@@ -70,7 +68,7 @@ def window_partials(
         "min": pa.array(np.fmin.reduceat(values, first)),
         "max": pa.array(np.maximum.reduceat(values, first)),
         "last": pa.array(values[last]),
-        "last_time": chosen.column("event_time").take(pa.array(last)),
+        "last_time": timestamps(event[chosen[last]]),
     }
     return pa.table([columns[name] for name in WINDOW_STATE_ARROW.names], schema=WINDOW_STATE_ARROW)
 

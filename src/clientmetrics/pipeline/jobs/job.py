@@ -7,10 +7,10 @@ checkpoint holds what was read (the landing directory's processed files, or
 the topic's offsets), so a second ``run`` adds nothing and ``stream`` resumes
 where ``run`` (or a killed ``stream``) stopped.
 
-Each micro-batch goes through ``process_batch``: at most two Spark jobs (the
-landing source's names the batch's files, the Kafka source's stages its
-records as landing rows, a file per partition), then the core's pass over
-whole instances (``spark.passes``), then publishing what it wrote. State
+Each micro-batch goes through ``process_batch``: the core's pass over whole
+instances in one Spark job (``spark.passes``), a second only where a share
+needs one (a Kafka partition with no record this batch, or clients judged
+by an earlier newest push than the batch's), then publishing what they wrote. State
 between batches (series cumulative values, open windows, open alert
 episodes, the client inventory, the progress) is kept per batch id, which
 makes a replayed batch produce exactly what the first try would have (see
@@ -24,7 +24,7 @@ import re
 import time
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime, timedelta
 
 import pyarrow as pa
@@ -40,8 +40,8 @@ from clientmetrics.pipeline.jobs import sources
 from clientmetrics.pipeline.jobs.notify import AlertNotifier
 from clientmetrics.pipeline.jobs.sources import KafkaSource
 from clientmetrics.pipeline.spark import passes
-from clientmetrics.pipeline.spark.files import ShareInput, share_files
 from clientmetrics.pipeline.spark.storage import TableStore
+from clientmetrics.pipeline.spark.tasks import ShareInput, share_files
 
 _log = structlog.get_logger(__name__)
 
@@ -102,6 +102,10 @@ class PipelineJob:
         self._notifier = AlertNotifier(config.alert_sink, config.rules.webhook)
         #: Wall seconds per stage, summed over the batches this job has processed.
         self.stage_seconds: dict[str, float] = {}
+        #: Micro-batches this job has processed.
+        self.batches = 0
+        #: Shares that needed the second job (``_follow_up``): ``idle`` and ``judged``.
+        self.follow_ups: dict[str, int] = {"idle": 0, "judged": 0}
 
     @contextmanager
     def _stage(self, name: str, batch_id: int) -> Iterator[None]:
@@ -146,8 +150,7 @@ class PipelineJob:
         store, config = self._store, self._config
         previous_max, previous_received = self._progress(batch_id)
         with self._stage("input", batch_id):
-            by_share, filtered, newest = self._pushes(pushes, batch_id)
-        received = _latest(previous_received, newest)
+            found = self._input(pushes, batch_id)
         watermark = _minus(previous_max, config.lateness_seconds)
         plan = PassPlan(
             staging=store.staging_path("pass", batch_id),
@@ -155,13 +158,20 @@ class PipelineJob:
             late_before_us=watermark,
             close_before_us=_NEVER if config.flush_windows else watermark,
             rules=config.rules.rules,
-            as_of_us=_micros_or_none(received),
+            # Each task moves it on to the newest push it reads (``spark.tasks``).
+            as_of_us=_micros_or_none(previous_received),
             retire_before_us=_minus(previous_max, config.retention_seconds),
         )
         store.clear(plan.staging)
         with self._stage("pass", batch_id):
-            inputs = self._share_inputs(by_share, filtered, batch_id)
-            rows = passes.run_share_pass(self._spark, inputs, plan).collect()
+            inputs = self._share_inputs(found, batch_id)
+            if config.kafka is None:
+                rows = passes.run_share_pass(self._spark, inputs, plan).collect()
+            else:
+                rows = passes.run_records_pass(pushes, inputs, plan).collect()
+            received = _latest(previous_received, *(row["max_received_at"] for row in rows))
+        with self._stage("follow-up", batch_id):
+            rows = self._follow_up(rows, inputs, replace(plan, as_of_us=_micros_or_none(received)))
         with self._stage("publish", batch_id):
             written = _by_kind(rows)
             for kind in _APPENDED:
@@ -173,45 +183,67 @@ class PipelineJob:
             self._write_progress(highest, received, batch_id)
             self._announce([row["event"] for row in rows if row["kind"] == "alert_event"], batch_id)
         store.clear(plan.staging)
-        store.clear(store.staging_path("records", batch_id))
+        self.batches += 1
 
-    def _pushes(
-        self, pushes: DataFrame, batch_id: int
-    ) -> tuple[list[list[str]], bool, datetime | None]:
-        """The batch's push files by share, whether they hold other shares too, the newest push.
+    def _input(self, pushes: DataFrame, batch_id: int) -> _BatchInput:
+        """How many shares the pass has, and the landed files they read.
 
-        Landed files hold every instance: each of the shares (twice the cores,
-        ``spark.sql.shuffle.partitions``) reads them all and keeps its own. The
-        Kafka source's records are staged as landing rows, a file per
-        partition: partition ``n`` is share ``n``.
+        Landed files hold every instance: each of the shares (as many as the
+        session's default parallelism: its cores) reads them all and keeps its
+        own; naming the files runs no Spark job. The Kafka source's partition
+        ``n`` is share ``n``: the partitions are counted in the batch's offsets.
         """
         kafka = self._config.kafka
         if kafka is None:
-            newest, files = sources.landed_files(pushes)
-            count = int(self._spark.conf.get("spark.sql.shuffle.partitions") or 1)
-            return [files] * count, True, _aware(newest) if newest else None
+            count = max(self._spark.sparkContext.defaultParallelism, 1)
+            return _BatchInput(count, tuple(sources.landed_files(pushes)), True)
         count = sources.batch_partitions(self._config.checkpoint_path, batch_id, kafka.topic)
-        staging = self._store.staging_path("records", batch_id)
-        self._store.clear(staging)
-        rows = passes.stage_records(pushes, staging).collect()
-        by_share: list[list[str]] = [[] for _ in range(count)]
-        for row in rows:
-            if row["kind"] == "records":
-                by_share[row["share"]].append(row["path"])
-        return by_share, False, _latest(*(row["max_received_at"] for row in rows))
+        return _BatchInput(count, (), False)
 
-    def _share_inputs(
-        self, by_share: list[list[str]], filtered: bool, batch_id: int
-    ) -> list[ShareInput]:
-        """What each share's task reads: its pushes, and its carried state."""
-        count = len(by_share)
+    def _follow_up(self, rows: list[Row], inputs: list[ShareInput], plan: PassPlan) -> list[Row]:
+        """The pass's manifests, completed by a second job where a share needs one.
+
+        Each task judged its clients (``silent``, and the alerts of clients
+        that went away) by the newest push it had read; ``plan``'s clock is
+        the batch's. A share whose task saw an earlier one, and whose clients
+        that clock would judge otherwise, is judged again; a share that had no
+        task (a Kafka partition with no record this batch) runs its pass from
+        its state. Landed files give every task the batch's newest push.
+        """
+        ran = {row["share"]: row for row in rows if row["kind"] == "progress"}
+        idle = {share: given for share, given in enumerate(inputs) if share not in ran}
+        judged = {}
+        for share, done in ran.items():
+            changes = _micros_or_none(done["clock_changes_at"])
+            if changes is not None and plan.as_of_us is not None and plan.as_of_us >= changes:
+                written = [row for row in rows if row["share"] == share]
+                state = {
+                    tag: tuple(row["path"] for row in written if row["kind"] == kind)
+                    for tag, kind in (("client", "inventory"), ("alert", "alert_state"))
+                }
+                judged[share] = ShareInput((), False, state, False)
+        self.follow_ups["idle"] += len(idle)
+        self.follow_ups["judged"] += len(judged)
+        if not idle and not judged:
+            return rows
+        more = passes.run_followup(self._spark, idle, judged, len(inputs), plan).collect()
+        superseded = [
+            row
+            for row in rows
+            if row["share"] in judged and row["kind"] in ("clients", "alert_state")
+        ]
+        return [row for row in rows if row not in superseded] + more
+
+    def _share_inputs(self, found: _BatchInput, batch_id: int) -> list[ShareInput]:
+        """What each share's task reads: its pushes (landed files), and its carried state."""
+        count = found.count
         state_by_share: dict[str, dict[int, list[str]] | None] = {}
         everything: dict[str, list[str]] = {}
         for name, tag, _ in _STATE:
             everything[tag] = self._store.state_files(name, batch_id)
             state_by_share[tag] = share_files(everything[tag], count)
         resharded = any(found is None for found in state_by_share.values())
-        if resharded and not filtered and any(everything.values()):
+        if resharded and not found.filtered and any(everything.values()):
             raise ConfigurationError(
                 f"the topic now has {count} partitions: the pipeline's state is kept by "
                 "partition, so the partition count of its topic must not change "
@@ -220,10 +252,10 @@ class PipelineJob:
         inputs = []
         for share in range(count):
             state = {
-                tag: tuple(everything[tag] if resharded else (found or {}).get(share, []))
-                for tag, found in state_by_share.items()
+                tag: tuple(everything[tag] if resharded else (by_share or {}).get(share, []))
+                for tag, by_share in state_by_share.items()
             }
-            inputs.append(ShareInput(tuple(by_share[share]), filtered, state, resharded))
+            inputs.append(ShareInput(found.files, found.filtered, state, resharded))
         return inputs
 
     def _progress(self, batch_id: int) -> tuple[datetime | None, datetime | None]:
@@ -252,6 +284,25 @@ class PipelineJob:
         if lines and not self._store.exists(marker):
             self._notifier.notify_lines(sorted(lines))
             self._store.mark(marker)
+
+
+@dataclass(frozen=True, slots=True)
+class _BatchInput:
+    """What the pass must know of a micro-batch before it runs."""
+
+    #: How many shares the pass has (tasks; Kafka partitions).
+    count: int
+    #: Landed files every share reads (none for the Kafka source).
+    files: tuple[str, ...]
+    #: Whether the pushes a share reads hold other shares' too (landed files do).
+    filtered: bool
+
+
+def _check_shares(rows: Sequence[Row], count: int) -> None:
+    """Every share ran exactly once (a task's manifest has one progress row)."""
+    ran = sorted(row["share"] for row in rows if row["kind"] == "progress")
+    if ran != list(range(count)):
+        raise RuntimeError(f"the pass ran shares {ran}, not each of 0..{count - 1} once")
 
 
 def _by_kind(rows: Sequence[Row]) -> dict[str, list[str]]:
@@ -287,3 +338,8 @@ def _absolute(path: str) -> str:
     if re.match(r"^[A-Za-z][A-Za-z0-9+.-]*:", path):
         return path
     return os.path.abspath(path)
+
+
+def trigger_active(query: StreamingQuery) -> bool:
+    """Whether the query is inside a trigger (a batch): stopping it now cancels its jobs."""
+    return bool(query.status.get("isTriggerActive"))

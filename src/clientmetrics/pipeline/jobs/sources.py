@@ -18,8 +18,8 @@ from __future__ import annotations
 import json
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from datetime import datetime
 
+from py4j.protocol import Py4JError  # type: ignore[import-untyped]
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 from pyspark.sql.types import DateType, IntegerType, StructField, StructType
@@ -130,7 +130,7 @@ def kafka_stream(spark: SparkSession, source: KafkaSource) -> DataFrame:
 def landing_stream(
     spark: SparkSession, input_path: str, max_files_per_trigger: int | None
 ) -> DataFrame:
-    """Each new landed file's pushes: only ``received_at`` and the file's name are read."""
+    """Each new landed file's pushes, as their file's name (the pass's tasks read the files)."""
     # The partition columns are part of the schema: a stream started on an
     # empty landing directory would otherwise not know them, and fail when
     # the first date=/hour= directory appears.
@@ -138,14 +138,28 @@ def landing_stream(
     if max_files_per_trigger:
         reader = reader.option("maxFilesPerTrigger", max_files_per_trigger)
     landed = reader.parquet(input_path)
-    return landed.select("received_at", F.col("_metadata.file_path").alias(LANDED_FILE))
+    return landed.select(F.col("_metadata.file_path").alias(LANDED_FILE))
 
 
-def landed_files(pushes: DataFrame) -> tuple[datetime | None, list[str]]:
-    """A landing batch's newest push and its files (one Spark job)."""
+def landed_files(pushes: DataFrame) -> list[str]:
+    """A landing batch's files.
+
+    They are in the plan Spark made of the batch (the file scan's
+    partitions), so no Spark job has to read them; where that plan cannot be
+    reached (another Spark), one small job collects the files' names.
+    """
+    try:
+        scan = pushes._jdf.queryExecution().logical().rdd()
+        names = {f.filePath().toString() for p in scan.partitions() for f in p.files()}
+    except (AttributeError, Py4JError):
+        return landed_files_by_job(pushes)
+    return sorted(names)
+
+
+def landed_files_by_job(pushes: DataFrame) -> list[str]:
+    """A landing batch's files, collected by a Spark job."""
     named = F.col(LANDED_FILE) if LANDED_FILE in pushes.columns else F.col("_metadata.file_path")
-    found = pushes.agg(F.max("received_at"), F.collect_set(named)).first()
-    return (found[0], sorted(found[1])) if found else (None, [])
+    return sorted(row[0] for row in pushes.select(named).distinct().collect())
 
 
 def batch_partitions(checkpoint: str, batch_id: int, topic: str) -> int:

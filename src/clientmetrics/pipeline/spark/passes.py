@@ -2,19 +2,25 @@
 
 Spark does no rule here, and no row of a push goes through a shuffle:
 
-* ``run_share_pass`` — the batch's pass: one task per share of the client
-  instances, each reading its share's pushes and carried state with pyarrow
-  (``files.pass_share``), so an instance's pushes and state meet in one task;
-* ``stage_records`` — for the Kafka source, the batch's records as landing
-  rows, one file per Kafka partition (records are keyed by instance, so a
-  partition holds whole instances and is a share as it is).
+* ``run_share_pass`` — the batch's pass over landed files: one task per
+  share of the client instances, each reading its share's pushes and
+  carried state with pyarrow (``tasks.pass_share``), so an instance's pushes
+  and state meet in one task;
+* ``run_records_pass`` — the batch's pass over the Kafka source's records:
+  records are keyed by instance, so a partition holds whole instances and
+  its task is that share's pass as it is (``tasks.pass_records``; the
+  records go from the Kafka source's task to the core in memory);
+* ``run_followup`` — only when a share needs it: the shares whose partition
+  had no record this batch run from their state alone, and those whose task
+  saw an earlier newest push than the batch's have their clients judged
+  again with the batch's (``tasks.judge_share``).
 
-Both return the manifest (``files.MANIFEST_ARROW``) of what their tasks wrote.
+Each returns the manifests (``files.MANIFEST_ARROW``) of what its tasks wrote.
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from functools import partial
 
 import pyarrow as pa
@@ -25,7 +31,8 @@ from pyspark.sql.types import StructType
 
 from clientmetrics.pipeline.core.batch import PassPlan
 from clientmetrics.pipeline.core.records import RECORDS_ARROW
-from clientmetrics.pipeline.spark import files
+from clientmetrics.pipeline.spark import tasks
+from clientmetrics.pipeline.spark.files import MANIFEST_ARROW
 
 
 def spark_schema(schema: pa.Schema) -> StructType:
@@ -34,7 +41,10 @@ def spark_schema(schema: pa.Schema) -> StructType:
     return converted
 
 
-MANIFEST = spark_schema(files.MANIFEST_ARROW)
+MANIFEST = spark_schema(MANIFEST_ARROW)
+
+#: What a share's task of ``run_followup`` does.
+PASS, JUDGE = "pass", "judge"
 
 
 def _attempt() -> int:
@@ -44,34 +54,66 @@ def _attempt() -> int:
 
 def _share_task(
     plan: PassPlan,
-    inputs: Sequence[files.ShareInput],
+    work: Sequence[tuple[int, str, tasks.ShareInput]],
+    count: int,
     batches: Iterator[pa.RecordBatch],
 ) -> Iterator[pa.RecordBatch]:
-    count = len(inputs)
     for batch in batches:
-        for share in batch.column(0).to_pylist():
-            yield files.pass_share(inputs[share], plan, share, count, _attempt())
+        for index in batch.column(0).to_pylist():
+            share, what, given = work[index]
+            run = tasks.pass_share if what == PASS else tasks.judge_share
+            yield run(given, plan, share, count, _attempt())
+
+
+def _shares_job(
+    spark: SparkSession,
+    work: Sequence[tuple[int, str, tasks.ShareInput]],
+    count: int,
+    plan: PassPlan,
+) -> DataFrame:
+    ranged = spark.range(len(work), numPartitions=max(len(work), 1))
+    return ranged.mapInArrow(partial(_share_task, plan, tuple(work), count), MANIFEST)
 
 
 def run_share_pass(
-    spark: SparkSession, inputs: Sequence[files.ShareInput], plan: PassPlan
+    spark: SparkSession, inputs: Sequence[tasks.ShareInput], plan: PassPlan
 ) -> DataFrame:
-    """The batch's pass (``files.pass_share``), share ``n`` reading ``inputs[n]``.
+    """The batch's pass (``tasks.pass_share``), share ``n`` reading ``inputs[n]``.
 
     No rows go through Spark: the tasks' manifests come back.
     """
-    count = len(inputs)
-    shares = spark.range(count, numPartitions=count)
-    return shares.mapInArrow(partial(_share_task, plan, tuple(inputs)), MANIFEST)
+    work = [(share, PASS, given) for share, given in enumerate(inputs)]
+    return _shares_job(spark, work, len(inputs), plan)
 
 
-def _stage_task(staging: str, batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
-    context = TaskContext.get()
-    task = f"{context.partitionId():05d}-{context.attemptNumber()}" if context else "00000-0"
-    yield files.stage_records(batches, staging, task)
+def _records_task(
+    plan: PassPlan,
+    inputs: Mapping[int, tasks.ShareInput],
+    batches: Iterator[pa.RecordBatch],
+) -> Iterator[pa.RecordBatch]:
+    yield from tasks.pass_records(batches, inputs, plan, len(inputs), _attempt())
 
 
-def stage_records(records: DataFrame, staging: str) -> DataFrame:
-    """The Kafka source's records as landing rows under ``staging``: their manifest."""
-    columns = records.select(*RECORDS_ARROW.names)
-    return columns.mapInArrow(partial(_stage_task, staging), MANIFEST)
+def run_records_pass(
+    records: DataFrame, inputs: Sequence[tasks.ShareInput], plan: PassPlan
+) -> DataFrame:
+    """The batch's pass over the Kafka source's records: partition ``n`` is share ``n``.
+
+    A partition with no record this batch has no task (Spark plans none).
+    """
+    task = partial(_records_task, plan, dict(enumerate(inputs)))
+    return records.select(*RECORDS_ARROW.names).mapInArrow(task, MANIFEST)
+
+
+def run_followup(
+    spark: SparkSession,
+    passes: Mapping[int, tasks.ShareInput],
+    judged: Mapping[int, tasks.ShareInput],
+    count: int,
+    plan: PassPlan,
+) -> DataFrame:
+    """One job: the shares of ``passes`` run their pass (from their state), those of
+    ``judged`` have their clients judged again, both with ``plan``'s clock."""
+    work = [(share, PASS, given) for share, given in sorted(passes.items())]
+    work += [(share, JUDGE, given) for share, given in sorted(judged.items())]
+    return _shares_job(spark, work, count, plan)

@@ -154,11 +154,14 @@ def package_zip() -> Path:
 
 
 def local_defaults(master: str | None) -> dict[str, str]:
-    """Settings that suit a local master: shuffle partitions at twice the cores.
+    """Settings that suit a local master: one pass task per core, shuffle partitions at twice.
 
-    Spark's default of 200 shuffle partitions costs a task each, a dozen
-    shuffles per micro-batch, on a machine with a handful of cores. A cluster
-    master keeps Spark's (or spark-submit's) settings.
+    The landing pass has as many shares as the default parallelism, and each
+    of its tasks reads every new landed file: a task per core does the work
+    once per core, no more. Spark's default of 200 shuffle partitions costs a
+    task each per shuffle on a machine with a handful of cores. A cluster
+    master keeps Spark's (or spark-submit's) settings: there the default
+    parallelism is the executors' cores.
     """
     if master is None:
         return {}
@@ -167,10 +170,9 @@ def local_defaults(master: str | None) -> dict[str, str]:
         return {}
     threads = found.group(1) or "1"
     cores = (os.cpu_count() or 1) if threads == "*" else max(int(threads), 1)
-    partitions = str(2 * cores)
     # No spark.sql.adaptive.*: every run is a streaming query, where Spark turns adaptive
     # execution off (and warned of it at each run when it was set here).
     return {
-        "spark.sql.shuffle.partitions": partitions,
-        "spark.default.parallelism": partitions,
+        "spark.sql.shuffle.partitions": str(2 * cores),
+        "spark.default.parallelism": str(cores),
     }

@@ -1,0 +1,322 @@
+"""Benchmark: push → alert latency through a Kafka topic (`pipeline stream --trigger-seconds 1`).
+
+    .venv/bin/python bench/alert_latency.py [--alerts 5] [--interval-ms 200] [--clients 20]
+                                            [--partitions 2] [--master local[2]]
+
+1. Starts Apache Kafka 4.4 (``peers.kafka``) and a gateway (``clientmetrics
+   serve``) whose topic exporter is required (a push is answered once the
+   cluster has its record), landing off: the scalable path of docs/pipeline.md.
+2. Streams from the topic as ``clientmetrics pipeline stream --source kafka
+   --trigger-seconds 1`` does (the same ``PipelineJob``, in this process so that
+   Spark's progress can be read), with one rule, the producer's node request
+   latency "exceeded 5000 ms for more than 1 second", a JSON-lines sink and a
+   webhook served here.
+3. ``--clients`` healthy simulated clients (``clientmetrics simulate``'s) push
+   every ``--interval-ms`` for the whole run; once the stream has processed
+   their pushes for a while (warm), ``--alerts`` times one at a time an
+   unhealthy simulated producer connects and pushes until its alert is
+   announced.
+
+For each alert it prints the seconds from the unhealthy client's first push
+(the alert's ``started_at``: the event time of its first point, taken when
+the push was sent) and from the push that fired it (``fired_at``) to the
+alert's line in the sink and to the webhook's POST; and where they went: the
+push interval and the rule's second, waiting for the trigger (from the
+firing push to the start of the micro-batch that read it), Spark's own work
+before the batch (``latestOffset``, the offset log), the batch's jobs and
+publishing (``addBatch``: the summary job, the pass, publishing and the
+announcement), from Spark's progress and the job's stage times. Then the
+medians. All on this machine's wall clock.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import shutil
+import statistics
+import sys
+import tempfile
+import threading
+import time
+from datetime import datetime
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
+from typing import Any
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))  # the gateway process helper is the tests' (tests/procs.py)
+
+LATENCY = "org.apache.kafka.producer.node.request.latency.avg"
+TOPIC = "otlp_metrics"
+
+
+class Webhook:
+    """An HTTP server that notes when each alert event's POST arrived."""
+
+    def __init__(self) -> None:
+        seen: dict[tuple[str, str], float] = {}
+        self.seen = seen
+
+        class Handler(BaseHTTPRequestHandler):
+            def do_POST(self) -> None:
+                arrived = time.time()
+                body = self.rfile.read(int(self.headers.get("Content-Length") or 0))
+                for event in json.loads(body):
+                    seen.setdefault((event["alert_id"], event["status"]), arrived)
+                self.send_response(204)
+                self.end_headers()
+
+            def log_message(self, *_: object) -> None:
+                pass
+
+        self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self.url = f"http://127.0.0.1:{self.server.server_address[1]}/alerts"
+        self._thread = threading.Thread(target=self.server.serve_forever, daemon=True)
+        self._thread.start()
+
+    def stop(self) -> None:
+        self.server.shutdown()
+        self.server.server_close()
+
+
+class SinkWatch:
+    """Polls the JSON-lines sink and notes when each alert event's line appeared."""
+
+    def __init__(self, path: Path) -> None:
+        self.path = path
+        self.seen: dict[tuple[str, str], tuple[float, dict[str, Any]]] = {}
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, daemon=True)
+        self._thread.start()
+
+    def _run(self) -> None:
+        offset = 0
+        while not self._stop.is_set():
+            if self.path.exists():
+                with self.path.open("rb") as sink:
+                    sink.seek(offset)
+                    chunk = sink.read()
+                now = time.time()
+                complete = chunk[: chunk.rfind(b"\n") + 1]
+                offset += len(complete)
+                for line in complete.splitlines():
+                    event = json.loads(line)
+                    self.seen.setdefault((event["alert_id"], event["status"]), (now, event))
+            time.sleep(0.005)
+
+    def firing(self, client_instance_id: str) -> tuple[float, dict[str, Any]] | None:
+        for (_, status), (when, event) in self.seen.items():
+            if status == "firing" and event["client_instance_id"] == client_instance_id:
+                return when, event
+        return None
+
+    def stop(self) -> None:
+        self._stop.set()
+        self._thread.join(5)
+
+
+def _seconds(text: str) -> float:
+    return datetime.fromisoformat(text).timestamp()
+
+
+def _simulate(port: int, clients: int, seconds: float, unhealthy: int, seed: int) -> Any:
+    from clientmetrics.reporter.simulate import SimConfig, run_process
+
+    config = SimConfig(
+        "127.0.0.1", port, clients, seconds, unhealthy=unhealthy, seed=seed, close_timeout_s=1
+    )
+    return run_process(config, range(clients))
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--alerts", type=int, default=5)
+    parser.add_argument("--interval-ms", type=int, default=200)
+    parser.add_argument("--clients", type=int, default=20, help="healthy clients beside")
+    parser.add_argument("--partitions", type=int, default=2)
+    parser.add_argument("--master", default="local[2]")
+    parser.add_argument("--warmup", type=float, default=20.0, help="seconds before the first")
+    parser.add_argument("--workdir", type=Path, default=None)
+    args = parser.parse_args()
+
+    from peers.kafka import KafkaBroker
+    from tests.procs import GatewayProcess
+
+    from clientmetrics.logs import configure_logging
+    from clientmetrics.pipeline.core.rules import parse_rules
+    from clientmetrics.pipeline.jobs.job import PipelineConfig, PipelineJob, trigger_active
+    from clientmetrics.pipeline.jobs.sources import KafkaSource
+    from clientmetrics.pipeline.spark.connector import with_connector
+    from clientmetrics.pipeline.spark.session import build_session
+    from clientmetrics.reporter.sim_net import set_subscription
+
+    configure_logging("warning")  # the job's per-stage debug lines are in the breakdown
+    work = args.workdir or Path(tempfile.mkdtemp(prefix="cm-latency-"))
+    shutil.rmtree(work, ignore_errors=True)
+    work.mkdir(parents=True)
+    broker = KafkaBroker(work / "kafka").start()
+    gateway = None
+    webhook = Webhook()
+    stages: dict[int, dict[str, float]] = {}
+
+    class Job(PipelineJob):
+        """The pipeline job, noting each batch's stage times."""
+
+        def process_batch(self, pushes: Any, batch_id: int) -> None:
+            before = dict(self.stage_seconds)
+            super().process_batch(pushes, batch_id)
+            stages[batch_id] = {
+                name: seconds - before.get(name, 0.0)
+                for name, seconds in self.stage_seconds.items()
+            }
+
+    try:
+        from confluent_kafka.admin import AdminClient, NewTopic  # type: ignore[attr-defined]
+
+        admin = AdminClient(dict(broker.client_config()))
+        admin.create_topics([NewTopic(TOPIC, args.partitions, 1)])[TOPIC].result(30)
+        del admin  # its connection would outlive the broker, and complain
+        gateway = GatewayProcess(
+            work / "gateway",
+            "[exporters.landing]\nenabled = false\n"
+            f"[exporters.topic]\nbootstrap_servers = '{broker.bootstrap}'\n"
+            f"topic = '{TOPIC}'\nrequired = true\ncreate_topic = false\n",
+        ).start()
+        import asyncio
+
+        asyncio.run(
+            set_subscription(
+                "127.0.0.1",
+                gateway.port,
+                "bench",
+                {"metrics": "org.apache.kafka.", "interval.ms": str(args.interval_ms)},
+            )
+        )
+        sink = work / "alerts.jsonl"
+        config = PipelineConfig(
+            input_path=str(work / "landing"),
+            output_path=str(work / "tables"),
+            checkpoint_path=str(work / "checkpoint"),
+            rules=parse_rules(
+                {
+                    "webhook": webhook.url,
+                    "rule": [
+                        {
+                            "name": "slow",
+                            "metric": LATENCY,
+                            "condition": "exceeded 5000 ms for more than 1 second",
+                        }
+                    ],
+                }
+            ),
+            alert_sink=str(sink),
+            trigger_seconds=1.0,
+            kafka=KafkaSource(broker.bootstrap, TOPIC),
+        )
+        spark = build_session(args.master, conf=with_connector({"spark.ui.enabled": "false"}))
+        spark.sparkContext.setLogLevel("ERROR")
+        watch = SinkWatch(sink)
+        total = args.warmup + args.alerts * 30 + 30
+        background = threading.Thread(
+            target=_simulate, args=(gateway.port, args.clients, total, 0, 1), daemon=True
+        )
+        background.start()
+        query = Job(spark, config).start(available_now=False)
+        time.sleep(args.warmup)
+        results = []
+        for attempt in range(args.alerts):
+            started = time.time()
+            sick = threading.Thread(
+                target=_simulate, args=(gateway.port, 1, 8.0, 1, 100 + attempt), daemon=True
+            )
+            sick.start()
+            found = None
+            while found is None and time.time() - started < 25:
+                time.sleep(0.05)
+                found = next(
+                    (
+                        (when, event)
+                        for (_, status), (when, event) in watch.seen.items()
+                        if status == "firing" and _seconds(event["started_at"]) >= started - 1
+                    ),
+                    None,
+                )
+            sick.join()
+            if found is None:
+                print(f"alert {attempt + 1}: none within 25 s")
+                continue
+            line_at, event = found
+            time.sleep(0.5)  # the webhook is posted after the line
+            hook_at = webhook.seen.get((event["alert_id"], "firing"))
+            results.append(_breakdown(event, line_at, hook_at, query, stages))
+            print(_line(attempt + 1, results[-1]))
+        # The clients are done: let the stream finish its batches, then stop it between two.
+        time.sleep(3)
+        while trigger_active(query):
+            time.sleep(0.05)
+        query.stop()
+        watch.stop()
+        spark.stop()
+        background.join(total)
+        _report(results, args)
+    finally:
+        webhook.stop()
+        if gateway is not None:
+            gateway.stop()
+        broker.stop()
+        if args.workdir is None:
+            shutil.rmtree(work, ignore_errors=True)
+
+
+def _breakdown(
+    event: dict[str, Any],
+    line_at: float,
+    hook_at: float | None,
+    query: Any,
+    stages: dict[int, dict[str, float]],
+) -> dict[str, float]:
+    """Where one alert's seconds went, from its times and the batch that announced it."""
+    started, fired = _seconds(event["started_at"]), _seconds(event["fired_at"])
+    found: dict[str, float] = {
+        "first push -> line": line_at - started,
+        "first push -> webhook": (hook_at - started) if hook_at else float("nan"),
+        "firing push -> line": line_at - fired,
+        "rule + interval": fired - started,
+    }
+    for progress in query.recentProgress:
+        begun = _seconds(progress["timestamp"].replace("Z", "+00:00"))
+        took = progress["durationMs"]
+        if begun <= line_at <= begun + took["triggerExecution"] / 1000 + 0.05:
+            found["wait for the batch"] = begun - fired
+            found["spark before the batch"] = (
+                took.get("latestOffset", 0)
+                + took.get("walCommit", 0)
+                + took.get("queryPlanning", 0)
+            ) / 1000
+            found["batch (addBatch)"] = took.get("addBatch", 0) / 1000
+            for name, seconds in stages.get(int(progress["batchId"]), {}).items():
+                found[f"  {name}"] = seconds
+            break
+    return found
+
+
+def _line(number: int, found: dict[str, float]) -> str:
+    return f"alert {number}: " + ", ".join(f"{k.strip()} {v:.2f} s" for k, v in found.items())
+
+
+def _report(results: list[dict[str, float]], args: argparse.Namespace) -> None:
+    load = Path("/proc/loadavg").read_text().split(" ", 1)[0]
+    print(
+        f"medians of {len(results)} alerts (push interval {args.interval_ms} ms, "
+        f"{args.clients} healthy clients, {args.partitions} partitions, {args.master}, "
+        f"load {load}):"
+    )
+    keys = list(results[0]) if results else []
+    for key in keys:
+        values = [r[key] for r in results if key in r]
+        print(f"  {key}: {statistics.median(values):.2f} s")
+
+
+if __name__ == "__main__":
+    main()
