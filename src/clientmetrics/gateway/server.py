@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import functools
 import gc
 import os
 import random
@@ -233,7 +234,9 @@ class Gateway:
         reauth = self.config.connections_max_reauth_ms or None
         requires = listener.protocol.sasl
         if self._sasl is not None and requires:
-            return ListenerPolicy(requires_sasl=True, sasl=self._sasl, reauth_ms=reauth)
+            return ListenerPolicy(
+                requires_sasl=True, sasl=self._sasl, reauth_ms=reauth, identity_of=self._claims()
+            )
         if self.config.proxy:
             return ListenerPolicy(
                 requires_sasl=requires, passthrough=True, identity_of=self._identity_of
@@ -241,6 +244,13 @@ class Gateway:
         if requires:
             raise ConfigurationError(f"listener {listener} needs SASL mechanisms")
         return ListenerPolicy()
+
+    def _claims(self) -> IdentityOf:
+        """Terminate mode's reader of the principal a client claims (unverified), so a
+        refused login counts against that user's failures."""
+        sasl = self.config.sasl
+        claim = sasl.oauthbearer.principal_claim if sasl and sasl.oauthbearer else "sub"
+        return functools.partial(sasl_mechanisms.identity_of, principal_claim=claim)
 
     def _start_security(self) -> None:
         """Build ``[sasl]`` (a JWKS URL is fetched again periodically) and warn about
