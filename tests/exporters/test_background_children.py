@@ -27,7 +27,8 @@ from clientmetrics.exporters.child import ChildExporters
 from clientmetrics.exporters.landing import _Converter
 
 def seen(pid):
-    return {"nice": os.getpriority(os.PRIO_PROCESS, pid), "cores": sorted(os.sched_getaffinity(pid))}
+    nice = os.getpriority(os.PRIO_PROCESS, pid)
+    return {"nice": nice, "cores": sorted(os.sched_getaffinity(pid))}
 
 converter = _Converter(ThreadPoolExecutor(1))
 pool = converter._start_pool()
