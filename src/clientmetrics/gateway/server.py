@@ -34,6 +34,7 @@ from clientmetrics.gateway.limits import (
     raise_fd_limit,
 )
 from clientmetrics.gateway.listeners import ConnectionIdentity, ListenerSet, identify
+from clientmetrics.gateway.looplag import LoopLag, Stall
 from clientmetrics.gateway.metrics_http import MetricsServer
 from clientmetrics.gateway.sasl_setup import keep_jwks_fresh, reload_jwks, sasl_server_for
 from clientmetrics.gateway.scram_rpcs import ScramHandlers
@@ -135,6 +136,8 @@ class Gateway:
         self.metrics_port: int | None = None
         self._closing = False
         self._started = False
+        #: The event loop's delays: a gauge on /metrics, a log line per stall.
+        self.loop_lag = LoopLag(stall_s=config.loop_stall_log_ms / 1000, on_stall=self._stalled)
 
     @property
     def exporters(self) -> list[Exporter]:
@@ -184,6 +187,7 @@ class Gateway:
         self.limits.fd_limit = raise_fd_limit()
         self.limits.base_fds = open_fds()
         asyncio.get_running_loop().set_exception_handler(self._loop_exception)
+        self._tasks.spawn(self.loop_lag.run())
         self._start_security()
         self.limits.policy = self.policy_for(cfg.listeners[0])
         if self._store is None:
@@ -467,6 +471,13 @@ class Gateway:
             return
         loop.default_exception_handler(context)
 
+    def _stalled(self, stall: Stall) -> None:
+        """One event-loop delay over ``loop_stall_log_ms`` (a few lines a minute at most)."""
+        fields: dict[str, Any] = {"lag_ms": round(stall.lag_s * 1000, 1)}
+        if stall.gc_s is not None:
+            fields.update(gc_ms=round(stall.gc_s * 1000, 1), gc_generation=stall.gc_generation)
+        self.limits.warn("*", "loop_stalled", **fields)
+
     @staticmethod
     def _freeze_long_lived() -> None:
         """Keep the client-instance registry out of the cyclic GC's full scans.
@@ -511,6 +522,7 @@ class Gateway:
         values.update({k: float(v) for k, v in self._stats.items()})
         values["connections"] = float(len(self._connections))
         values["request_budget_used_bytes"] = float(self.limits.budget.used)
+        values.update(self.loop_lag.snapshot())
         for exporter in self._exporters or []:
             if isinstance(exporter, HealthReporting):
                 values.update(exporter.counters())
