@@ -274,6 +274,14 @@ class Gateway:
                 hint="no [authorization] and no authentication: anyone who reaches these "
                 "listeners may create, change and delete subscriptions",
             )
+        if cfg.sasl is not None and cfg.authorization is None and not cfg.proxy:
+            log.warning(
+                "sasl_without_authorization",
+                hint="[sasl] without [authorization]: AlterUserScramCredentials and "
+                "DescribeUserScramCredentials are refused to every client (use `clientmetrics "
+                "users`, or add [authorization] with super_users), and any authenticated "
+                "user may create, change and delete subscriptions",
+            )
 
     def _default_store(self) -> SubscriptionStore:
         cfg = self.config
@@ -352,7 +360,7 @@ class Gateway:
         configs = ConfigHandlers(
             self._subscriptions, self.authorization, max_subscriptions=cfg.max_subscriptions
         )
-        scram = ScramHandlers(self.credentials, self.authorization)
+        scram = ScramHandlers(self.credentials, self.authorization, sasl=sasl)
         handlers: dict[int, Handler] = {
             ApiKey.API_VERSIONS: cluster.api_versions,
             ApiKey.METADATA: cluster.metadata,
