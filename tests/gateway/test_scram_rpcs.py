@@ -205,9 +205,11 @@ def test_with_sasl_and_no_authorization_nobody_may_use_them(tmp_path: Path) -> N
             "sasl_plain_username": "alice",
             "sasl_plain_password": "alice-secret",
         }
-        with kadmin.admin(gw.bootstrap, **security) as other:
-            with pytest.raises(ClusterAuthorizationFailedError):
-                other.describe_user_scram_credentials()
+        with (
+            kadmin.admin(gw.bootstrap, **security) as other,
+            pytest.raises(ClusterAuthorizationFailedError),
+        ):
+            other.describe_user_scram_credentials()
         assert plain_login(data, "bob", "bob-secret")  # unchanged
     finally:
         gw.stop()
