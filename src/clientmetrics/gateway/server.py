@@ -26,6 +26,7 @@ from clientmetrics.gateway.cluster import ClusterHandlers
 from clientmetrics.gateway.config import Address, GatewayConfig, Listener
 from clientmetrics.gateway.config_rpcs import ConfigHandlers
 from clientmetrics.gateway.connection import ConnectionState, Dispatcher, Handler, serve_connection
+from clientmetrics.gateway.fairshare import FairShare
 from clientmetrics.gateway.limits import (
     ConnectionLimits,
     fd_soft_limit,
@@ -130,6 +131,8 @@ class Gateway:
         self._stats = {"push": 0, "get_subscriptions": 0}
         #: Decompresses and parses large pushes off the event loop (see telemetry_rpcs).
         self._decoder = ThreadPoolExecutor(2, thread_name_prefix="push-decode")
+        #: Telemetry requests' turns on the event loop, shared fairly between sources.
+        self._share = FairShare()
         self.port = 0
         #: Listener name -> the port it is bound to.
         self.ports: dict[str, int] = {}
@@ -311,7 +314,7 @@ class Gateway:
 
         assert self._subscriptions is not None
         assert self._export_path is not None
-        telemetry = TelemetryHandlers(self.manager, self._export_path, self._decoder)
+        telemetry = TelemetryHandlers(self.manager, self._export_path, self._decoder, self._share)
         upstream_tls = self._upstream_tls_context()
         self._proxy = build_proxy(
             self.config,
@@ -356,7 +359,7 @@ class Gateway:
                 for listener in cfg.listeners
             },
         )
-        telemetry = TelemetryHandlers(self.manager, self._export_path, self._decoder)
+        telemetry = TelemetryHandlers(self.manager, self._export_path, self._decoder, self._share)
         configs = ConfigHandlers(
             self._subscriptions, self.authorization, max_subscriptions=cfg.max_subscriptions
         )
@@ -481,7 +484,10 @@ class Gateway:
 
     def _stalled(self, stall: Stall) -> None:
         """One event-loop delay over ``loop_stall_log_ms`` (a few lines a minute at most)."""
-        fields: dict[str, Any] = {"lag_ms": round(stall.lag_s * 1000, 1)}
+        fields: dict[str, Any] = {
+            "lag_ms": round(stall.lag_s * 1000, 1),
+            "cpu_ms": round(stall.cpu_s * 1000, 1),
+        }
         if stall.gc_s is not None:
             fields.update(gc_ms=round(stall.gc_s * 1000, 1), gc_generation=stall.gc_generation)
         self.limits.warn("*", "loop_stalled", **fields)

@@ -16,6 +16,7 @@ from clientmetrics.exporters.base import ExportError
 from clientmetrics.exporters.path import ExportPath
 from clientmetrics.gateway.build import build
 from clientmetrics.gateway.connection import ConnectionState
+from clientmetrics.gateway.fairshare import FairShare
 from clientmetrics.gateway.limits import now_ms
 from clientmetrics.telemetry.manager import (
     ClientMetricsManager,
@@ -111,6 +112,7 @@ class TelemetryHandlers:
         manager: ClientMetricsManager,
         exporters: ExportPath,
         decoder: Executor | None = None,
+        share: FairShare | None = None,
     ) -> None:
         self._manager = manager
         self._exporters = exporters
@@ -118,6 +120,9 @@ class TelemetryHandlers:
         #: Where heavy payloads are decompressed and parsed, so one client's push
         #: cannot stall the event loop for everyone else (None: inline).
         self._decoder = decoder
+        #: Each request's work waits its turn: a bounded share per loop turn, round
+        #: robin by source address (one flooding client cannot hold up the others).
+        self._share = share or FairShare()
 
     @staticmethod
     def _instance_id(header: RequestHeader, body: object) -> uuid.UUID | None:
@@ -138,6 +143,7 @@ class TelemetryHandlers:
     async def get_subscriptions(
         self, conn: ConnectionState, header: RequestHeader, frame: bytes, offset: int
     ) -> bytes:
+        await self._share.turn(conn.peer_host)
         body = decode_body(header, frame, offset)
         if self._missing_header_id(header):
             return self._reply(header, {"error_code": ErrorCode.INVALID_REQUEST})
@@ -156,6 +162,7 @@ class TelemetryHandlers:
     async def push(
         self, conn: ConnectionState, header: RequestHeader, frame: bytes, offset: int
     ) -> bytes:
+        await self._share.turn(conn.peer_host)
         body = decode_body(header, frame, offset)
         if self._missing_header_id(header):
             return self._reply(header, {"error_code": ErrorCode.INVALID_REQUEST})
