@@ -435,6 +435,7 @@ class LagWatch:
         self.admin = admin
         self.maxima: list[float] = []
         self.p99: list[float] = []
+        self.busy: list[float] = []
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._run, daemon=True)
 
@@ -442,8 +443,9 @@ class LagWatch:
         while not self._stop.wait(1.0):
             with contextlib.suppress(OSError):
                 values = scrape(self.admin)
-                for key, into in (("max", self.maxima), ("p99", self.p99)):
-                    name = f"kafka_server_client_metrics_event_loop_lag_{key}_seconds"
+                for key, into in (("lag_max", self.maxima), ("lag_p99", self.p99),
+                                  ("busy_max", self.busy)):  # fmt: skip
+                    name = f"kafka_server_client_metrics_event_loop_{key}_seconds"
                     if name in values:
                         into.append(values[name] * 1000)
 
@@ -459,8 +461,9 @@ class LagWatch:
         if not self.maxima:
             return "loop lag: (no gauge on /metrics)"
         return (
-            f"loop lag (gateway's gauge, per interval): max {max(self.maxima):.1f} ms, "
-            f"p99 up to {max(self.p99, default=float('nan')):.1f} ms"
+            f"gateway's loop lag (last minute): max {max(self.maxima):.1f} ms, p99 up to "
+            f"{max(self.p99, default=float('nan')):.1f} ms; longest busy stretch (CPU) "
+            f"{max(self.busy, default=float('nan')):.1f} ms"
         )
 
 

@@ -79,8 +79,10 @@ async def test_a_stall_shows_on_metrics_and_in_the_log(gateway: Gateway) -> None
         after, "event_loop_lag_max_seconds"
     )
     assert metric(after, "event_loop_stalls_total") == 1
+    assert metric(after, "event_loop_busy_max_seconds") < 0.1  # slept: not busy
     (line,) = [entry for entry in logs if entry["event"] == "loop_stalled"]
     assert line["lag_ms"] >= 300
+    assert line["cpu_ms"] < 100  # asleep, not busy: the time went elsewhere
     assert "gc_ms" not in line  # no collection ran meanwhile
 
 
@@ -102,5 +104,6 @@ async def test_a_stall_in_a_garbage_collection_is_put_down_to_it(gateway: Gatewa
     (line,) = stalls
     assert line["gc_generation"] == 2
     assert line["gc_ms"] >= 100
+    assert line["cpu_ms"] > 0
     _, text = await get(gateway.metrics_port, "/metrics")
     assert metric(text, "gc_pause_seconds_total") >= took * 0.9

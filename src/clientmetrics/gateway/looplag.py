@@ -5,9 +5,14 @@ callback holds it (a garbage collection, a slow handler, anything CPU-bound), no
 other connection is read or answered, and the delay lands in every client's
 latency. ``LoopLag`` measures it from inside, without a benchmark: a timer is set
 every ``interval_s`` and the time it fires late is one sample. ``/metrics`` shows the
-largest sample and the 99th percentile over the last ``window_s``; a single
+largest sample and the 99th percentile over the last ``window_s``, and the most
+CPU time the loop's thread used between two samples (the loop's own longest busy
+stretch, whatever the host's load: a large lag with a small busy time is a host
+that did not give the process a CPU, not work of the gateway's); a single
 sample over ``stall_s`` is logged (``loop_stalled``, rate-limited by the caller),
-with the longest garbage collection that ran meanwhile, the usual suspect.
+with the CPU time the loop's thread used meanwhile (about the delay: the loop was
+busy; far less: the process was not given a CPU, or the thread blocked in a
+system call) and the longest garbage collection that ran meanwhile.
 """
 
 from __future__ import annotations
@@ -95,6 +100,8 @@ class Stall:
     """One late timer over the threshold."""
 
     lag_s: float
+    #: CPU time the event loop's thread used from the previous sample to this one.
+    cpu_s: float
     #: The longest garbage collection during it, seconds, and its generation.
     gc_s: float | None = None
     gc_generation: int | None = None
@@ -114,38 +121,45 @@ class LoopLag:
         self.interval_s = interval_s
         self.stall_s = stall_s
         self.window = LagWindow(window_s)
+        #: CPU time of the loop's thread between two samples, same window.
+        self.busy = LagWindow(window_s)
         self.gc = GcPauses()
         self.stalls = 0
         self._on_stall = on_stall
 
     async def run(self) -> None:
-        clock = time.perf_counter
+        clock, cpu = time.perf_counter, time.thread_time
         self.gc.install()
         try:
             while True:
                 due = clock() + self.interval_s
+                used = cpu()
                 await asyncio.sleep(self.interval_s)
-                now = clock()
+                now, used = clock(), cpu() - used
                 lag = max(now - due, 0.0)
-                self.window.record(time.monotonic(), lag)
+                at = time.monotonic()
+                self.window.record(at, lag)
+                self.busy.record(at, used)
                 if lag >= self.stall_s:
-                    self._stalled(lag, due)
+                    self._stalled(lag, due, used)
         finally:
             self.gc.uninstall()
 
-    def _stalled(self, lag: float, due: float) -> None:
+    def _stalled(self, lag: float, due: float, cpu_s: float) -> None:
         self.stalls += 1
         longest = self.gc.longest_since(due - self.interval_s)
-        stall = Stall(lag, *(longest or (None, None)))
+        stall = Stall(lag, cpu_s, *(longest or (None, None)))
         if self._on_stall is not None:
             self._on_stall(stall)
 
     def snapshot(self) -> dict[str, float]:
         """The ``/metrics`` values (seconds)."""
-        lag_max, lag_p99, _ = self.window.snapshot(time.monotonic())
+        now = time.monotonic()
+        lag_max, lag_p99, _ = self.window.snapshot(now)
         return {
             "event_loop_lag_max_seconds": lag_max,
             "event_loop_lag_p99_seconds": lag_p99,
+            "event_loop_busy_max_seconds": self.busy.snapshot(now)[0],
             "event_loop_stalls": float(self.stalls),
             "gc_pause_seconds": self.gc.total_s,
         }

@@ -62,6 +62,10 @@ METRICS: dict[str, tuple[str, str]] = {
         "gauge",
         "99th percentile of the event loop's delay over the last 60 s, seconds",
     ),
+    "event_loop_busy_max_seconds": (
+        "gauge",
+        "Most CPU time the event loop's thread used between two 10 ms samples, last 60 s",
+    ),
     "event_loop_stalls": (
         "counter",
         "Event-loop delays of loop_stall_log_ms or more (logged as loop_stalled)",
