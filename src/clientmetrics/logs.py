@@ -102,7 +102,7 @@ class _WriterHandler(logging.Handler):
     def emit(self, record: logging.LogRecord) -> None:
         try:
             self._writer.write(self.format(record))
-        except Exception:  # noqa: BLE001 - the stdlib's own policy for a failing handler
+        except Exception:  # the stdlib's own policy for a failing handler
             self.handleError(record)
 
 
