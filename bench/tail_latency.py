@@ -35,9 +35,11 @@ import argparse
 import asyncio
 import contextlib
 import gc
+import json
 import multiprocessing as mp
 import os
 import queue
+import signal
 import struct
 import subprocess
 import sys
@@ -372,6 +374,37 @@ class Generator:
 # -- the gateway -----------------------------------------------------------------------
 
 
+#: ``--probe``: the loop probe's output file (``bench/loop_probe``), else None.
+PROBE: list[Path | None] = [None]
+
+
+def probe_phase(pid: int) -> dict[str, float] | None:
+    """Start (first call) or end (second call) a probe phase; its figures on ending."""
+    out = PROBE[0]
+    if out is None:
+        return None
+    lines = out.read_text().splitlines() if out.exists() else []
+    os.kill(pid, signal.SIGUSR2)
+    deadline = time.monotonic() + 5
+    while time.monotonic() < deadline:
+        now = out.read_text().splitlines() if out.exists() else []
+        if len(now) > len(lines):
+            figures: dict[str, float] = json.loads(now[-1])
+            return figures
+        time.sleep(0.05)
+    return None
+
+
+def probe_line(figures: dict[str, float] | None) -> str:
+    if figures is None:
+        return ""
+    return (
+        f"; probe: lag max {figures['lag_max_ms']:.1f} ms p99 {figures['lag_p99_ms']:.1f} ms, "
+        f"busy (CPU per 10 ms) max {figures['busy_max_ms']:.1f} ms p99 "
+        f"{figures['busy_p99_ms']:.1f} ms"
+    )
+
+
 @contextlib.contextmanager
 def gateway(
     core: int | None, data: Path, upstream: str | None = None
@@ -389,8 +422,14 @@ def gateway(
     if upstream is not None:
         command += ["--upstream", upstream, "--broker-port-base", str(_port_block())]
     log = (data / "gateway.log").open("wb")
+    env = dict(os.environ)
+    if PROBE[0] is not None:
+        probe_dir = str(Path(__file__).resolve().parent / "loop_probe")
+        env["PYTHONPATH"] = os.pathsep.join(filter(None, (probe_dir, env.get("PYTHONPATH"))))
+        env["LOOP_PROBE_OUT"] = str(PROBE[0])
     proc = subprocess.Popen(
         command,
+        env=env,
         stdout=subprocess.DEVNULL,
         stderr=log,
         preexec_fn=lambda: pin(core, NICE[0]),  # noqa: PLW1509
@@ -495,20 +534,25 @@ def standalone(args: argparse.Namespace, work: Path) -> None:
         gen = Generator(gen_core, port, args)
         try:
             rss_start = rss_mib(proc.pid)
+            cpu, started = cpu_seconds(proc.pid), time.monotonic()
             saturation, codes = gen.saturation(args.saturation_seconds)
+            cpu = (cpu_seconds(proc.pid) - cpu) / (time.monotonic() - started)
             print(
                 f"saturation (closed loop, window {args.window}/connection): "
-                f"{saturation:,.0f} accepted pushes/s; answers {codes}"
+                f"{saturation:,.0f} accepted pushes/s with {cpu:.0%} of a core "
+                f"({saturation / max(cpu, 0.01):,.0f} per CPU-second); answers {codes}"
             )
             for fraction in args.fractions:
                 rate = saturation * fraction
                 time.sleep(1.5)  # the instances' push interval, and a quiet loop
                 cpu, started = cpu_seconds(proc.pid), time.monotonic()
+                probe_phase(proc.pid)
                 with LagWatch(admin) as lag:
                     latencies, codes = gen.open_loop(rate, args.seconds)
+                probed = probe_phase(proc.pid)
                 cpu = (cpu_seconds(proc.pid) - cpu) / (time.monotonic() - started)
                 report(f"open loop {fraction:.0%} ({rate:,.0f}/s)", latencies, codes, args.seconds)
-                print(f"  {lag.line()}; gateway CPU {cpu:.0%} of a core")
+                print(f"  {lag.line()}; gateway CPU {cpu:.0%} of a core{probe_line(probed)}")
             print(f"gateway RSS: {rss_start:.0f} MiB after the handshake, "
                   f"{rss_mib(proc.pid):.0f} MiB at the end")  # fmt: skip
         finally:
@@ -602,6 +646,11 @@ def main() -> None:
     parser.add_argument("--window", type=int, default=16, help="saturation: in flight/connection")
     parser.add_argument("--proxy", action="store_true")
     parser.add_argument(
+        "--probe",
+        action="store_true",
+        help="measure the gateway's loop with bench/loop_probe (any version of it)",
+    )
+    parser.add_argument(
         "--nice",
         type=int,
         default=0,
@@ -610,6 +659,8 @@ def main() -> None:
     args = parser.parse_args()
     NICE[0] = args.nice
     with tempfile.TemporaryDirectory(prefix="cm-tail-") as tmp:
+        if args.probe:
+            PROBE[0] = Path(tmp) / "probe.jsonl"
         (proxy if args.proxy else standalone)(args, Path(tmp))
 
 
