@@ -27,6 +27,7 @@ from clientmetrics.gateway.config import Address, GatewayConfig, Listener
 from clientmetrics.gateway.config_rpcs import ConfigHandlers
 from clientmetrics.gateway.connection import ConnectionState, Dispatcher, Handler, serve_connection
 from clientmetrics.gateway.fairshare import FairShare
+from clientmetrics.gateway.heap import HeapTrimmer
 from clientmetrics.gateway.limits import (
     ConnectionLimits,
     fd_soft_limit,
@@ -139,6 +140,8 @@ class Gateway:
         self.metrics_port: int | None = None
         self._closing = False
         self._started = False
+        #: Gives the memory of closed connections back to the OS (glibc keeps it).
+        self._heap = HeapTrimmer()
         #: The event loop's delays: a gauge on /metrics, a log line per stall.
         self.loop_lag = LoopLag(stall_s=config.loop_stall_log_ms / 1000, on_stall=self._stalled)
 
@@ -442,6 +445,7 @@ class Gateway:
     def _closed(self, conn: ConnectionState) -> None:
         self._connections.pop(conn.connection_id, None)
         self.manager.connection_closed(conn.connection_id)
+        self._heap.closed()
 
     async def _expire_loop(self) -> None:
         loop = asyncio.get_running_loop()
@@ -453,6 +457,7 @@ class Gateway:
             if removed:
                 log.debug("instances_expired", count=removed)
             self._close_expired(now)
+            self._heap.maybe_trim()
             self.limits.fd_limit = fd_soft_limit()  # operators may change it at run time
             if loop.time() >= next_freeze:
                 next_freeze = loop.time() + FREEZE_EVERY_S
