@@ -126,24 +126,33 @@ class LoopLag:
         self.gc = GcPauses()
         self.stalls = 0
         self._on_stall = on_stall
+        self._handle: asyncio.TimerHandle | None = None
 
     async def run(self) -> None:
-        clock, cpu = time.perf_counter, time.thread_time
+        """Sample until cancelled (a plain timer callback, not a task step per sample:
+        the probe costs the loop a few microseconds a sample)."""
+        loop = asyncio.get_running_loop()
         self.gc.install()
+        due = time.perf_counter() + self.interval_s
+        self._handle = loop.call_later(self.interval_s, self._tick, loop, due, time.thread_time())
         try:
-            while True:
-                due = clock() + self.interval_s
-                used = cpu()
-                await asyncio.sleep(self.interval_s)
-                now, used = clock(), cpu() - used
-                lag = max(now - due, 0.0)
-                at = time.monotonic()
-                self.window.record(at, lag)
-                self.busy.record(at, used)
-                if lag >= self.stall_s:
-                    self._stalled(lag, due, used)
+            await loop.create_future()  # until cancelled
         finally:
+            if self._handle is not None:
+                self._handle.cancel()
             self.gc.uninstall()
+
+    def _tick(self, loop: asyncio.AbstractEventLoop, due: float, cpu_then: float) -> None:
+        now, cpu = time.perf_counter(), time.thread_time()
+        lag, used = max(now - due, 0.0), cpu - cpu_then
+        at = time.monotonic()
+        self.window.record(at, lag)
+        self.busy.record(at, used)
+        if lag >= self.stall_s:
+            self._stalled(lag, due, used)
+        self._handle = loop.call_later(
+            self.interval_s, self._tick, loop, now + self.interval_s, cpu
+        )
 
     def _stalled(self, lag: float, due: float, cpu_s: float) -> None:
         self.stalls += 1
