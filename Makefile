@@ -10,6 +10,9 @@ $(VENV)/.installed: pyproject.toml
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/pip install -q --upgrade pip
 	$(BIN)/pip install -q -e '.[test,spark]'
+	@# Spark's Kafka connector jars (pipeline --source kafka), from Maven Central into the cache;
+	@# without Maven this only warns: the landing source needs none of them.
+	$(BIN)/clientmetrics pipeline fetch-jars || echo "warning: no Kafka connector jars: pipeline --source kafka will not start" >&2
 	touch $@
 
 install: $(VENV)/.installed

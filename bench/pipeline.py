@@ -1,7 +1,7 @@
 """Benchmark: `pipeline run` end to end against the core alone, in the same run.
 
     .venv/bin/python bench/pipeline.py [--points 5000000] [--master local[*]] [--decoders]
-                                       [--points-writer auto|arrow|spark]
+                                       [--no-topic]
 
 1. Lands pushes of librdkafka's shape (a producer with per-broker latency
    copies: 18 data points per push with 5 brokers) following docs/landing.md,
@@ -15,8 +15,13 @@
    What is left between the two is Spark's: the streaming query, the jobs of
    a micro-batch, splitting the windows by the watermark, publishing.
 
-Prints both rates and their ratio. ``--decoders`` also times the pure decoders
-(columnar ptars + Arrow compute against upb protobuf + a Python loop).
+4. Unless ``--no-topic``: starts Apache Kafka 4.4 (``peers.kafka``), produces the
+   same pushes to a topic of twice the cores' partitions as the topic exporter's
+   records, and runs the job with ``--source kafka`` over it.
+
+Prints every rate and each pipeline's ratio to the core alone. ``--decoders``
+also times the pure decoders (columnar ptars + Arrow compute against upb
+protobuf + a Python loop).
 """
 
 from __future__ import annotations
@@ -76,10 +81,11 @@ def land_pushes(data: Path, points: int, clients: int) -> int:
 
 def _core_task(args: tuple[list[str], int, int, object]) -> int:
     """One process of the core alone: its share of the instances (``spark.files.pass_share``)."""
-    from clientmetrics.pipeline.spark.files import pass_share
+    from clientmetrics.pipeline.spark.files import ShareInput, pass_share
 
     landed, share, shares, plan = args
-    manifest = pass_share(landed, {}, plan, share, shares, f"{share:05d}-0")  # type: ignore[arg-type]
+    given = ShareInput(tuple(landed), True, {}, False)
+    manifest = pass_share(given, plan, share, shares, 0)  # type: ignore[arg-type]
     kinds = manifest.column(0).to_pylist()
     counts = manifest.column(2).to_pylist()
     return sum(count for kind, count in zip(kinds, counts, strict=True) if kind == "points")
@@ -168,6 +174,60 @@ def bench_decoders(payload_count: int = 20_000) -> None:
     )
 
 
+def run_from_topic(
+    spark: SparkSession, work: Path, landed: object, cores: int, points: int
+) -> float:
+    """Produce the landed pushes to a topic on Kafka 4.4 and time ``run`` over it."""
+    import dataclasses
+
+    import pyarrow.parquet as pq
+    from confluent_kafka import Producer
+    from confluent_kafka.admin import AdminClient, NewTopic
+    from peers.kafka import KafkaBroker
+    from tests.pipeline.topic_records import topic_records
+
+    from clientmetrics.pipeline.jobs.job import PipelineJob
+    from clientmetrics.pipeline.jobs.sources import KafkaSource
+
+    broker = KafkaBroker(work / "kafka").start()
+    try:
+        partitions = 2 * cores
+        admin = AdminClient(broker.client_config())
+        admin.create_topics([NewTopic("bench", partitions, 1)])["bench"].result(30)
+        producer = Producer({**broker.client_config(), "linger.ms": 50, "compression.type": "lz4"})
+        started = time.perf_counter()
+        for path in sorted((work / "landing" / "pushes").rglob("*.parquet")):
+            for key, value, headers in topic_records(pq.read_table(path)):
+                while True:
+                    try:
+                        producer.produce("bench", value, key, headers=headers)
+                        break
+                    except BufferError:
+                        producer.poll(0.1)
+            producer.flush(120)
+        print(
+            f"produced to a {partitions}-partition topic in {time.perf_counter() - started:.1f} s"
+        )
+        config = dataclasses.replace(
+            landed,  # type: ignore[type-var]
+            output_path=str(work / "tables-topic"),
+            checkpoint_path=str(work / "checkpoints-topic"),
+            alert_sink=str(work / "alerts-topic.jsonl"),
+            kafka=KafkaSource(broker.bootstrap, "bench"),
+        )
+        started = time.perf_counter()
+        job = PipelineJob(spark, config)
+        job.run()
+        seconds = time.perf_counter() - started
+        stages = ", ".join(f"{name} {secs:.1f} s" for name, secs in job.stage_seconds.items())
+        print(f"stages (kafka): {stages}")
+        written = spark.read.parquet(str(work / "tables-topic" / "points")).count()
+        assert written == points, (written, points)
+        return seconds
+    finally:
+        broker.stop()
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--points", type=int, default=5_000_000)
@@ -175,13 +235,14 @@ def main() -> None:
     parser.add_argument("--master", default="local[*]")
     parser.add_argument("--workdir", type=Path, default=None)
     parser.add_argument("--decoders", action="store_true")
-    parser.add_argument("--points-writer", choices=("auto", "arrow", "spark"), default="auto")
+    parser.add_argument("--no-topic", action="store_true", help="skip the Kafka source")
     args = parser.parse_args()
     if args.decoders:
         bench_decoders()
 
     from clientmetrics.pipeline.core.rules import parse_rules
     from clientmetrics.pipeline.jobs.job import PipelineConfig, PipelineJob
+    from clientmetrics.pipeline.spark.connector import with_connector
     from clientmetrics.pipeline.spark.session import build_session
 
     work = args.workdir or Path(tempfile.mkdtemp(prefix="cm-bench-"))
@@ -190,7 +251,10 @@ def main() -> None:
     points = land_pushes(work, args.points, args.clients)
     print(f"landed {points:,} data points in {time.perf_counter() - started:.1f} s ({work})")
 
-    spark = build_session(args.master, conf={"spark.ui.enabled": "false"})
+    conf = {"spark.ui.enabled": "false"}
+    if not args.no_topic:
+        conf = with_connector(conf)
+    spark = build_session(args.master, conf=conf)
     spark.sparkContext.setLogLevel("ERROR")
     cores = task_slots(args.master)
     rules = parse_rules(
@@ -210,7 +274,6 @@ def main() -> None:
         checkpoint_path=str(work / "checkpoints"),
         rules=rules,
         alert_sink=str(work / "alerts.jsonl"),
-        points_writer=args.points_writer,
     )
     # Warm the JVM and start the Python workers (a tiny Arrow job), so that
     # neither side's timing includes process start-up.
@@ -223,9 +286,10 @@ def main() -> None:
     job.run()
     pipeline_seconds = time.perf_counter() - started
     stages = ", ".join(f"{name} {seconds:.1f} s" for name, seconds in job.stage_seconds.items())
-    print(f"stages ({job.points_writer} writer): {stages}")
+    print(f"stages (landing): {stages}")
     written = spark.read.parquet(str(work / "tables" / "points")).count()
     assert written == points, (written, points)
+    topic_seconds = None if args.no_topic else run_from_topic(spark, work, config, cores, points)
     spark.stop()
 
     core_points, core_seconds = core_alone(work, cores, rules.rules)
@@ -241,7 +305,13 @@ def main() -> None:
         f"core alone (pyarrow, {cores} processes, no Spark): {points:,} points in "
         f"{core_seconds:.1f} s = {core_rate:,.0f} points/s"
     )
-    print(f"ratio: {pipeline_rate / core_rate:.3f} of the core alone")
+    print(f"ratio (landing): {pipeline_rate / core_rate:.3f} of the core alone")
+    if topic_seconds is not None:
+        topic_rate = points / topic_seconds
+        print(
+            f"pipeline run --source kafka: {points:,} points in {topic_seconds:.1f} s = "
+            f"{topic_rate:,.0f} points/s; ratio: {topic_rate / core_rate:.3f} of the core alone"
+        )
     if args.workdir is None:
         shutil.rmtree(work, ignore_errors=True)
 

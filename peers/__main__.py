@@ -11,13 +11,29 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 
+from clientmetrics.errors import ConfigurationError
+from clientmetrics.pipeline.spark import connector
 from peers.build import PeerUnavailable
-from peers.kafka.launcher import kafka_jars, minimal_plugin
+from peers.franz_go import franz_go_binary
+from peers.java_client import java_client_jars
+from peers.kafka.launcher import kafka_jars, minimal_plugin, plugin_jar
+
+
+def _spark_kafka_connector() -> Path:
+    try:
+        return connector.fetch()
+    except ConfigurationError as exc:
+        raise PeerUnavailable(str(exc)) from exc
+
 
 #: name -> builder; each returns where its result is cached.
 PEERS: dict[str, Callable[[], Path]] = {
     "kafka 4.4.0 jars": kafka_jars,
     "kafka test plugin": lambda: minimal_plugin().jars[0],
+    "clientmetrics broker plugin (with its JUnit tests)": plugin_jar,
+    "spark kafka connector": _spark_kafka_connector,
+    "java client peer": java_client_jars,
+    "franz-go peer": franz_go_binary,
 }
 
 

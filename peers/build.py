@@ -20,7 +20,7 @@ import os
 import shutil
 import subprocess
 import tempfile
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -98,9 +98,13 @@ def _cached(name: str, key: str, build: Callable[[Path], None]) -> Path:
     return target
 
 
-def maven_dependencies(pom: Path, name: str) -> Path:
-    """A folder holding every jar ``pom`` depends on (its own artifact excluded)."""
+def maven_dependencies(pom: Path, name: str, properties: Mapping[str, str] | None = None) -> Path:
+    """A folder holding every jar ``pom`` depends on (its own artifact excluded).
+
+    ``properties`` override the POM's own (``-Dkafka.version=3.9.2``).
+    """
     mvn = require("mvn", "Maven (apt-get install maven)")
+    overrides = [f"-D{key}={value}" for key, value in sorted((properties or {}).items())]
 
     def build(tmp: Path) -> None:
         _run(
@@ -113,21 +117,29 @@ def maven_dependencies(pom: Path, name: str) -> Path:
                 "dependency:copy-dependencies",
                 f"-DoutputDirectory={tmp}",
                 "-DincludeScope=runtime",
+                *overrides,
             ],
             pom.parent,
             f"fetching {name}'s jars from Maven",
         )
 
-    return _cached(name, digest([pom]), build)
+    return _cached(name, digest([pom], *overrides), build)
 
 
-def maven_project(project: Path, name: str) -> Path:
-    """``mvn package`` of a project; a folder with its jar and its runtime dependencies."""
+def maven_project(
+    project: Path, name: str, *, run_tests: bool = False, inputs: Iterable[Path] = ()
+) -> Path:
+    """``mvn package`` of a project; a folder with its jar and its runtime dependencies.
+
+    With ``run_tests`` the project's own tests run in the build (a failure is
+    PeerUnavailable with their output); ``inputs`` are other files they read.
+    """
     mvn = require("mvn", "Maven (apt-get install maven)")
-    sources = [project / "pom.xml", *sorted((project / "src").rglob("*.java"))]
+    sources = [project / "pom.xml", *sorted((project / "src").rglob("*.java")), *inputs]
 
     def build(tmp: Path) -> None:
-        _run([mvn, "-q", "-B", "package", "-DskipTests"], project, f"building {name}")
+        args = [mvn, "-q", "-B", "package"] + ([] if run_tests else ["-DskipTests"])
+        _run(args, project, f"building {name}")
         built = sorted((project / "target").glob("*.jar"))
         built = [jar for jar in built if not jar.name.endswith(("-sources.jar", "-tests.jar"))]
         if not built:
@@ -163,13 +175,19 @@ def javac_jar(sources: list[Path], classpath: Path, name: str) -> Path:
     return _cached(name, digest(sources, str(classpath)), build) / f"{name}.jar"
 
 
-def go_binary(module: Path, name: str) -> Path:
-    """``go build`` of a Go module (its ``go.mod`` and ``go.sum`` pin every dependency)."""
+def go_binary(module: Path, name: str, *, tests: bool = False) -> Path:
+    """``go build`` of a Go module (its ``go.mod`` and ``go.sum`` pin every dependency).
+
+    ``tests``: ``go vet`` and ``go test`` it first (once per change of its sources).
+    """
     go = require("go", "the Go toolchain")
     sources = [module / "go.mod", module / "go.sum", *sorted(module.glob("*.go"))]
 
     def build(tmp: Path) -> None:
         env = {**os.environ, "GOFLAGS": "-mod=readonly", "CGO_ENABLED": "0"}
+        if tests:
+            _run([go, "vet", "./..."], module, f"vetting {name}", env)
+            _run([go, "test", "./..."], module, f"testing {name}", env)
         _run([go, "build", "-o", str(tmp / name), "."], module, f"building {name}", env)
 
     return _cached(name, digest(sources), build) / name

@@ -44,6 +44,8 @@ class Push:
     push_interval_ms: int = 5000
     client_source_address: str = "127.0.0.1"
     client_source_port: int = 40000
+    client_software_name: str = "librdkafka"
+    client_software_version: str = "2.16.0"
 
 
 def kv(key: str, value: str | int) -> common_pb2.KeyValue:
@@ -125,8 +127,8 @@ def landing_table(pushes: Sequence[Push]) -> pa.Table:
         "subscription_id": [1] * len(pushes),
         "terminating": [p.terminating for p in pushes],
         "client_id": [p.client_id for p in pushes],
-        "client_software_name": ["librdkafka"] * len(pushes),
-        "client_software_version": ["2.16.0"] * len(pushes),
+        "client_software_name": [p.client_software_name for p in pushes],
+        "client_software_version": [p.client_software_version for p in pushes],
         "client_source_address": [p.client_source_address for p in pushes],
         "client_source_port": [p.client_source_port for p in pushes],
         "principal": ["User:ANONYMOUS"] * len(pushes),

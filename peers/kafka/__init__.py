@@ -7,8 +7,10 @@ from peers.kafka.launcher import (
     PeerUnavailable,
     Plugin,
     TlsFiles,
+    clientmetrics_plugin,
     kafka_jars,
     minimal_plugin,
+    plugin_jar,
     run_tool,
 )
 
@@ -19,7 +21,9 @@ __all__ = [
     "PeerUnavailable",
     "Plugin",
     "TlsFiles",
+    "clientmetrics_plugin",
     "kafka_jars",
     "minimal_plugin",
+    "plugin_jar",
     "run_tool",
 ]

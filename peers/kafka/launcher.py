@@ -26,9 +26,13 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from peers.build import PeerUnavailable, javac_jar, maven_dependencies, require
+from peers.build import ROOT, PeerUnavailable, javac_jar, maven_dependencies, maven_project, require
 
 HERE = Path(__file__).resolve().parent
+#: The clientmetrics broker plugin users install (docs/kafka-plugin.md).
+BROKER_PLUGIN = ROOT / "broker-plugin"
+PLUGIN_CLASS = "io.clientmetrics.plugin.ClientMetricsPlugin"
+LEGACY_PLUGIN_CLASS = "io.clientmetrics.plugin.ClientMetricsLegacyPlugin"
 VERSION = "4.4.0"
 #: The class names of the tools a user runs as ``kafka-*.sh``, from ``kafka-tools`` 4.4.0.
 TOOLS = {
@@ -44,9 +48,15 @@ SCRAM_MECHANISMS = ("SCRAM-SHA-256", "SCRAM-SHA-512")
 ADMIN = "admin"
 
 
-def kafka_jars() -> Path:
-    """The folder of Kafka 4.4.0's jars (broker, tools, logging), fetched once and cached."""
-    return maven_dependencies(HERE / "pom.xml", f"kafka-{VERSION}")
+def kafka_jars(version: str = VERSION) -> Path:
+    """The folder of Kafka's jars (broker, tools, logging), fetched once and cached.
+
+    4.4.0 unless ``version`` names another release (the broker plugin's tests load it on an
+    older broker too; the same POM with ``kafka.version`` overridden).
+    """
+    if version == VERSION:
+        return maven_dependencies(HERE / "pom.xml", f"kafka-{VERSION}")
+    return maven_dependencies(HERE / "pom.xml", f"kafka-{version}", {"kafka.version": version})
 
 
 @dataclass(frozen=True)
@@ -65,6 +75,28 @@ def minimal_plugin(record_file: Path | None = None) -> Plugin:
     jar = javac_jar([source], kafka_jars(), "kafka-test-plugin")
     props = {} if record_file is None else {"test.telemetry.record.file": str(record_file)}
     return Plugin((jar,), "TestTelemetryPlugin", props)
+
+
+def plugin_jar() -> Path:
+    """The broker plugin's jar, built by Maven with its JUnit tests (which must pass)."""
+    vectors = ROOT / "tests" / "data" / "record-format" / "vectors.json"
+    built = maven_project(
+        BROKER_PLUGIN, "clientmetrics-kafka-plugin", run_tests=True, inputs=[vectors]
+    )
+    (jar,) = built.glob("clientmetrics-kafka-plugin-*.jar")
+    return jar
+
+
+def clientmetrics_plugin(
+    properties: Mapping[str, str] | None = None, *, legacy: bool = False
+) -> Plugin:
+    """The clientmetrics broker plugin with ``properties`` (names without ``clientmetrics.``).
+
+    ``legacy`` loads the KIP-714 receiver class (Kafka 3.7 to 4.1) instead of the
+    KIP-1217 exporter one.
+    """
+    props = {f"clientmetrics.{k}": v for k, v in (properties or {}).items()}
+    return Plugin((plugin_jar(),), LEGACY_PLUGIN_CLASS if legacy else PLUGIN_CLASS, props)
 
 
 @dataclass(frozen=True)
@@ -111,6 +143,11 @@ class KafkaBroker:
     super_users: Sequence[str] = ("User:admin",)
     #: Telemetry and other reporter plugins; None: the minimal test plugin.
     plugins: Sequence[Plugin] | None = None
+    #: Another Apache Kafka release to run (its storage is formatted with its own tools).
+    version: str = VERSION
+    #: Open JMX (no authentication) on a free loopback port, read with ``jmx_values``.
+    jmx: bool = False
+    jmx_port: int = 0
     properties: Mapping[str, str] = field(default_factory=dict)
     jvm_options: Sequence[str] = ("-Xms256m", "-Xmx1g", "-XX:+UseSerialGC")
     port: int = 0
@@ -137,7 +174,7 @@ class KafkaBroker:
     def start(self, timeout: float = 90.0) -> KafkaBroker:
         """Format the storage (first start only) and start the node; wait until it serves."""
         require("java", "a JDK (apt-get install openjdk-17-jdk-headless)")
-        jars = kafka_jars()
+        jars = kafka_jars(self.version)
         if self.plugins is None:
             self.plugins = (minimal_plugin(),)
         if self.listener.endswith("SSL") and self.tls is None:
@@ -145,6 +182,8 @@ class KafkaBroker:
         self.workdir.mkdir(parents=True, exist_ok=True)
         self.port = self.port or _free_port()
         self.controller_port = self.controller_port or _free_port()
+        if self.jmx:
+            self.jmx_port = self.jmx_port or _free_port()
         config = self.workdir / "server.properties"
         config.write_text(self._server_properties())
         if not (self.workdir / "data" / "meta.properties").exists():
@@ -156,6 +195,7 @@ class KafkaBroker:
                 [
                     "java",
                     *self.jvm_options,
+                    *self._jmx_options(),
                     f"-Dlog4j2.configurationFile={HERE / 'log4j2.properties'}",
                     "-cp",
                     self._classpath(jars),
@@ -213,7 +253,7 @@ class KafkaBroker:
     def summary(self) -> str:
         """One line: what runs where, how long it took to start and how much memory it holds."""
         return (
-            f"kafka {VERSION} ready in {self.startup_seconds:.1f} s "
+            f"kafka {self.version} ready in {self.startup_seconds:.1f} s "
             f"(RSS {self.rss_mib:.0f} MiB) at {self.listener}://{self.bootstrap}, "
             f"pid {self.proc.pid if self.proc else '-'}, log {self.log_path}"
         )
@@ -259,7 +299,38 @@ class KafkaBroker:
         """Run one of Kafka's tools (``TOOLS``) from the same jars; output as text."""
         return run_tool(name, *args, timeout=timeout, check=check)
 
+    def jmx_values(self, object_name: str) -> dict[str, float]:
+        """The numeric attributes of one MBean, read once through Kafka's ``JmxTool``."""
+        if not self.jmx:
+            raise ValueError("start the broker with jmx=True to read JMX")
+        url = f"service:jmx:rmi:///jndi/rmi://127.0.0.1:{self.jmx_port}/jmxrmi"
+        proc = run_tool(
+            "org.apache.kafka.tools.JmxTool",
+            *("--jmx-url", url, "--object-name", object_name, "--one-time", "true"),
+            *("--report-format", "properties"),
+            check=True,
+        )
+        values: dict[str, float] = {}
+        prefix = f"{object_name}:"
+        for line in proc.stdout.splitlines():
+            key, _, value = line.rpartition("=")
+            if key.startswith(prefix):
+                values[key[len(prefix) :]] = float(value)
+        return values
+
     # -- internals ---------------------------------------------------------------------
+
+    def _jmx_options(self) -> list[str]:
+        if not self.jmx:
+            return []
+        return [
+            f"-Dcom.sun.management.jmxremote.port={self.jmx_port}",
+            f"-Dcom.sun.management.jmxremote.rmi.port={self.jmx_port}",
+            "-Dcom.sun.management.jmxremote.host=127.0.0.1",
+            "-Djava.rmi.server.hostname=127.0.0.1",
+            "-Dcom.sun.management.jmxremote.authenticate=false",
+            "-Dcom.sun.management.jmxremote.ssl=false",
+        ]
 
     def _password(self, user: str) -> str:
         if user == ADMIN:
@@ -412,7 +483,9 @@ __all__ = [
     "PeerUnavailable",
     "Plugin",
     "TlsFiles",
+    "clientmetrics_plugin",
     "kafka_jars",
     "minimal_plugin",
+    "plugin_jar",
     "run_tool",
 ]

@@ -12,8 +12,13 @@ from opentelemetry.proto.collector.metrics.v1.metrics_service_pb2 import (
 )
 
 from clientmetrics.errors import ConfigurationError
+from clientmetrics.exporters.child import ChildExporters, with_exporter_process
+from clientmetrics.exporters.path import ExportPath
 from clientmetrics.exporters.queued import QueuedExporter
+from clientmetrics.exporters.registry import load_exporters
 from clientmetrics.exporters.topic import create
+from clientmetrics.exporters.topic_acked import AckedTopicExporter
+from clientmetrics.gateway.config import load_config
 from clientmetrics.telemetry import otlp
 from clientmetrics.telemetry.model import AcceptedPush
 from tests.kadmin import set_subscription
@@ -85,18 +90,27 @@ def test_librdkafka_pushes_become_records_keyed_by_instance(tmp_path: Path) -> N
         assert gw.stop() == 0
         tansu.stop()
     landed = [r for r in landed_rows(gw.data_dir) if r["client_id"] == "topic-1"]
+    landed.sort(key=lambda r: r["received_at"])  # type: ignore[arg-type,return-value]
     (instance_id,) = {r["client_instance_id"] for r in landed}
     ours = [m for m in records if m.key() == str(instance_id).encode()]  # type: ignore[attr-defined]
     assert len(ours) >= 3
     names: set[str] = set()
-    for message in ours:
+    push_ids: set[uuid.UUID] = set()
+    # Every record the gateway landed for this client is on the topic, in order.
+    for message, row in zip(ours, landed, strict=True):
         headers = dict(message.headers())  # type: ignore[attr-defined]
+        push_ids.add(uuid.UUID(headers.pop("push_id").decode()))
         assert headers == {
             "client_id": b"topic-1",
             "client_instance_id": str(instance_id).encode(),
             "client_software_name": b"confluent-kafka-python",
             "principal": b"User:ANONYMOUS",
+            "terminating": b"true" if row["terminating"] else b"false",
+            "push_interval_ms": b"1000",
         }
+        # The record's time is when the gateway received the push, as landed.
+        received_ms = round(row["received_at"].timestamp() * 1000)  # type: ignore[attr-defined]
+        assert message.timestamp()[1] == received_ms  # type: ignore[attr-defined]
         request = ExportMetricsServiceRequest.FromString(message.value())  # type: ignore[attr-defined]
         for rm in request.resource_metrics:
             attrs = attributes(rm.resource)
@@ -104,8 +118,7 @@ def test_librdkafka_pushes_become_records_keyed_by_instance(tmp_path: Path) -> N
             assert attrs["client_id"] == "topic-1"
             names |= {m.name for sm in rm.scope_metrics for m in sm.metrics}
     assert PRODUCER_METRIC in names
-    # Every record the gateway landed for this client is on the topic, in order.
-    assert len(ours) == len(landed)
+    assert len(push_ids) == len(ours), "one push id per push"
 
 
 def push(n: int) -> AcceptedPush:
@@ -153,3 +166,47 @@ def test_options_are_checked() -> None:
         create({}, Path("."))
     with pytest.raises(ConfigurationError, match="unknown topic exporter options: nope"):
         create({"bootstrap_servers": "x:1", "nope": 1}, Path("."))
+
+
+def test_required_options_are_checked() -> None:
+    required = {"bootstrap_servers": "x:1", "required": True}
+    exporter = create(required, Path("."))
+    assert isinstance(exporter, AckedTopicExporter)
+    assert exporter.timeout_s == 10
+    config = exporter.sink.config
+    assert (config["enable.idempotence"], config["acks"], config["message.timeout.ms"]) == (
+        True,
+        "all",
+        10_000,
+    )
+    assert create({**required, "delivery_timeout_ms": 2500}, Path(".")).timeout_s == 2.5  # type: ignore[attr-defined]
+    for producer, weakened in (
+        ({"acks": "1"}, "acks=all"),
+        ({"enable.idempotence": False}, "enable.idempotence=true"),
+    ):
+        with pytest.raises(ConfigurationError, match=f"required = true needs {weakened}"):
+            create({**required, "producer": producer}, Path("."))
+    with pytest.raises(ConfigurationError, match="delivery_timeout_ms must be a positive"):
+        create({**required, "delivery_timeout_ms": 0}, Path("."))
+    with pytest.raises(ConfigurationError, match="not producer"):
+        create({**required, "producer": {"message.timeout.ms": 5}}, Path("."))
+
+
+@pytest.mark.parametrize("landing", [True, False])
+def test_a_required_topic_exporter_gates_answers_in_the_gateway(
+    tmp_path: Path, landing: bool
+) -> None:
+    toml = tmp_path / "gw.toml"
+    toml.write_text(
+        f"[exporters.landing]\nenabled = {str(landing).lower()}\n"
+        "[exporters.topic]\nbootstrap_servers = 'x:1'\nrequired = true\n"
+        "[exporters.prometheus]\nlisten = '127.0.0.1:0'\n"
+    )
+    cfg = load_config(toml, data_dir=tmp_path, environ={})
+    specs = [(spec.name, spec.options) for spec in cfg.exporters]
+    exporters = with_exporter_process(load_exporters(specs, tmp_path), specs, tmp_path)
+    path = ExportPath(exporters)
+    # Every gating exporter is awaited before the answer; Prometheus stays fail-open in
+    # the exporter process.
+    assert path.gating == (["landing", "topic"] if landing else ["topic"])
+    assert [e.name for e in exporters if isinstance(e, ChildExporters)] == ["exporter-process"]

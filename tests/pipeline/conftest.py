@@ -10,7 +10,12 @@ from pathlib import Path
 import pytest
 from pyspark.sql import SparkSession
 
+from clientmetrics.errors import ConfigurationError
+from clientmetrics.pipeline.spark.connector import connector_jars
 from clientmetrics.pipeline.spark.session import FAST_START_JAVA_OPTIONS, build_session
+
+#: Why the Kafka source cannot run in this session (None: its jars are on the classpath).
+KAFKA_SOURCE_MISSING: list[str] = []
 
 
 @pytest.fixture(scope="session")
@@ -18,10 +23,16 @@ def spark(tmp_path_factory: pytest.TempPathFactory) -> Iterator[SparkSession]:
     scratch = tmp_path_factory.mktemp("spark")
     os.environ["SPARK_LOCAL_IP"] = "127.0.0.1"
     os.environ["PYSPARK_PYTHON"] = sys.executable
+    try:  # `make peers` fetches them; the Kafka source's tests skip without them
+        jars = {"spark.jars": ",".join(str(jar) for jar in connector_jars())}
+    except ConfigurationError as exc:
+        jars = {}
+        KAFKA_SOURCE_MISSING.append(str(exc))
     session = build_session(
         "local[2]",
         app_name="clientmetrics-tests",
         conf={
+            **jars,
             "spark.ui.enabled": "false",
             "spark.sql.shuffle.partitions": "2",
             "spark.default.parallelism": "2",

@@ -5,7 +5,6 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
-import pytest
 from pyspark.sql import SparkSession
 
 from clientmetrics.pipeline.core.rules import parse_rules
@@ -46,10 +45,7 @@ def assert_golden(tables: Path) -> None:
         assert canonical_rows(read_table(tables, name)) == golden_rows(name), name
 
 
-@pytest.mark.parametrize("writer", ["arrow", "spark"])
-def test_the_golden_input_makes_the_golden_tables(
-    spark: SparkSession, tmp_path: Path, writer: str
-) -> None:
+def test_the_golden_input_makes_the_golden_tables(spark: SparkSession, tmp_path: Path) -> None:
     land_golden(tmp_path)
-    PipelineJob(spark, golden_config(tmp_path, points_writer=writer)).run()
+    PipelineJob(spark, golden_config(tmp_path)).run()
     assert_golden(tmp_path / "tables")

@@ -12,7 +12,13 @@ from tests.procs import GatewayProcess, TansuProcess, free_port_block
 from tests.proxy.fake_upstream import FakeUpstream
 
 TANSU_NODE = 111  # Tansu's fixed node id
-FAST_LANDING = """
+#: Tansu holds an empty fetch for its whole wait (up to ~15 s) and does not answer it
+#: early when a record arrives, so the topic store's long poll is kept short here.
+TANSU_FETCH_WAIT_MS = 500
+FAST_LANDING = f"""
+[gateway]
+subscriptions_fetch_wait_ms = {TANSU_FETCH_WAIT_MS}
+
 [exporters.landing]
 roll_seconds = 0.3
 """

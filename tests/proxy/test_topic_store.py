@@ -12,6 +12,7 @@ import pytest
 from clientmetrics.store.base import ConfigMap
 from clientmetrics.store.topic import TopicSubscriptionStore, decode_value, encode_value
 from tests.procs import TansuProcess
+from tests.proxy.conftest import TANSU_FETCH_WAIT_MS
 
 pytestmark = pytest.mark.integration
 
@@ -27,7 +28,7 @@ def test_value_codec_round_trip_and_tombstone() -> None:
 async def test_latest_record_per_name_wins_across_restarts(tansu: TansuProcess) -> None:
     topic = f"subs-{uuid.uuid4().hex[:6]}"
     seen: list[tuple[str, dict[str, str]]] = []
-    store = TopicSubscriptionStore(tansu.bootstrap, topic)
+    store = TopicSubscriptionStore(tansu.bootstrap, topic, fetch_wait_ms=TANSU_FETCH_WAIT_MS)
     assert await store.start(lambda n, c: seen.append((n, dict(c)))) == {}
     await store.put("a", {"metrics": "x.", "interval.ms": "1000"})
     # put returns once the store's own consumer has read the record back.
@@ -37,7 +38,7 @@ async def test_latest_record_per_name_wins_across_restarts(tansu: TansuProcess) 
     await store.put("b", {})
     await store.close()
 
-    reopened = TopicSubscriptionStore(tansu.bootstrap, topic)
+    reopened = TopicSubscriptionStore(tansu.bootstrap, topic, fetch_wait_ms=TANSU_FETCH_WAIT_MS)
     try:
         assert await reopened.start(lambda n, c: None) == {"a": {"metrics": "y."}}
     finally:
@@ -46,7 +47,10 @@ async def test_latest_record_per_name_wins_across_restarts(tansu: TansuProcess) 
 
 async def test_change_through_one_store_reaches_another_quickly(tansu: TansuProcess) -> None:
     topic = f"subs-{uuid.uuid4().hex[:6]}"
-    writer, follower = (TopicSubscriptionStore(tansu.bootstrap, topic) for _ in range(2))
+    writer, follower = (
+        TopicSubscriptionStore(tansu.bootstrap, topic, fetch_wait_ms=TANSU_FETCH_WAIT_MS)
+        for _ in range(2)
+    )
     arrived: asyncio.Queue[tuple[str, ConfigMap, float]] = asyncio.Queue()
     await writer.start(lambda n, c: None)
     await follower.start(lambda n, c: arrived.put_nowait((n, c, time.monotonic())))
@@ -64,7 +68,10 @@ async def test_change_through_one_store_reaches_another_quickly(tansu: TansuProc
 async def test_concurrent_updates_from_two_gateways_all_land(tansu: TansuProcess) -> None:
     """Compare-and-set on the log: no append is lost, whichever store wrote it."""
     topic = f"subs-{uuid.uuid4().hex[:6]}"
-    stores = [TopicSubscriptionStore(tansu.bootstrap, topic) for _ in range(2)]
+    stores = [
+        TopicSubscriptionStore(tansu.bootstrap, topic, fetch_wait_ms=TANSU_FETCH_WAIT_MS)
+        for _ in range(2)
+    ]
     for store in stores:
         await store.start(lambda n, c: None)
 
@@ -82,7 +89,7 @@ async def test_concurrent_updates_from_two_gateways_all_land(tansu: TansuProcess
     try:
         await asyncio.gather(*(writer(store, who) for who, store in enumerate(stores)))
         expected = {f"s{w}.m{i}" for w in range(2) for i in range(15)}
-        reopened = TopicSubscriptionStore(tansu.bootstrap, topic)
+        reopened = TopicSubscriptionStore(tansu.bootstrap, topic, fetch_wait_ms=TANSU_FETCH_WAIT_MS)
         state = await reopened.start(lambda n, c: None)
         await reopened.close()
         assert set(state["shared"]["metrics"].split(",")) == expected

@@ -52,10 +52,17 @@ def test_no_subscriptions_gives_empty_metrics_and_default_interval() -> None:
     assert result.subscription_id != 0
 
 
-def test_star_collapses_requested_metrics() -> None:
-    """Checklist 14: prefixes plus "*" from another matching subscription → exactly ["*"]."""
-    mgr = manager(sub("a", (PRODUCER_PREFIX,)), sub("b", ("*",)))
-    assert subscribe(mgr, NOW).requested_metrics == ("*",)
+def test_star_collapses_to_all_metrics_said_the_kip_way() -> None:
+    """Checklist 14: prefixes plus "*" from another matching subscription → all metrics.
+
+    Kafka sends ``["*"]``; we send KIP-714's wire form ``[""]`` (franz-go takes only that;
+    Java, librdkafka and our reporter take it as the prefix of every name). The
+    SubscriptionId stays Kafka's: CRC32C of ``[*]`` and the interval, XOR the id's hash.
+    """
+    mgr = manager(sub("a", (PRODUCER_PREFIX,), 5000), sub("b", ("*",), 5000))
+    result = subscribe(mgr, NOW)
+    assert result.requested_metrics == ("",)
+    assert result.subscription_id == subscription_id(["*"], 5000, result.client_instance_id)
 
 
 def test_metrics_are_deduplicated_and_sorted() -> None:

@@ -298,3 +298,34 @@ def test_franz_go_and_java_node_id_decode_as_librdkafkas_node_dot_id() -> None:
     rows = _decode(_payload(latency("node_idx"), resource={"node_id": "r"}))
     assert rows[0]["attributes"] == [("node_idx", "2")]
     assert rows[0]["resource_attributes"] == [("node_id", "r")]
+
+
+def test_java_node_strings_are_the_broker_ids_librdkafka_and_franz_go_send() -> None:
+    """The Java client's ``node_id="node-1"`` (connection ids) is the integer id's text."""
+
+    def latency(key: str, value: object) -> m.Metric:
+        point = m.NumberDataPoint(time_unix_nano=T0, as_int=5, attributes=[_kv(key, value)])
+        return m.Metric(name="lat", gauge=m.Gauge(data_points=[point]))
+
+    forms = [
+        ("node_id", "node-1"),  # Java, broker 1
+        ("node.id", 1),  # librdkafka
+        ("node_id", 1),  # franz-go
+        ("node_id", "node--1"),  # Java, the bootstrap connection
+        ("node.id", -1),  # librdkafka, the coordinator
+    ]
+    rows = _decode(*(_payload(latency(k, v)) for k, v in forms))
+    assert [r["attributes"] for r in rows] == [
+        [("node.id", v)] for v in ("1", "1", "1", "-1", "-1")
+    ]
+    # Only that label's values, and only a whole "node-<integer>", are rewritten.
+    rows = _decode(
+        _payload(latency("node_id", "node-x")),
+        _payload(latency("node_id", "node-1-2")),
+        _payload(latency("peer", "node-1")),
+    )
+    assert [r["attributes"] for r in rows] == [
+        [("node.id", "node-x")],
+        [("node.id", "node-1-2")],
+        [("peer", "node-1")],
+    ]

@@ -70,8 +70,11 @@ def test_plan_combines_matched_subscriptions() -> None:
     assert (plan.requested_metrics, plan.push_interval_ms) == (("x.", "y."), 5000)
     star = resolve_plan([sub("a", ("x.",), 5000), sub("b", ("*",), 600000)], 300000)
     assert star.requested_metrics == ("*",)
+    assert star.wire_metrics == ("",)
+    assert plan.wire_metrics == ("x.", "y.")
     none = resolve_plan([], 300000)
     assert (none.requested_metrics, none.push_interval_ms) == ((), 300000)
+    assert none.wire_metrics == ()
 
 
 def test_plan_never_yields_a_zero_interval() -> None:

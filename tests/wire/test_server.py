@@ -212,6 +212,23 @@ def test_handler_failures_follow_one_policy() -> None:
     assert correlation_ids(core.data_to_send()) == [1, 2]
 
 
+def test_a_telemetry_handler_fault_never_switches_a_client_off_for_good() -> None:
+    """Java and franz-go stop pushing for their life on UNKNOWN_SERVER_ERROR (unlisted in
+    KIP-714); a fault of ours answers THROTTLING_QUOTA_EXCEEDED: ask again next interval."""
+    get_v0 = encode_request(
+        RequestHeader(71, 0, 7, "c"), request_type(71, 0)(client_instance_id=uuid.UUID(int=0))
+    )
+    core = ServerConnection(served=SERVED)
+    (served,) = core.receive_data(get_v0, 0)
+    assert isinstance(served, Serve)
+    assert core.fail(served.request, RuntimeError("bug")) == Respond(
+        0, ErrorCode.THROTTLING_QUOTA_EXCEEDED
+    )
+    (frame,) = frames_of(core.data_to_send())
+    _, body = decode_response(71, 0, frame)
+    assert int(body.error_code) == ErrorCode.THROTTLING_QUOTA_EXCEEDED
+
+
 def test_in_flight_limit_pauses_and_resumes_with_hysteresis() -> None:
     core = ServerConnection(served=SERVED, max_in_flight=4)
     results = core.receive_data(b"".join(api_versions(c) for c in range(4)), 0)

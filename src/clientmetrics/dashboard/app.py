@@ -32,6 +32,7 @@ from clientmetrics.dashboard.inventory import (
     with_status,
 )
 from clientmetrics.dashboard.series import SeriesReader, landing_reader
+from clientmetrics.dashboard.software import LANDED_COLUMNS, software_page, software_table
 from clientmetrics.dashboard.sources import (
     GatewayMetrics,
     SubscriptionView,
@@ -40,6 +41,7 @@ from clientmetrics.dashboard.sources import (
 )
 from clientmetrics.dashboard.tables import TableFiles, TableReader
 from clientmetrics.errors import ClientMetricsError
+from clientmetrics.pipeline.core.coverage import COVERAGE_INPUT
 
 log = structlog.get_logger("clientmetrics.dashboard")
 
@@ -115,6 +117,8 @@ class Dashboard:
             status = query.get("status", "open")
             status = status if status in ("open", "resolved", "all") else "open"
             return _html(pages.alerts_page(self.alerts(), status))
+        if path == "/software":
+            return _html(self._software())
         if path == "/subscriptions":
             return _html(self._subscriptions())
         if path == "/gateway":
@@ -173,6 +177,12 @@ class Dashboard:
         if details is None and not alerts and not self._series.charts(instance_id, None):
             return None
         return pages.client(instance_id, details, charts, alerts, window)
+
+    def _software(self) -> str:
+        recent = self._clock() - LANDING_RECENT_S
+        points = self._tables.read("points", COVERAGE_INPUT)
+        landed = self._landing.read_recent(LANDED_COLUMNS, recent)
+        return software_page(software_table(points, landed))
 
     def _subscriptions(self) -> str:
         bootstrap = self.config.bootstrap_server

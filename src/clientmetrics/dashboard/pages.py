@@ -53,6 +53,7 @@ form{margin:0 0 12px}input[type=search]{width:440px;padding:4px}
 _NAV = (
     ("/", "Clients"),
     ("/alerts", "Alerts"),
+    ("/software", "Client software"),
     ("/subscriptions", "Subscriptions"),
     ("/gateway", "Gateway"),
 )

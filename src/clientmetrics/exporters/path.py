@@ -23,6 +23,15 @@ class Offered(Protocol):
         """The counters of the exporter(s) behind it."""
 
 
+@runtime_checkable
+class Counted(Protocol):
+    """An exporter that keeps its own counters (queued, offered, or gating like the
+    required topic exporter); the export path counts the others."""
+
+    def exporter_stats(self) -> list[ExporterStats]:
+        """The counters of the exporter(s) behind it."""
+
+
 def fail_open(exporter: object) -> bool:
     """Whether the export path offers pushes to ``exporter`` instead of awaiting it."""
     if isinstance(exporter, QueuedExporter):
@@ -48,7 +57,14 @@ class ExportPath:
             e for e in exporters if fail_open(e) and isinstance(e, Offered)
         )
         self._gating = tuple(e for e in exporters if not fail_open(e))
-        self._stats = {e.name: ExporterStats(e.name) for e in self._gating}
+        self._stats = {
+            e.name: ExporterStats(e.name) for e in self._gating if not isinstance(e, Counted)
+        }
+
+    @property
+    def gating(self) -> list[str]:
+        """The names of the exporters a push's answer waits for."""
+        return [e.name for e in self._gating]
 
     async def export(self, push: AcceptedPush) -> None:
         """Land ``push`` in the gating exporters (raises ``ExportError``), then offer it."""
@@ -60,7 +76,7 @@ class ExportPath:
             exporter.offer(push)
 
     async def _gate(self, exporter: Exporter, push: AcceptedPush) -> None:
-        if isinstance(exporter, QueuedExporter):  # counts for itself
+        if isinstance(exporter, Counted):  # counts for itself
             await exporter.export(push)
             return
         stats = self._stats[exporter.name]
@@ -79,7 +95,7 @@ class ExportPath:
         """Every exporter's counters, queue depths filled in, in configuration order."""
         out: list[ExporterStats] = []
         for exporter in self.exporters:
-            if isinstance(exporter, Offered | QueuedExporter):
+            if isinstance(exporter, Counted):
                 out.extend(exporter.exporter_stats())
             else:
                 out.append(self._stats[exporter.name])

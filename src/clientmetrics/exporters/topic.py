@@ -1,13 +1,18 @@
 """The topic exporter: each push becomes one record on a Kafka topic.
 
 ``[exporters.topic] bootstrap_servers``, ``topic`` (default ``otlp_metrics``). The
-record value is an OTLP ``ExportMetricsServiceRequest`` in protobuf with the
-broker's labels merged into each resource (the OpenTelemetry Collector's
-``kafkareceiver`` reads it with ``encoding: otlp_proto``), the key is the client
-instance id (so one client's pushes stay in order on one partition), the headers
-are the labels. The producer (librdkafka, through confluent-kafka) retries failed
-deliveries itself; what still fails is counted. In proxy mode the cluster defaults
-to the upstream one (``gateway.config``).
+record (``topic_record``, docs/record-format.md: the broker plugin writes the same) has
+an OTLP ``ExportMetricsServiceRequest`` in protobuf as its value, with the broker's
+labels merged into each resource (the OpenTelemetry Collector's ``kafkareceiver`` reads
+it with ``encoding: otlp_proto``), the client instance id as its key (so one client's
+pushes stay in order on one partition), the labels, ``terminating``,
+``push_interval_ms`` and ``push_id`` as headers, and the time the push was received.
+The producer (librdkafka, through confluent-kafka) retries failed deliveries itself;
+what still fails is counted. In proxy mode the cluster defaults to the upstream one
+(``gateway.config``).
+
+Fail-open by default (a ``QueuedExporter`` in the exporter process). With
+``required = true`` it gates the push's answer instead: see ``topic_acked``.
 """
 
 from __future__ import annotations
@@ -15,7 +20,10 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import threading
+import uuid
+from collections import deque
 from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -41,8 +49,60 @@ SECURITY = {
     "ssl_key_location": "ssl.key.location",
     "ssl_key_password": "ssl.key.password",
 }
-_OWN = {"bootstrap_servers", "topic", "partitions", "create_topic", "producer", *SECURITY}
+_OWN = {
+    "bootstrap_servers",
+    "topic",
+    "partitions",
+    "create_topic",
+    "producer",
+    "delivery_timeout_ms",
+    *SECURITY,
+}
 _POLL_S = 0.1
+#: The header holding the push's id: a UUID drawn when the record is built, so
+#: every copy of one push's record carries the same id and no two pushes share one.
+PUSH_ID_HEADER = "push_id"
+#: ``required = true``: how long a push's answer waits for the cluster by default.
+DEFAULT_REQUIRED_TIMEOUT_MS = 10_000
+#: librdkafka producer settings a required exporter needs (idempotent, all replicas).
+_REQUIRED = {"enable.idempotence": True, "acks": "all"}
+
+
+#: What a delivery report settles: a push's future (gating) or nothing (counted only).
+Settled = deque[tuple["asyncio.Future[None] | None", Any]]
+
+
+@dataclass(frozen=True, slots=True)
+class TopicRecord:
+    """One push as one Kafka record (its topic is the exporter's)."""
+
+    key: bytes
+    value: bytes
+    headers: tuple[tuple[str, bytes], ...]
+    timestamp_ms: int
+
+
+def topic_record(push: AcceptedPush, labels: Sequence[str]) -> TopicRecord:
+    """The record of ``push`` with the broker labels ``labels`` (docs/record-format.md).
+
+    Key: the instance id as canonical UUID text. Value: the payload's ``ResourceMetrics``
+    as an ``ExportMetricsServiceRequest``, the labels merged into each resource. Headers:
+    the labels as text, then ``terminating``, ``push_interval_ms`` and ``push_id`` (a
+    UUID drawn here: every copy of one push's record carries the same id, no two pushes
+    share one). Timestamp: when the push was received. Raises ``InvalidPayload`` if the
+    payload is not OTLP.
+    """
+    values = push.label_values(labels)
+    headers = [(name, str(value).encode()) for name, value in values]
+    headers.append(("terminating", b"true" if push.terminating else b"false"))
+    headers.append(("push_interval_ms", str(push.push_interval_ms).encode()))
+    headers.append((PUSH_ID_HEADER, str(uuid.uuid4()).encode()))
+    return TopicRecord(
+        key=str(push.client_instance_id).encode(),
+        value=export_request([(push.payload, values)]),
+        headers=tuple(headers),
+        timestamp_ms=push.received_at_ms,
+    )
 
 
 def _confluent() -> Any:
@@ -54,7 +114,11 @@ def _confluent() -> Any:
 
 
 class TopicSink:
-    """Produces one record per push with a librdkafka producer polled on its own thread."""
+    """Produces one record per push with a librdkafka producer polled on its own thread.
+
+    Delivery reports are gathered on the poll thread and handed to the event loop
+    in one call per poll: counted, and settling the push's future when it has one.
+    """
 
     max_batch = 512
     max_delay_s = 0.0
@@ -78,13 +142,16 @@ class TopicSink:
         self._loop: asyncio.AbstractEventLoop | None = None
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
+        self._settled: Settled = deque()
+        #: A fatal producer error (librdkafka's idempotence state is lost): no more sends.
+        self.fatal: str | None = None
 
     async def start(self, stats: ExporterStats) -> None:
         ck = _confluent()
         self._stats = stats
         self._loop = asyncio.get_running_loop()
         try:
-            self._producer = ck.Producer(self.config)
+            self._producer = ck.Producer({**self.config, "error_cb": self._error})
         except ck.KafkaException as exc:
             raise ConfigurationError(f"topic exporter: {exc}") from exc
         if self.create_topic:
@@ -114,32 +181,65 @@ class TopicSink:
     def _poll(self) -> None:
         while not self._stop.is_set():
             self._producer.poll(_POLL_S)
+            self._hand_over()
 
-    def _delivered(self, error: Any, message: Any) -> None:
-        # On the poll thread: hand the count to the event loop's thread.
-        if self._loop is not None:
-            self._loop.call_soon_threadsafe(self._count, error)
+    def _error(self, error: Any) -> None:
+        # On a librdkafka thread: a fatal error ends this producer's sends.
+        if error.fatal():
+            self.fatal = str(error)
+            log.error("topic_producer_fatal", topic=self.topic, error=str(error))
 
-    def _count(self, error: Any) -> None:
-        if self._stats is None:
-            return
-        if error is None:
-            self._stats.exported += 1
-        else:
-            self._stats.failed += 1
-            log.warning("topic_delivery_failed", topic=self.topic, error=str(error))
+    def _hand_over(self) -> None:
+        """Pass the delivery reports gathered so far to the event loop, in one call."""
+        batch = []
+        while self._settled:
+            batch.append(self._settled.popleft())
+        if batch and self._loop is not None:
+            self._loop.call_soon_threadsafe(self._settle, batch)
+
+    def _settle(self, batch: list[tuple[asyncio.Future[None] | None, Any]]) -> None:
+        stats = self._stats
+        for future, error in batch:
+            if stats is not None:
+                if error is None:
+                    stats.exported += 1
+                else:
+                    stats.failed += 1
+            if future is None:
+                if error is not None:
+                    log.warning("topic_delivery_failed", topic=self.topic, error=str(error))
+            elif not future.done():
+                if error is None:
+                    future.set_result(None)
+                else:
+                    future.set_exception(ExportError(f"topic {self.topic}: {error}"))
+
+    def produce(self, push: AcceptedPush, future: asyncio.Future[None] | None = None) -> None:
+        """Build ``push``'s record and hand it to librdkafka (any thread).
+
+        Raises ``BufferError`` when librdkafka's queue is full. Its delivery report
+        is counted and settles ``future``.
+        """
+        record = topic_record(push, self.labels)
+        settled = self._settled
+
+        def delivered(error: Any, _message: Any) -> None:
+            settled.append((future, error))
+
+        self._producer.produce(
+            self.topic,
+            record.value,
+            record.key,
+            headers=list(record.headers),
+            timestamp=record.timestamp_ms,
+            on_delivery=delivered,
+        )
 
     async def send(self, pushes: Sequence[AcceptedPush]) -> int:
         for index, push in enumerate(pushes):
-            labels = push.label_values(self.labels)
-            value = export_request([(push.payload, labels)])
-            key = str(push.client_instance_id).encode()
-            headers = [(name, str(v).encode()) for name, v in labels]
             for attempt in range(50):
                 try:
-                    self._producer.produce(
-                        self.topic, value, key, headers=headers, on_delivery=self._delivered
-                    )
+                    self.produce(push)
                     break
                 except BufferError:  # librdkafka's own queue is full: let it drain
                     await asyncio.sleep(0.02 * (attempt + 1))
@@ -160,14 +260,20 @@ class TopicSink:
             await asyncio.to_thread(self._thread.join, 1.0)
         with contextlib.suppress(Exception):
             self._producer.poll(0)  # deliver the last callbacks on this thread
+        self._hand_over()
 
 
 #: Properties any client takes (the admin client that creates the topic gets only these).
 _CLIENT = ("bootstrap.", "client.id", "security.", "sasl.", "ssl.", "log_level")
 
 
-def producer_config(options: Mapping[str, object]) -> dict[str, object]:
-    """librdkafka properties from the exporter's options (``producer`` table last)."""
+def producer_config(options: Mapping[str, object], *, required: bool = False) -> dict[str, object]:
+    """librdkafka properties from the exporter's options (``producer`` table last).
+
+    ``required``: an idempotent producer writing to all in-sync replicas, which
+    gives up on a record after ``delivery_timeout_ms`` (the push is then answered
+    with a retriable error); the ``producer`` table may not weaken that.
+    """
     servers = options.get("bootstrap_servers")
     if not isinstance(servers, str) or not servers:
         raise ConfigurationError("the topic exporter needs bootstrap_servers (HOST:PORT,...)")
@@ -175,21 +281,47 @@ def producer_config(options: Mapping[str, object]) -> dict[str, object]:
         "bootstrap.servers": servers,
         "client.id": "clientmetrics-topic-exporter",
         "acks": "all",
-        "linger.ms": 20,
+        "linger.ms": 5 if required else 20,
         "log_level": 3,
     }
+    if required:
+        config |= _REQUIRED
+    timeout = options.get("delivery_timeout_ms", DEFAULT_REQUIRED_TIMEOUT_MS if required else None)
+    if timeout is not None:
+        if isinstance(timeout, bool) or not isinstance(timeout, int) or timeout < 1:
+            raise ConfigurationError("topic.delivery_timeout_ms must be a positive integer")
+        config["message.timeout.ms"] = timeout
     for key, prop in SECURITY.items():
         if key in options:
             config[prop] = str(options[key])
     extra = options.get("producer", {})
     if not isinstance(extra, Mapping):
         raise ConfigurationError("topic.producer must be a table of librdkafka properties")
+    if "message.timeout.ms" in extra and "message.timeout.ms" in config:
+        raise ConfigurationError(
+            "topic: give delivery_timeout_ms, not producer.message.timeout.ms, with it"
+        )
+    if required:
+        weaker = [
+            f"{k}={str(v).lower()}"
+            for k, v in _REQUIRED.items()
+            if k in extra and str(extra[k]).lower() not in (str(v).lower(), "-1")
+        ]
+        if weaker:
+            raise ConfigurationError(
+                f"topic: required = true needs {', '.join(weaker)} "
+                "(an answered push must be on every in-sync replica, once)"
+            )
     config.update({str(k): v for k, v in extra.items()})
     return config
 
 
 def create(options: Mapping[str, object], data_dir: Path) -> Exporter:
-    """Entry-point factory: ``bootstrap_servers``, ``topic``, security + the queue's options."""
+    """Entry-point factory: ``bootstrap_servers``, ``topic``, security + the queue's options.
+
+    Fail-open (a ``QueuedExporter``) unless ``required = true``: then the gating
+    ``AckedTopicExporter``, whose ``queue_size`` bounds the pushes awaiting the cluster.
+    """
     queue, rest = QueueOptions.take("topic", options)
     unknown = set(rest) - _OWN
     if unknown:
@@ -204,7 +336,12 @@ def create(options: Mapping[str, object], data_dir: Path) -> Exporter:
         raise ConfigurationError("topic.partitions must be a positive integer")
     if not isinstance(create_topic, bool):
         raise ConfigurationError("topic.create_topic must be true or false")
-    sink = TopicSink(
-        producer_config(rest), topic, queue.labels, partitions=partitions, create_topic=create_topic
-    )
+    config = producer_config(rest, required=queue.required)
+    sink = TopicSink(config, topic, queue.labels, partitions=partitions, create_topic=create_topic)
+    if queue.required:
+        from clientmetrics.exporters.topic_acked import AckedTopicExporter
+
+        timeout_ms = config["message.timeout.ms"]
+        assert isinstance(timeout_ms, int)
+        return AckedTopicExporter("topic", sink, queue.queue_size, timeout_ms / 1000)
     return QueuedExporter("topic", sink, queue)

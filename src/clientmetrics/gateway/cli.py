@@ -87,14 +87,21 @@ def _run(config: GatewayConfig, log_level: str, log_format: str, reuse_port: boo
     cls=DescribedDefault,
     type=click.Choice(["auto", "sqlite", "topic"]),
     show_default="auto",
-    help="Subscription store: auto is a topic on the upstream cluster in proxy mode, "
-    "else SQLite in the data directory.",
+    help="Subscription store: auto is a topic on the cluster (the upstream in proxy mode, "
+    "or --subscriptions-bootstrap-servers), else SQLite in the data directory.",
 )
 @click.option(
     "--subscriptions-topic",
     cls=DescribedDefault,
     show_default="__client_metrics_subscriptions",
     help="Topic of the topic store.",
+)
+@click.option(
+    "--subscriptions-bootstrap-servers",
+    cls=DescribedDefault,
+    show_default="the --upstream cluster",
+    help="HOST:PORT[,...] of the cluster holding the topic store (standalone gateways "
+    "sharing subscriptions).",
 )
 @log_options()
 def serve(
@@ -109,6 +116,7 @@ def serve(
     broker_port_base: int | None,
     store: str | None,
     subscriptions_topic: str | None,
+    subscriptions_bootstrap_servers: str | None,
     log_level: str,
     log_format: str,
 ) -> None:
@@ -127,6 +135,7 @@ def serve(
                 "broker_port_base": broker_port_base,
                 "store": store,
                 "subscriptions_topic": subscriptions_topic,
+                "subscriptions_bootstrap_servers": subscriptions_bootstrap_servers,
             },
         )
     except ClientMetricsError as exc:

@@ -118,9 +118,15 @@ class GatewayConfig:
     #: Proxy mode: upstream node N is served on port ``broker_port_base + N``
     #: (deterministic, so replicas agree without talking); default listen port + 1.
     broker_port_base: int | None = None
-    #: ``sqlite`` or ``topic``; ``auto`` is the topic store in proxy mode, else SQLite.
+    #: ``sqlite`` or ``topic``; ``auto`` is the topic store when a cluster is known
+    #: (proxy mode, or ``subscriptions_bootstrap_servers``), else SQLite.
     store: str = "auto"
     subscriptions_topic: str = "__client_metrics_subscriptions"
+    #: The topic store's cluster (standalone gateways sharing subscriptions); proxy
+    #: mode defaults to the upstream.
+    subscriptions_bootstrap_servers: tuple[Address, ...] = ()
+    #: How long the broker may hold the topic store's fetch when nothing changed.
+    subscriptions_fetch_wait_ms: int = 30_000
     upstream_connect_timeout_s: float = 10.0
     #: ``[tls]``: the certificate SSL and SASL_SSL listeners present.
     tls: TlsConfig | None = None
@@ -163,8 +169,18 @@ class GatewayConfig:
             raise ConfigurationError("at least one exporter is required")
         if self.store not in ("auto", "sqlite", "topic"):
             raise ConfigurationError(f"store must be auto, sqlite or topic, got {self.store!r}")
-        if self.store == "topic" and not self.upstream:
-            raise ConfigurationError("the topic store needs an upstream cluster (--upstream)")
+        if self.store == "topic" and not self.store_bootstrap:
+            raise ConfigurationError(
+                "the topic store needs a cluster: --upstream (proxy mode) or "
+                "subscriptions_bootstrap_servers"
+            )
+        if self.store == "sqlite" and self.subscriptions_bootstrap_servers:
+            raise ConfigurationError(
+                "subscriptions_bootstrap_servers is the topic store's cluster; "
+                'it does not go with store = "sqlite"'
+            )
+        if not 100 <= self.subscriptions_fetch_wait_ms <= 300_000:
+            raise ConfigurationError("subscriptions_fetch_wait_ms must be 100 to 300000")
         if self.broker_port_base is not None and not 0 < self.broker_port_base <= 65535:
             raise ConfigurationError("broker_port_base must be a port number")
         if self.upstream and self.workers != 1:
@@ -256,10 +272,15 @@ class GatewayConfig:
         return max(STANDALONE_MAX_REQUEST_BYTES, self.telemetry.max_bytes + 64 * 1024)
 
     @property
+    def store_bootstrap(self) -> tuple[Address, ...]:
+        """The topic store's cluster: ``subscriptions_bootstrap_servers``, else the upstream."""
+        return self.subscriptions_bootstrap_servers or self.upstream
+
+    @property
     def store_kind(self) -> str:
         """The subscription store actually used: ``topic`` or ``sqlite``."""
         if self.store == "auto":
-            return "topic" if self.proxy else "sqlite"
+            return "topic" if self.store_bootstrap else "sqlite"
         return self.store
 
     def broker_port(self, node_id: int) -> int:
@@ -484,6 +505,7 @@ _INT_KEYS = (
     "max_connections_per_ip",
     "connections_max_reauth_ms",
     "loop_stall_log_ms",
+    "subscriptions_fetch_wait_ms",
 )
 
 
@@ -501,7 +523,7 @@ def _gateway_value(key: str, value: Any) -> dict[str, Any]:
         return {name: str(value)}
     if name in ("shutdown_timeout_s", "upstream_connect_timeout_s"):
         return {name: float(value)}
-    if name == "upstream":
+    if name in ("upstream", "subscriptions_bootstrap_servers"):
         items = value.split(",") if isinstance(value, str) else list(value)
         return {name: tuple(Address.parse(str(item).strip(), name) for item in items if item)}
     raise ConfigurationError(f"unknown [gateway] setting {key!r}")

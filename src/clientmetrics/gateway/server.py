@@ -204,6 +204,12 @@ class Gateway:
                 load_exporters(specs, cfg.data_dir), specs, cfg.data_dir
             )
         self._export_path = ExportPath(self._exporters)
+        if not self._export_path.gating:
+            log.warning(
+                "no_durable_exporter",
+                hint="no exporter gates the answer (landing disabled, none required): pushes "
+                "are acknowledged before any exporter has them and may be dropped",
+            )
         for exporter in self._exporters:
             await exporter.start()
         self._subscriptions = Subscriptions(self._store, self.manager)
@@ -294,11 +300,12 @@ class Gateway:
         if cfg.store_kind == "topic":
             from clientmetrics.store.topic import TopicSubscriptionStore
 
-            bootstrap = ",".join(str(a) for a in cfg.upstream)
+            bootstrap = ",".join(str(a) for a in cfg.store_bootstrap)
             return TopicSubscriptionStore(
                 bootstrap,
                 cfg.subscriptions_topic,
                 client_config=cfg.upstream_security.librdkafka(),
+                fetch_wait_ms=cfg.subscriptions_fetch_wait_ms,
             )
         return SqliteSubscriptionStore(cfg.data_dir / "subscriptions.db")
 

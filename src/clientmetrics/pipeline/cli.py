@@ -10,6 +10,7 @@ from typing import Any
 
 import click
 
+from clientmetrics.admin.properties import read_properties
 from clientmetrics.cli_options import (
     DEFAULT_DATA_DIR,
     CommandError,
@@ -18,6 +19,7 @@ from clientmetrics.cli_options import (
     log_options,
 )
 from clientmetrics.errors import ClientMetricsError, ConfigurationError
+from clientmetrics.exporters.topic import DEFAULT_TOPIC
 from clientmetrics.logs import configure_logging
 from clientmetrics.pipeline.core.rules import RuleSet, load_rules
 from clientmetrics.pipeline.run_summary import RunSummary, summarise_run, table_files
@@ -89,12 +91,35 @@ def _options(function: Callable[..., Any]) -> Callable[..., Any]:
             help="Landed files read per micro-batch.",
         ),
         click.option(
-            "--points-writer",
-            type=click.Choice(["auto", "arrow", "spark"]),
-            default="auto",
+            "--source",
+            type=click.Choice(["landing", "kafka"]),
+            default="landing",
             show_default=True,
-            help="Who writes the points table: the decode pass with pyarrow (arrow: fast;"
-            " auto picks it for local paths) or Spark (any Hadoop path).",
+            help="Read pushes from the landing directory or from a Kafka topic.",
+        ),
+        click.option(
+            "--bootstrap-servers",
+            metavar="HOST:PORT,...",
+            help="The topic's cluster (--source kafka).",
+        ),
+        click.option(
+            "--topic",
+            default=DEFAULT_TOPIC,
+            show_default=True,
+            help="The topic the topic exporter or the broker plugin writes (--source kafka).",
+        ),
+        click.option(
+            "--command-config",
+            type=click.Path(dir_okay=False, exists=True, path_type=Path),
+            help="Kafka client properties (security.protocol, sasl.*, ssl.*), as for"
+            " kafka-client-metrics (--source kafka).",
+        ),
+        click.option(
+            "--max-offsets-per-trigger",
+            type=click.IntRange(min=1),
+            cls=DescribedDefault,
+            show_default="no limit",
+            help="Records read per micro-batch (--source kafka).",
         ),
         click.option(
             "--retention-seconds",
@@ -119,6 +144,7 @@ def _config(options: dict[str, Any], trigger_seconds: float, flush_windows: bool
     if options["webhook"]:
         rules = RuleSet(rules.rules, options["webhook"], rules.sink)
     return PipelineConfig(
+        kafka=_kafka(options),
         input_path=options["input_path"] or str(data / "landing" / "pushes"),
         output_path=options["output_path"] or str(data / "tables"),
         checkpoint_path=options["checkpoint"] or str(data / "checkpoints" / "pipeline"),
@@ -129,8 +155,28 @@ def _config(options: dict[str, Any], trigger_seconds: float, flush_windows: bool
         max_files_per_trigger=options["max_files_per_trigger"],
         trigger_seconds=trigger_seconds,
         flush_windows=flush_windows,
-        points_writer=options["points_writer"],
         retention_seconds=options["retention_seconds"],
+    )
+
+
+def _kafka(options: dict[str, Any]) -> Any:
+    """The Kafka source the options name (None for the landing source)."""
+    if options["source"] != "kafka":
+        for name in ("bootstrap_servers", "command_config", "max_offsets_per_trigger"):
+            if options[name] is not None:
+                option = "--" + name.replace("_", "-")
+                raise ConfigurationError(f"{option} is for --source kafka")
+        return None
+    from clientmetrics.pipeline.jobs.sources import KafkaSource
+
+    if not options["bootstrap_servers"]:
+        raise ConfigurationError("--source kafka needs --bootstrap-servers")
+    properties = read_properties(options["command_config"]) if options["command_config"] else {}
+    return KafkaSource(
+        bootstrap_servers=options["bootstrap_servers"],
+        topic=options["topic"],
+        properties=properties,
+        max_offsets_per_trigger=options["max_offsets_per_trigger"],
     )
 
 
@@ -152,10 +198,11 @@ def _start(
     from pyspark.errors import AnalysisException
 
     from clientmetrics.pipeline.jobs.job import PipelineJob
+    from clientmetrics.pipeline.spark.connector import with_connector
     from clientmetrics.pipeline.spark.session import build_session
 
     landing = _local_path(config.input_path)
-    if landing is not None and not landing.is_dir():
+    if config.kafka is None and landing is not None and not landing.is_dir():
         raise CommandError(
             f"clientmetrics pipeline: nothing has landed yet: {landing} does not exist "
             "(run a gateway with this --data-dir first)"
@@ -167,6 +214,8 @@ def _start(
     if once:  # the summary counts every batch's progress; Spark keeps the last 100
         extra.setdefault("spark.sql.streaming.numRecentProgressUpdates", "100000")
     try:
+        if config.kafka is not None:
+            extra = with_connector(extra)
         spark = build_session(master, conf=extra)
     except ClientMetricsError as exc:
         raise CommandError(f"clientmetrics pipeline: {exc}") from exc
@@ -180,7 +229,8 @@ def _start(
         before = table_files(tables) if tables is not None else {}
         query = job.start(available_now=once)
         if not once:
-            click.echo(f"streaming from {config.input_path}; Ctrl-C to stop", err=True)
+            origin = f"topic {config.kafka.topic}" if config.kafka else config.input_path
+            click.echo(f"streaming from {origin}; Ctrl-C to stop", err=True)
         try:
             query.awaitTermination()
         except KeyboardInterrupt:
@@ -239,3 +289,14 @@ def run(flush_windows: bool, as_json: bool, **options: Any) -> None:
 def stream(trigger_seconds: float, **options: Any) -> None:
     """Process files as they land, until stopped (Structured Streaming)."""
     _start(options, trigger_seconds=trigger_seconds, flush=False, once=False)
+
+
+@pipeline.command("fetch-jars")
+def fetch_jars() -> None:
+    """Fetch Spark's Kafka connector jars (for --source kafka) from Maven Central, once."""
+    from clientmetrics.pipeline.spark.connector import fetch
+
+    try:
+        click.echo(str(fetch()))
+    except ConfigurationError as exc:
+        raise CommandError(f"clientmetrics pipeline fetch-jars: {exc}") from exc

@@ -17,6 +17,7 @@ from dataclasses import dataclass
 from clientmetrics.reporter.payload import MetricPoint
 from clientmetrics.telemetry.client_state import ReceivedSubscription
 from clientmetrics.telemetry.naming import telemetry_attributes, telemetry_name
+from clientmetrics.telemetry.standard import STANDARD_METRICS
 
 __all__ = [
     "ALIASES",
@@ -26,34 +27,6 @@ __all__ = [
 ]
 
 _P = "org.apache.kafka."
-
-#: KIP-714's standard producer and consumer metrics (the tables, prefix included).
-STANDARD_METRICS: frozenset[str] = frozenset(
-    _P + name
-    for name in (
-        "producer.connection.creation.rate",
-        "producer.connection.creation.total",
-        "producer.node.request.latency.avg",
-        "producer.node.request.latency.max",
-        "producer.produce.throttle.time.avg",
-        "producer.produce.throttle.time.max",
-        "producer.record.queue.time.avg",
-        "producer.record.queue.time.max",
-        "consumer.connection.creation.rate",
-        "consumer.connection.creation.total",
-        "consumer.node.request.latency.avg",
-        "consumer.node.request.latency.max",
-        "consumer.poll.idle.ratio.avg",
-        "consumer.coordinator.commit.latency.avg",
-        "consumer.coordinator.commit.latency.max",
-        "consumer.coordinator.assigned.partitions",
-        "consumer.coordinator.rebalance.latency.avg",
-        "consumer.coordinator.rebalance.latency.max",
-        "consumer.coordinator.rebalance.latency.total",
-        "consumer.fetch.manager.fetch.latency.avg",
-        "consumer.fetch.manager.fetch.latency.max",
-    )
-)
 
 #: (group, name) -> telemetry name where a client's metric is the KIP's under another
 #: name: kafka-python's producer records broker throttle time only as

@@ -1,12 +1,15 @@
-"""Subscriptions kept in a topic on the upstream cluster, shared by every gateway.
+"""Subscriptions kept in a topic on a Kafka cluster, shared by every gateway.
 
 One record per change: the key is the resource name, the value a small JSON
 document ``{"configs": {...}}``, a null value deletes. Every gateway consumes the
 topic from the beginning and keeps consuming, so the latest record per name wins
-(with or without log compaction) and a change made through one gateway reaches
-the others within the consumer's fetch wait. ``put`` returns once this gateway's
-own consumer has read the record back, so a describe right after an alter
-through the same gateway sees the new value.
+(with or without log compaction). Following is one long-polling fetch: the
+broker holds it for up to ``fetch_wait_ms`` and answers as soon as a record
+arrives, so a change made through one gateway reaches the others at once and an
+idle gateway sends the cluster about one request per ``fetch_wait_ms``. ``put``
+returns once the record is applied here (at once when nothing unread precedes it
+in the log, else when this gateway's consumer has read up to it), so a describe
+right after an alter through the same gateway sees the new value.
 
 Alters are a compare-and-set on the log. A record written by ``update`` carries
 ``base``, the offset of the record for that name it was computed from (-1: none).
@@ -19,8 +22,9 @@ and a name's first record seen is accepted whatever its base: the ones before
 it may have been compacted away.
 
 The Kafka client is librdkafka (confluent-kafka): its producer and consumer are
-thread-based, so polling runs on one thread of ours and results cross into the
-event loop with ``call_soon_threadsafe``.
+thread-based, so the consumer is polled on one thread of ours, the producer is
+flushed on a worker thread, and results cross into the event loop with
+``call_soon_threadsafe``.
 """
 
 from __future__ import annotations
@@ -44,14 +48,18 @@ from confluent_kafka import (
 from confluent_kafka.admin import AdminClient, NewTopic  # type: ignore[attr-defined]
 
 from clientmetrics.store.base import Change, ChangeListener, ConfigMap, StoreError
+from clientmetrics.store.follow import FetchWatch
 
 __all__ = ["DEFAULT_TOPIC", "TopicSubscriptionStore"]
 
 log = structlog.get_logger("clientmetrics.store")
 
 DEFAULT_TOPIC = "__client_metrics_subscriptions"
-_POLL_S = 0.05
-_CHECK_S = 0.1  # how often the end offsets are checked for records from other gateways
+#: How long the broker may hold a fetch when nothing is new (librdkafka's
+#: ``fetch.wait.max.ms``): the idle gateway's request rate to the cluster.
+DEFAULT_FETCH_WAIT_MS = 30_000
+CLIENT_ID = "clientmetrics-subscriptions"
+_POLL_S = 0.5  # how soon the following thread notices close()
 _CAS_ATTEMPTS = 50  # an alter losing this many compare-and-sets in a row gives up
 
 
@@ -103,10 +111,12 @@ class TopicSubscriptionStore:
         *,
         timeout_s: float = 10.0,
         client_config: Mapping[str, Any] | None = None,
+        fetch_wait_ms: int = DEFAULT_FETCH_WAIT_MS,
     ) -> None:
         self._bootstrap = bootstrap
         self._topic = topic
         self._timeout = timeout_s
+        self._fetch_wait_ms = fetch_wait_ms
         self._extra = dict(client_config or {})
         self._state: dict[str, dict[str, str]] = {}
         #: name -> offset of the last record applied for it (deletions included).
@@ -119,10 +129,16 @@ class TopicSubscriptionStore:
         self._producer: Producer | None = None
         self._consumer: Consumer | None = None
         self._stop = threading.Event()
+        self._watch = FetchWatch(topic)
         self._thread: threading.Thread | None = None
 
     def _client_config(self) -> dict[str, Any]:
-        return {"bootstrap.servers": self._bootstrap, "log_level": 3, **self._extra}
+        return {
+            "bootstrap.servers": self._bootstrap,
+            "client.id": CLIENT_ID,
+            "log_level": 3,
+            **self._extra,
+        }
 
     async def start(self, on_change: ChangeListener) -> dict[str, dict[str, str]]:
         """Create the topic if missing, read it to its end, then follow it."""
@@ -170,16 +186,19 @@ class TopicSubscriptionStore:
                 **self._client_config(),
                 "group.id": "clientmetrics-topic-store",  # required, never joined
                 "enable.auto.commit": False,
-                "fetch.wait.max.ms": 100,
-                # A resumed partition is otherwise fetched only after a backoff of ~1 s.
-                "fetch.queue.backoff.ms": 10,
+                # One long poll: the broker answers when a record arrives, or after this.
+                "fetch.wait.max.ms": self._fetch_wait_ms,
+                # librdkafka wants its request timeout at least 1 s past the fetch wait.
+                "socket.timeout.ms": max(60_000, self._fetch_wait_ms + 10_000),
                 "fetch.error.backoff.ms": 50,
+                # librdkafka's statistics (local, no request) show a follower gone quiet.
+                "statistics.interval.ms": self._fetch_wait_ms,
+                "stats_cb": self._watch.update,
                 "enable.partition.eof": False,
             }
         )
         self._consumer = consumer
-        metadata = consumer.list_topics(self._topic, timeout=self._timeout)
-        partitions = sorted(metadata.topics[self._topic].partitions)
+        partitions = self._partitions(consumer)
         ends: dict[int, int] = {}
         for p in partitions:
             _low, high = consumer.get_watermark_offsets(
@@ -204,6 +223,24 @@ class TopicSubscriptionStore:
                 remaining.discard(partition)
         self._state = state
         return state
+
+    def _partitions(self, consumer: Consumer) -> list[int]:
+        """The topic's partitions once each has a leader (a topic just created may be
+        listed without partitions, or without leaders, for a moment)."""
+        deadline = time.monotonic() + self._timeout
+        while True:
+            metadata = consumer.list_topics(self._topic, timeout=self._timeout)
+            topic = metadata.topics.get(self._topic)
+            if (
+                topic is not None
+                and topic.error is None
+                and topic.partitions
+                and all(p.leader >= 0 and p.error is None for p in topic.partitions.values())
+            ):
+                return sorted(topic.partitions)
+            if time.monotonic() > deadline:
+                raise StoreError(f"subscription topic {self._topic} has no partition leaders")
+            time.sleep(0.1)
 
     @staticmethod
     def _record(message: Any) -> tuple[str, dict[str, str], int | None]:
@@ -234,73 +271,45 @@ class TopicSubscriptionStore:
         return True
 
     def _follow(self) -> None:
-        """Read new records as they appear, without fetching in a loop when idle.
+        """Hand every new record to the event loop, as the long-polling consumer reads it.
 
-        The partitions stay paused and their end offsets are checked every
-        ``_CHECK_S``; only when a partition has new records is it fetched. A broker
-        that answers empty fetches at once instead of holding them for
-        fetch.wait.max.ms (Tansu does) would otherwise be kept busy by a tight
-        fetch loop from every gateway.
+        librdkafka keeps one fetch outstanding, held by the broker until a record
+        arrives or ``fetch.wait.max.ms`` passes; ``poll`` only waits for what it
+        delivers, so it sends nothing to the cluster by itself.
         """
         consumer = self._consumer
+        loop = self._loop
         assert consumer is not None
-        partitions = [TopicPartition(self._topic, p) for p in sorted(self._consumed)]
+        assert loop is not None
         read_to = dict(self._consumed)  # this thread's view; _consumed belongs to the loop
-        consumer.pause(partitions)
         while not self._stop.is_set():
-            if self._producer is not None:
-                self._producer.poll(0)
+            if self._watch.stuck:
+                # Sent no fetch for two fetch waits: start the partitions' fetchers again.
+                log.warning("subscription_follower_restarted", topic=self._topic)
+                self._watch.stuck = False
+                partitions = [TopicPartition(self._topic, p, o) for p, o in read_to.items()]
+                consumer.assign(partitions)
+                consumer.resume(partitions)
             try:
-                ends = {
-                    tp.partition: consumer.get_watermark_offsets(
-                        tp, timeout=self._timeout, cached=False
-                    )[1]
-                    for tp in partitions
-                }
-            except (KafkaException, RuntimeError) as exc:
-                log.warning("subscription_topic_unavailable", error=str(exc))
-                self._stop.wait(1.0)
-                continue
-            behind = [tp for tp in partitions if ends[tp.partition] > read_to[tp.partition]]
-            if behind:
-                self._read_until(consumer, behind, ends, read_to)
-            else:
-                self._stop.wait(_CHECK_S)
-
-    def _read_until(
-        self,
-        consumer: Consumer,
-        behind: list[TopicPartition],
-        ends: dict[int, int],
-        read_to: dict[int, int],
-    ) -> None:
-        assert self._loop is not None
-        consumer.resume(behind)
-        for tp in behind:
-            # Seeking restarts the partition's fetcher at once; a bare resume waits
-            # for librdkafka's next idle tick (about a second).
-            consumer.seek(TopicPartition(tp.topic, tp.partition, read_to[tp.partition]))
-        try:
-            deadline = time.monotonic() + self._timeout
-            while time.monotonic() < deadline and not self._stop.is_set():
-                if all(read_to[tp.partition] >= ends[tp.partition] for tp in behind):
-                    return
                 message = consumer.poll(_POLL_S)
-                if message is None:
-                    continue
-                if message.error():
-                    log.warning("subscription_topic_error", error=str(message.error()))
-                    continue
-                name, configs, base = self._record(message)
-                partition, offset = int(message.partition() or 0), int(message.offset() or 0)
-                read_to[partition] = offset + 1
-                self._loop.call_soon_threadsafe(self._apply, name, configs, base, partition, offset)
-        finally:
-            consumer.pause(behind)
+            except RuntimeError:  # closed under us: close() is under way
+                return
+            if message is None:
+                continue
+            if message.error():
+                log.warning("subscription_topic_error", error=str(message.error()))
+                continue
+            name, configs, base = self._record(message)
+            partition, offset = int(message.partition() or 0), int(message.offset() or 0)
+            read_to[partition] = offset + 1
+            loop.call_soon_threadsafe(self._apply, name, configs, base, partition, offset)
 
     def _apply(
         self, name: str, configs: dict[str, str], base: int | None, partition: int, offset: int
     ) -> None:
+        """Apply the record at ``offset`` unless it was applied already (our own write)."""
+        if offset < self._consumed.get(partition, 0):
+            return
         self._consumed[partition] = offset + 1
         before = self._state.get(name, {})
         applied = self._accept(self._state, name, configs, base, offset)
@@ -337,38 +346,40 @@ class TopicSubscriptionStore:
         raise StoreError(f"subscription {name} kept changing; gave up after {_CAS_ATTEMPTS} tries")
 
     async def _append(self, name: str, value: bytes | None) -> int:
-        """Append a record for ``name``, wait until this gateway has read it back."""
+        """Append a record for ``name``; return its offset once it is applied here.
+
+        When every record before it has been read, it is applied at once (the
+        consumer's copy is skipped later); otherwise once the consumer reaches it.
+        """
         producer = self._producer
         if producer is None or self._loop is None:
             raise StoreError("topic store is not started")
-        loop = self._loop
-        delivered: asyncio.Future[tuple[int, int]] = loop.create_future()
+        outcome: list[tuple[Any, int, int]] = []  # set by the callback, in flush()
 
         def on_delivery(error: Any, message: Any) -> None:
-            def settle() -> None:
-                if delivered.done():
-                    return
-                if error is not None:
-                    delivered.set_exception(StoreError(f"cannot write subscription: {error}"))
-                else:
-                    delivered.set_result((message.partition(), message.offset()))
-
-            loop.call_soon_threadsafe(settle)
+            outcome.append((error, int(message.partition() or 0), int(message.offset() or 0)))
 
         try:
             producer.produce(self._topic, key=name.encode(), value=value, on_delivery=on_delivery)
         except (KafkaException, BufferError) as exc:
             raise StoreError(f"cannot write subscription {name}: {exc}") from exc
-        try:
-            partition, offset = await asyncio.wait_for(delivered, self._timeout)
-            if self._consumed.get(partition, 0) > offset:
-                return offset
-            seen: asyncio.Future[None] = loop.create_future()
-            self._waiters.append((partition, offset, seen))
-            await asyncio.wait_for(seen, self._timeout)
+        await asyncio.to_thread(producer.flush, self._timeout)
+        if not outcome:
+            raise StoreError(f"timed out writing subscription {name}")
+        error, partition, offset = outcome[0]
+        if error is not None:
+            raise StoreError(f"cannot write subscription {name}: {error}")
+        if self._consumed.get(partition) == offset:
+            self._apply(name, decode_value(value), decode_base(value), partition, offset)
+        if self._consumed.get(partition, 0) > offset:
             return offset
+        seen: asyncio.Future[None] = self._loop.create_future()
+        self._waiters.append((partition, offset, seen))
+        try:
+            await asyncio.wait_for(seen, self._timeout)
         except TimeoutError as exc:
-            raise StoreError(f"timed out writing subscription {name}") from exc
+            raise StoreError(f"timed out reading back subscription {name}") from exc
+        return offset
 
     async def close(self) -> None:
         """Stop following the topic and release the clients."""

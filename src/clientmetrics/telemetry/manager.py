@@ -293,7 +293,7 @@ class ClientMetricsManager:
             push_interval_ms=plan.push_interval_ms,
             telemetry_max_bytes=self._config.max_bytes,
             delta_temporality=True,
-            requested_metrics=plan.requested_metrics,
+            requested_metrics=plan.wire_metrics,
         )
 
     # -- PushTelemetry -------------------------------------------------------

@@ -16,6 +16,7 @@ from collections.abc import Mapping
 
 __all__ = [
     "ATTRIBUTE_ALIASES",
+    "ATTRIBUTE_VALUES",
     "TELEMETRY_PREFIX",
     "telemetry_attributes",
     "telemetry_name",
@@ -30,6 +31,12 @@ _EXCLUDED_TAG = "client_id"
 #: the Java client (its ``node-id`` tag cleaned) and franz-go; decoded points
 #: carry ``node.id`` either way, so a broker is one label in series and rules.
 ATTRIBUTE_ALIASES = {"node_id": "node.id"}
+
+#: Values of one label spelled differently, as (RE2 pattern, replacement) by the key kept
+#: downstream. librdkafka and franz-go send the broker's integer id; the Java client sends
+#: its connection id, ``node-<id>`` (``node--1`` for a bootstrap connection), a string.
+#: Decoded, all three are the id's decimal text: ``node-1`` and ``1`` are one series.
+ATTRIBUTE_VALUES = {"node.id": (r"^node-(-?[0-9]+)$", r"\1")}
 
 
 def _clean(value: str, joiner: str) -> str:

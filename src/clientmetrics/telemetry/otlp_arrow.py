@@ -18,7 +18,8 @@ Attribute values become strings in a ``map<string, string>``: librdkafka sends
 distinct series without a union-typed map. Array, key-list and bytes values
 (which no Kafka client sends) become null. Point attribute keys that are aliases
 of one label (``naming.ATTRIBUTE_ALIASES``: ``node_id`` for ``node.id``) come out
-under the one key.
+under the one key, and its values spelled the one way (``naming.ATTRIBUTE_VALUES``:
+the Java client's ``node-1`` is ``1``), so every client's broker is one label.
 """
 
 from __future__ import annotations
@@ -28,12 +29,13 @@ from dataclasses import dataclass
 from functools import cache
 from typing import Any
 
+import numpy as np
 import ptars
 import pyarrow as pa
 import pyarrow.compute as pc
 from opentelemetry.proto.metrics.v1 import metrics_pb2
 
-from clientmetrics.telemetry.naming import ATTRIBUTE_ALIASES
+from clientmetrics.telemetry.naming import ATTRIBUTE_ALIASES, ATTRIBUTE_VALUES
 
 #: The OTLP metric kinds, named as the ``kind`` column spells them.
 KINDS = ("gauge", "sum", "histogram", "exponential_histogram", "summary")
@@ -97,12 +99,16 @@ def _handler() -> Any:
     return pool.get_for_message(metrics_pb2.MetricsData.DESCRIPTOR)
 
 
-def decode_points(payloads: pa.Array | pa.ChunkedArray) -> DecodedPoints:
+def decode_points(
+    payloads: pa.Array | pa.ChunkedArray, drop_resource_keys: tuple[str, ...] = ()
+) -> DecodedPoints:
     """Decode serialized ``MetricsData`` payloads into one row per data point.
 
     Empty payloads (KIP-714's empty pushes) yield no rows. A payload that is not
     valid protobuf yields no rows and is reported in ``malformed``; the others
-    still decode.
+    still decode. Resource attributes named in ``drop_resource_keys`` are left
+    out (an ``ExportMetricsServiceRequest`` decodes too, its field 1 being
+    ``MetricsData``'s, and carries the broker's labels there).
     """
     binary = _as_binary(payloads)
     malformed: tuple[int, ...] = ()
@@ -111,7 +117,7 @@ def decode_points(payloads: pa.Array | pa.ChunkedArray) -> DecodedPoints:
     except ValueError:  # ptars reports bad bytes for the whole batch; find the rows
         binary, malformed = _without_malformed(binary)
         nested = _handler().array_to_record_batch(binary)
-    return DecodedPoints(points=_flatten(nested), malformed=malformed)
+    return DecodedPoints(points=_flatten(nested, drop_resource_keys), malformed=malformed)
 
 
 def _as_binary(payloads: pa.Array | pa.ChunkedArray) -> pa.Array:
@@ -135,11 +141,13 @@ def _without_malformed(binary: pa.Array) -> tuple[pa.Array, tuple[int, ...]]:
     return pa.array(values, pa.binary()), tuple(bad)
 
 
-def _flatten(nested: pa.RecordBatch) -> pa.RecordBatch:
+def _flatten(nested: pa.RecordBatch, drop_resource_keys: tuple[str, ...]) -> pa.RecordBatch:
     resources = nested.column("resource_metrics")
     resource_row = pc.list_parent_indices(resources)
     resource = pc.list_flatten(resources)
-    resource_attributes = attributes_to_map(pc.struct_field(resource, ["resource", "attributes"]))
+    resource_attributes = attributes_to_map(
+        pc.struct_field(resource, ["resource", "attributes"]), drop=drop_resource_keys
+    )
 
     scopes = pc.struct_field(resource, "scope_metrics")
     scope_resource = pc.list_parent_indices(scopes)
@@ -193,7 +201,7 @@ def _kind_points(kind: str, metric: pa.Array) -> pa.Table:
     columns["start_time"] = _timestamp(pc.struct_field(point, "start_time_unix_nano"))
     columns["event_time"] = _timestamp(pc.struct_field(point, "time_unix_nano"))
     columns["attributes"] = attributes_to_map(
-        pc.struct_field(point, "attributes"), aliases=ATTRIBUTE_ALIASES
+        pc.struct_field(point, "attributes"), aliases=ATTRIBUTE_ALIASES, values=ATTRIBUTE_VALUES
     )
     columns.update(_values(kind, point))
     fields = [pa.field("_metric", pa.int64())] + [
@@ -250,20 +258,32 @@ def _values(kind: str, point: pa.Array) -> dict[str, pa.Array]:
 
 
 def attributes_to_map(
-    key_values: pa.Array, aliases: Mapping[str, str] | None = None
+    key_values: pa.Array,
+    aliases: Mapping[str, str] | None = None,
+    values: Mapping[str, tuple[str, str]] | None = None,
+    drop: tuple[str, ...] = (),
 ) -> pa.MapArray:
     """Turn a list of OTLP ``KeyValue`` structs into a ``map<string, string>`` per row.
 
     A null list becomes an empty map. Ints, doubles and bools are rendered as
     text (``111``, ``0.5``, ``true``); array, key-list and bytes values become null.
-    Keys found in ``aliases`` are renamed to its value.
+    Keys found in ``aliases`` are renamed to its value; then the values of a key in
+    ``values`` are rewritten by its ``(pattern, replacement)``; keys in ``drop`` are
+    left out.
     """
     lengths = pc.fill_null(pc.list_value_length(key_values), 0)
+    pairs = pc.list_flatten(key_values)
+    keys = pc.struct_field(pairs, "key")
+    if drop:
+        kept = pc.invert(pc.fill_null(pc.is_in(keys, value_set=pa.array(drop, pa.string())), False))
+        if not pc.all(kept).as_py():
+            parents = np.repeat(np.arange(len(lengths)), lengths.to_numpy(zero_copy_only=False))
+            mask = kept.to_numpy(zero_copy_only=False)
+            lengths = pa.array(np.bincount(parents[mask], minlength=len(lengths)), pa.int64())
+            pairs, keys = pairs.filter(kept), keys.filter(kept)
     offsets = pa.concat_arrays(
         [pa.array([0], pa.int32()), pc.cast(pc.cumulative_sum(lengths), pa.int32())]
     )
-    pairs = pc.list_flatten(key_values)
-    keys = pc.struct_field(pairs, "key")
     for alias, key in (aliases or {}).items():
         keys = pc.if_else(pc.equal(keys, alias), pa.scalar(key, pa.string()), keys)
     value = pc.struct_field(pairs, "value")
@@ -273,4 +293,7 @@ def attributes_to_map(
         pc.cast(pc.struct_field(value, "double_value"), pa.string()),
         pc.cast(pc.struct_field(value, "bool_value"), pa.string()),
     )
+    for key, (pattern, replacement) in (values or {}).items():
+        rewritten = pc.replace_substring_regex(text, pattern=pattern, replacement=replacement)
+        text = pc.if_else(pc.equal(keys, key), rewritten, text)
     return pa.MapArray.from_arrays(offsets, keys, text, type=_STRING_MAP)

@@ -16,8 +16,14 @@ import crc32c
 
 from clientmetrics.telemetry.model import Subscription
 
-#: The all-metrics marker in ``metrics`` and in RequestedMetrics.
+#: The all-metrics marker in a subscription's ``metrics`` config (KIP-714's config table).
 ALL_METRICS = "*"
+#: How "all metrics" is said on the wire: KIP-714's RequestedMetrics ``[""]`` ("Array[0]
+#: empty string: All metrics subscribed"). Kafka sends ``["*"]``, which franz-go does not
+#: understand (it sends nothing); every client we know takes ``[""]`` as all: franz-go by
+#: its own rule, the Java client, librdkafka and our reporter because every name starts
+#: with the empty prefix (docs/peers.md).
+WIRE_ALL_METRICS = ""
 _MASK32 = 0xFFFFFFFF
 _MASK64 = 0xFFFFFFFFFFFFFFFF
 
@@ -52,11 +58,19 @@ def subscription_id(metrics: Iterable[str], push_interval_ms: int, instance: uui
 class SubscriptionPlan:
     """What every instance matching the same subscriptions is told; shared by them."""
 
-    #: RequestedMetrics: sorted, de-duplicated; ``("*",)`` for all; ``()`` for none.
+    #: The matched ``metrics``: sorted, de-duplicated; ``("*",)`` for all; ``()`` for none.
+    #: The SubscriptionId is computed from these, as Kafka does.
     requested_metrics: tuple[str, ...]
     push_interval_ms: int
     #: CRC32C of the canonical text; XOR with the instance hash gives the id.
     crc: int
+
+    @property
+    def wire_metrics(self) -> tuple[str, ...]:
+        """RequestedMetrics as sent to the client: ``("",)`` for all metrics."""
+        if self.requested_metrics == (ALL_METRICS,):
+            return (WIRE_ALL_METRICS,)
+        return self.requested_metrics
 
     def subscription_id_for(self, instance: uuid.UUID) -> int:
         """This plan's SubscriptionId for one client instance."""

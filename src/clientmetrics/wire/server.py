@@ -77,9 +77,6 @@ DEFAULT_IDLE_MS = 600_000
 
 _ALWAYS_ALLOWED = frozenset({ApiKey.API_VERSIONS, ApiKey.SASL_HANDSHAKE, ApiKey.SASL_AUTHENTICATE})
 _SASL_KEYS = frozenset({ApiKey.SASL_HANDSHAKE, ApiKey.SASL_AUTHENTICATE})
-#: Telemetry requests a failing handler answers THROTTLING_QUOTA_EXCEEDED: the KIP
-#: and the Java client retry it after the push interval, where UNKNOWN_SERVER_ERROR
-#: (or any code they do not list) turns the client's telemetry off for good.
 _TELEMETRY_KEYS = frozenset({ApiKey.GET_TELEMETRY_SUBSCRIPTIONS, ApiKey.PUSH_TELEMETRY})
 
 
@@ -409,9 +406,10 @@ class ServerConnection:
         """The answer the policy gives a handler's exception (the one error policy).
 
         A malformed body closes the connection, an unsupported version gets
-        UNSUPPORTED_VERSION, anything else UNKNOWN_SERVER_ERROR, except on
-        GetTelemetrySubscriptions and PushTelemetry: THROTTLING_QUOTA_EXCEEDED, the
-        one server-side error a client retries (after its push interval).
+        UNSUPPORTED_VERSION, anything else UNKNOWN_SERVER_ERROR -- but for the two
+        telemetry RPCs: a KIP-714 client (Java's, franz-go's) switches its telemetry
+        off for good on an unlisted code, so a fault of ours there is
+        THROTTLING_QUOTA_EXCEEDED, after which it asks again one interval later.
         """
         if isinstance(error, UnsupportedApi):
             return self.reject(request, ErrorCode.UNSUPPORTED_VERSION)

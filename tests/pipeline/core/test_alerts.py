@@ -21,7 +21,7 @@ from clientmetrics.pipeline.core.schemas import (
     SERIES_STATE_ARROW,
 )
 from clientmetrics.pipeline.core.series import running_values
-from tests.pipeline.core.tables import at, by_column, decoded, table
+from tests.pipeline.core.tables import at, at_us, by_column, decoded, table
 
 METRIC = "org.apache.kafka.producer.node.request.latency.avg"
 INVENTORY = table(
@@ -105,3 +105,48 @@ def test_rules_name_metrics_exactly_or_by_prefix() -> None:
     names = pa.array([METRIC, f"{METRIC}.max", "org.apache.kafka.consumer.x", "org.apache.kafka.c"])
     assert rule_matches(names, rules[0]).tolist() == [True, False, False, False]
     assert rule_matches(names, rules[1]).tolist() == [False, False, True, False]
+
+
+def test_alerts_of_a_client_that_terminated_or_expired_resolve_with_the_reason() -> None:
+    from clientmetrics.dashboard.alerts import episodes, open_counts
+    from clientmetrics.pipeline.core.alerts import end_with_clients
+
+    rules = _rules("exceeded 5000 ms for more than 10 seconds")
+    fired = {"rule": "slow", "metric_name": METRIC, "started_at": at(0), "fired_at": at(20)}
+    state = table(
+        ALERT_STATE_ARROW,
+        [
+            {**fired, "series": "gone|m|", "client_instance_id": "gone"},
+            {**fired, "series": "quiet|m|", "client_instance_id": "quiet"},
+            {**fired, "series": "live|m|", "client_instance_id": "live"},
+            # not fired yet: dropped, no event
+            {**fired, "series": "gone|n|", "client_instance_id": "gone", "fired_at": None},
+        ],
+    )
+    inventory = table(
+        INVENTORY_ARROW,
+        [
+            {"client_instance_id": "gone", "last_seen": at(30), "terminated": True},
+            # interval 5 s: silent once 15 s pass without a push
+            {"client_instance_id": "quiet", "last_seen": at(30), "push_interval_ms": 5000},
+            {"client_instance_id": "live", "last_seen": at(44), "push_interval_ms": 5000},
+        ],
+        terminated=False,
+    )
+    events, still_open = end_with_clients(state, inventory, rules, as_of_us=at_us(46))
+    assert by_column(events, "client_instance_id", "status", "resolution", "resolved_at") == [
+        ("gone", "resolved", "terminated", at(30)),  # at its terminating push
+        ("quiet", "resolved", "expired", at(45)),  # when it went silent: 30 s + 3 × 5 s
+    ]
+    assert by_column(still_open, "client_instance_id") == [("live",)]
+
+    # The dashboard folds the resolutions into the episodes: the open count drops.
+    firing = alert_events(
+        state.append_column("episode", pa.array([0] * 4, pa.int64()))
+        .append_column("resolved_at", pa.nulls(4, pa.timestamp("us", tz="UTC")))
+        .append_column("newly_fired", pa.array([True, True, True, False])),
+        rules,
+        inventory,
+    )
+    assert open_counts(episodes(firing)) == {"gone": 1, "quiet": 1, "live": 1}
+    assert open_counts(episodes(pa.concat_tables([firing, events]))) == {"live": 1}

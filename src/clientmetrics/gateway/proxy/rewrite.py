@@ -26,7 +26,7 @@ from clientmetrics.wire import (
     response_header_version,
 )
 
-__all__ = ["GATEWAY_APIS", "Rewriter", "rewriter_for"]
+__all__ = ["GATEWAY_APIS", "Rewriter", "rewriter_for", "unreadable_api_versions"]
 
 PRODUCE, FETCH, METADATA = ApiKey.PRODUCE, ApiKey.FETCH, ApiKey.METADATA
 FIND_COORDINATOR, API_VERSIONS = ApiKey.FIND_COORDINATOR, ApiKey.API_VERSIONS
@@ -163,6 +163,16 @@ async def _learn_all(cluster: ClusterMap, nodes: list[tuple[int, str, int]], out
     for node_id, host, port in nodes:
         await cluster.learn(node_id, host, port)
     return out
+
+
+def unreadable_api_versions(header: RequestHeader) -> bool:
+    """An ApiVersions request newer than the proxy can read the answer of (and so rewrite).
+
+    Kafka 4.4 serves ApiVersions v5; its Java client and franz-go ask for it. The
+    proxy refuses it as Kafka refuses a version it does not know (KIP-511:
+    UNSUPPORTED_VERSION with the range it takes), and the client asks again lower.
+    """
+    return header.api_key == API_VERSIONS and header.api_version > _CAPPED[API_VERSIONS]
 
 
 def rewriter_for(header: RequestHeader, cluster: ClusterMap) -> Rewriter | None:

@@ -33,7 +33,7 @@ from clientmetrics.gateway.connection import ConnectionState
 from clientmetrics.gateway.limits import ConnectionLimits, now_ms
 from clientmetrics.gateway.proxy.cluster_map import ClusterMap
 from clientmetrics.gateway.proxy.configs import Slot
-from clientmetrics.gateway.proxy.rewrite import Rewriter, rewriter_for
+from clientmetrics.gateway.proxy.rewrite import Rewriter, rewriter_for, unreadable_api_versions
 from clientmetrics.gateway.proxy.stream import FrameProtocol
 from clientmetrics.gateway.proxy.upstream import UpstreamError, UpstreamLink
 from clientmetrics.gateway.upstream_security import UpstreamTls
@@ -198,6 +198,14 @@ class ProxySession:
         link = self._link
         assert link is not None
         header = request.header
+        if unreadable_api_versions(header):
+            # As Kafka answers it (KIP-511): the ApiVersions range alone, so the client
+            # (franz-go checks) asks again at the highest version in it.
+            only: dict[int, tuple[int, int]] = {ApiKey.API_VERSIONS: SERVED[ApiKey.API_VERSIONS]}
+            answer = error_response(header, ErrorCode.UNSUPPORTED_VERSION, api_keys=only)
+            self.core.complete(request.id, answer)
+            self._flush()
+            return
         if header.api_key == ApiKey.API_VERSIONS and not self._record_software(request.frame):
             # Kafka answers this itself; answering here keeps upstreams that do not
             # validate from letting arbitrary text into the landed data.

@@ -16,6 +16,9 @@ labels, the start, the peak value and, for ``resolved``, when it ended.
 from __future__ import annotations
 
 import hashlib
+import json
+from datetime import date, datetime
+from typing import Any
 
 import numpy as np
 import pyarrow as pa
@@ -23,7 +26,7 @@ import pyarrow.compute as pc
 
 from clientmetrics.pipeline.core.arrays import flags, floats, runs, timestamps
 from clientmetrics.pipeline.core.arrays import micros as _micros_ok
-from clientmetrics.pipeline.core.clients import client_labels
+from clientmetrics.pipeline.core.clients import client_labels, silent
 from clientmetrics.pipeline.core.rules import AlertRule
 from clientmetrics.pipeline.core.schemas import (
     ALERT_STATE_ARROW,
@@ -275,11 +278,17 @@ def alert_id(rule: str, series: str, started_at: object) -> str:
     return hashlib.sha256(key.encode()).hexdigest()[:32]
 
 
-def alert_events(episodes: pa.Table, rules: tuple[AlertRule, ...], inventory: pa.Table) -> pa.Table:
+def alert_events(
+    episodes: pa.Table,
+    rules: tuple[AlertRule, ...],
+    inventory: pa.Table,
+    reasons: np.ndarray | None = None,
+) -> pa.Table:
     """The alerts table rows a batch adds (``ALERTS_ARROW``): ``firing`` and ``resolved`` events.
 
     ``episodes`` are the batch's (``track_episodes``); ``inventory`` has the
-    rows of their instances, whose labels each event carries.
+    rows of their instances, whose labels each event carries. ``reasons``
+    says, per episode, why a resolved one resolved (default ``cleared``).
     """
     by_name = {rule.name: rule for rule in rules}
     fired = flags(episodes.column("newly_fired"))
@@ -288,6 +297,9 @@ def alert_events(episodes: pa.Table, rules: tuple[AlertRule, ...], inventory: pa
     )
     rows = np.concatenate([np.flatnonzero(fired), np.flatnonzero(resolved)])
     status = ["firing"] * int(fired.sum()) + ["resolved"] * int(resolved.sum())
+    why = [None] * int(fired.sum()) + [
+        "cleared" if reasons is None else str(reasons[row]) for row in np.flatnonzero(resolved)
+    ]
     chosen = episodes.take(pa.array(rows, pa.int64()))
     labels = client_labels(inventory)
     found = pc.index_in(chosen.column("client_instance_id"), inventory.column("client_instance_id"))
@@ -310,10 +322,59 @@ def alert_events(episodes: pa.Table, rules: tuple[AlertRule, ...], inventory: pa
                 "op": rule.op,
                 "threshold": rule.threshold,
                 "duration_seconds": rule.duration_seconds,
+                "resolution": why[index],
             }
         )
     table = pa.Table.from_pylist(events, schema=ALERTS_ARROW.remove(6))
     return table.add_column(6, ALERTS_ARROW.field("labels"), labels.take(found))
+
+
+def end_with_clients(
+    state: pa.Table,
+    inventory: pa.Table,
+    rules: tuple[AlertRule, ...],
+    as_of_us: int | None,
+) -> tuple[pa.Table, pa.Table]:
+    """Open episodes whose client terminated or expired end: their events, and the rest.
+
+    A client that said goodbye (its latest push was terminating) or went
+    silent (``clients.silent`` as of ``as_of_us``) will not clear its
+    alerts itself: a fired episode resolves (``terminated``: at its last
+    push; ``expired``: when it went silent), one not fired yet is dropped.
+    ``state`` is open episodes (``ALERT_STATE_ARROW``); ``inventory`` their
+    instances' rows.
+    """
+    if state.num_rows == 0:
+        return ALERTS_ARROW.empty_table(), state
+    found = pc.index_in(state.column("client_instance_id"), inventory.column("client_instance_id"))
+    rows = inventory.take(found)
+    terminated = flags(rows.column("terminated"))
+    expired = np.zeros(state.num_rows, dtype=bool)
+    if as_of_us is not None:
+        quiet = silent(
+            rows.column("last_seen"),
+            rows.column("push_interval_ms"),
+            pa.array(terminated),
+            as_of_us,
+        )
+        expired = flags(quiet) & flags(pc.is_valid(found))
+    gone = terminated | expired
+    if not gone.any():
+        return ALERTS_ARROW.empty_table(), state
+    seen = _micros(rows.column("last_seen"))
+    interval = np.asarray(
+        pc.fill_null(pc.cast(rows.column("push_interval_ms"), pa.int64()), 300_000).to_numpy(),
+        dtype=np.int64,
+    )
+    ended_at = np.where(terminated, seen, seen + 3 * interval * 1000)[gone]
+    ending = state.filter(pa.array(gone))
+    size = ending.num_rows
+    episodes = ending.append_column("episode", pa.array(np.zeros(size, dtype=np.int64)))
+    episodes = episodes.append_column("resolved_at", timestamps(ended_at, np.zeros(size, bool)))
+    episodes = episodes.append_column("newly_fired", pa.array(np.zeros(size, dtype=bool)))
+    reasons = np.where(terminated[gone], "terminated", "expired")
+    events = alert_events(episodes.select(EPISODES_ARROW.names), rules, inventory, reasons)
+    return events, state.filter(pa.array(~gone))
 
 
 def open_episodes(episodes: pa.Table) -> pa.Table:
@@ -326,3 +387,29 @@ def event_time(events: pa.Table) -> pa.ChunkedArray:
     """When each alert event happened: its resolution, else its firing (its ``date``)."""
     moment = pc.coalesce(events.column("resolved_at"), events.column("fired_at"))
     return moment if isinstance(moment, pa.ChunkedArray) else pa.chunked_array([moment])
+
+
+def _json_default(value: object) -> str:
+    if isinstance(value, datetime | date):
+        return value.isoformat()
+    return str(value)
+
+
+def alert_json(alert: dict[str, Any]) -> str:
+    """One alert event as a JSON line (maps become objects, times ISO 8601)."""
+    return json.dumps(alert, default=_json_default, sort_keys=True)
+
+
+def event_lines(events: pa.Table) -> list[str]:
+    """Alert events (``ALERTS_ARROW`` rows) as the JSON lines the sink and webhook get.
+
+    Each has the alerts table's columns and its ``date`` (of the event).
+    """
+    days = pc.cast(event_time(events), pa.date32()).to_pylist()
+    maps = [field.name for field in ALERTS_ARROW if pa.types.is_map(field.type)]
+    lines = []
+    for row, day in zip(events.to_pylist(), days, strict=True):
+        for name in maps:
+            row[name] = None if row[name] is None else dict(row[name])
+        lines.append(alert_json({**row, "date": day}))
+    return lines

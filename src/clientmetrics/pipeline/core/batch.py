@@ -8,8 +8,10 @@ For each group, on whole Arrow columns (no loop per data point):
 1. decode the payloads (``decode``);
 2. key the series and normalise temporality to cumulative values and rates (``series``, ``rates``);
 3. reduce: window partials merged with the carried windows (``windows``),
-   each series' new state, the inventory rows (``clients``), alert episodes
-   and their events (``alerts``);
+   those the previous batch's watermark closed split off (as Structured
+   Streaming evicts state with the watermark of the batch before), each
+   series' new state, the inventory rows (``clients``), alert episodes and
+   their events (``alerts``);
 4. drop the state of instances silent for longer than the retention.
 
 What comes out is the group's points and its side outputs (``SIDE_OUTPUTS``),
@@ -27,6 +29,7 @@ import pyarrow.compute as pc
 
 from clientmetrics.pipeline.core.alerts import (
     alert_events,
+    end_with_clients,
     event_time,
     open_episodes,
     rule_candidates,
@@ -40,6 +43,7 @@ from clientmetrics.pipeline.core.schemas import (
     ALERT_STATE_ARROW,
     ALERTS_ARROW,
     CARRIED,
+    CLIENT_WINDOWS_ARROW,
     CLIENTS_ARROW,
     INVENTORY_ARROW,
     PASS_INPUT_ARROW,
@@ -48,7 +52,7 @@ from clientmetrics.pipeline.core.schemas import (
     WINDOW_STATE_ARROW,
 )
 from clientmetrics.pipeline.core.series import running_values
-from clientmetrics.pipeline.core.windows import merge_windows, window_partials
+from clientmetrics.pipeline.core.windows import merge_windows, split_windows, window_partials
 
 
 def _column(name: str) -> Callable[[pa.Table], pa.ChunkedArray]:
@@ -59,6 +63,7 @@ def _column(name: str) -> Callable[[pa.Table], pa.ChunkedArray]:
 #: time's UTC day partitions them (None: state, unpartitioned).
 SIDE_OUTPUTS: dict[str, tuple[pa.Schema, Callable[[pa.Table], pa.ChunkedArray] | None]] = {
     "windows": (WINDOW_STATE_ARROW, None),
+    "client_windows": (CLIENT_WINDOWS_ARROW, _column("window_start")),
     "series": (SERIES_STATE_ARROW, None),
     "inventory": (INVENTORY_ARROW, None),
     "alert_state": (ALERT_STATE_ARROW, None),
@@ -76,7 +81,11 @@ class PassPlan:
     staging: str
     window_seconds: int
     #: Points older than this (µs since the epoch) are late: no window takes them.
+    #: It is the previous batch's watermark.
     late_before_us: int | None = None
+    #: Windows ending at or before this (µs) close: the previous batch's
+    #: watermark, or the end of time for a final run (None closes nothing).
+    close_before_us: int | None = None
     rules: tuple[AlertRule, ...] = ()
     #: The newest push received so far, this batch's included (µs): ``silent``'s clock.
     as_of_us: int | None = None
@@ -169,14 +178,17 @@ def process_group(rows: pa.Table, plan: PassPlan) -> GroupResult:
         points, order = POINTS_ARROW.empty_table(), pa.array([], pa.int64())
     highest = pc.max(pc.cast(points.column("event_time"), pa.int64())).as_py()
     partials = window_partials(points, order, plan.window_seconds, plan.late_before_us)
-    windows = merge_windows(state["window"], partials)
+    closed, windows = split_windows(merge_windows(state["window"], partials), plan.close_before_us)
     series = merge_series(state["series"], series_lasts(points, order))
     inventory = merge_inventory(state["client"], client_views(pushes, points))
     if plan.rules:
         candidates = rule_candidates(points, order, plan.rules)
         episodes = track_episodes(candidates, state["alert"], plan.rules)
         events = alert_events(episodes, plan.rules, inventory)
-        alert_state = open_episodes(episodes)
+        ended, alert_state = end_with_clients(
+            open_episodes(episodes), inventory, plan.rules, plan.as_of_us
+        )
+        events = pa.concat_tables([events, ended])
     else:
         events, alert_state = ALERTS_ARROW.empty_table(), ALERT_STATE_ARROW.empty_table()
     kept, retired = retire(inventory, plan.retire_before_us)
@@ -187,6 +199,7 @@ def process_group(rows: pa.Table, plan: PassPlan) -> GroupResult:
         alert_state = _without(alert_state, gone, alert_state.column("client_instance_id"))
     sides = {
         "windows": windows,
+        "client_windows": closed,
         "series": series,
         "inventory": kept,
         "alert_state": alert_state,

@@ -25,6 +25,7 @@ from clientmetrics.pipeline.core.arrays import (
     take_rows,
     timestamps,
 )
+from clientmetrics.pipeline.core.coverage import standard_lists
 from clientmetrics.pipeline.core.schemas import (
     CLIENTS_ARROW,
     INVENTORY_ARROW,
@@ -89,8 +90,18 @@ def client_views(pushes: pa.Table, points: pa.Table) -> pa.Table:
         "last_push": pa.array(pushed, pa.int64(), mask=pushed == floor).cast(TIMESTAMP),
         "pushes": pa.array(last - first + 1, pa.int64()),
         "terminated": latest.column("terminating"),
+        "standard_metrics": _standard_sent(points, latest.column("client_instance_id")),
     }
     return pa.table([columns[name] for name in INVENTORY_ARROW.names], schema=INVENTORY_ARROW)
+
+
+def _standard_sent(points: pa.Table, ids: pa.Array | pa.ChunkedArray) -> pa.ListArray:
+    """Per instance of ``ids``, the standard metrics among its points."""
+    if "metric_name" not in points.column_names or points.num_rows == 0:
+        return standard_lists(np.zeros(0, np.int64), pa.array([], pa.string()), len(ids))
+    found = pc.fill_null(pc.index_in(points.column("client_instance_id"), ids), -1)
+    group = np.asarray(found.to_numpy(zero_copy_only=False), dtype=np.int64)
+    return standard_lists(group, points.column("metric_name"), len(ids))
 
 
 def merge_inventory(carried: pa.Table, view: pa.Table) -> pa.Table:
@@ -136,8 +147,17 @@ def merge_inventory(carried: pa.Table, view: pa.Table) -> pa.Table:
         "last_push": reduce("last_push", np.maximum, _FLOOR),
         "pushes": pa.array(np.add.reduceat(filled(both.column("pushes"), 0), first), pa.int64()),
         "terminated": latest.column("terminated"),
+        "standard_metrics": _merged_lists(both.column("standard_metrics"), first),
     }
     return pa.table([columns[name] for name in INVENTORY_ARROW.names], schema=INVENTORY_ARROW)
+
+
+def _merged_lists(lists: pa.Array | pa.ChunkedArray, first: np.ndarray) -> pa.ListArray:
+    """The union of each run's lists (runs start at ``first``)."""
+    array = lists.combine_chunks() if isinstance(lists, pa.ChunkedArray) else lists
+    parents = np.asarray(pc.list_parent_indices(array).to_numpy(), dtype=np.int64)
+    group = np.searchsorted(first, parents, side="right") - 1
+    return standard_lists(group, pc.list_flatten(array), len(first))
 
 
 def silent(

@@ -116,6 +116,8 @@ INVENTORY_ARROW = pa.schema(
         ("last_push", TIMESTAMP),
         ("pushes", pa.int64()),
         ("terminated", pa.bool_()),
+        #: KIP-714 standard metrics the instance has sent (any push; ``coverage.py``).
+        ("standard_metrics", pa.list_(pa.string())),
     ]
 )
 
@@ -131,6 +133,7 @@ CLIENTS_ARROW = pa.schema(
         ("last_push", TIMESTAMP),
         ("pushes", pa.int64()),
         ("terminated", pa.bool_()),
+        ("standard_metrics", pa.list_(pa.string())),
         ("silent", pa.bool_()),
     ]
 )
@@ -178,8 +181,14 @@ ALERTS_ARROW = pa.schema(
         ("op", pa.string()),
         ("threshold", pa.float64()),
         ("duration_seconds", pa.float64()),
+        # Why a ``resolved`` event resolved (``RESOLUTIONS``); null on ``firing``.
+        ("resolution", pa.string()),
     ]
 )
+
+#: Why an alert resolves: its condition stopped holding, its client said goodbye with
+#: a terminating push, or its client went silent (no push for 3 × its interval).
+RESOLUTIONS = ("cleared", "terminated", "expired")
 
 #: How far the pipeline has got (one row): the event-time high-water mark, and
 #: the newest push received (what ``silent`` is judged against).

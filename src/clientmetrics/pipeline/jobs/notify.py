@@ -2,28 +2,17 @@
 
 from __future__ import annotations
 
-import json
 import urllib.error
 import urllib.request
 from collections.abc import Sequence
-from datetime import date, datetime
 from pathlib import Path
 from typing import Any
 
 import structlog
 
+from clientmetrics.pipeline.core.alerts import alert_json
+
 _log = structlog.get_logger(__name__)
-
-
-def _json_default(value: object) -> str:
-    if isinstance(value, datetime | date):
-        return value.isoformat()
-    return str(value)
-
-
-def alert_json(alert: dict[str, Any]) -> str:
-    """One alert event as a JSON line (maps become objects, times ISO 8601)."""
-    return json.dumps(alert, default=_json_default, sort_keys=True)
 
 
 class AlertNotifier:
@@ -36,9 +25,12 @@ class AlertNotifier:
 
     def notify(self, events: Sequence[dict[str, Any]]) -> None:
         """Announce a batch of alert events. A failing webhook is logged, never fatal."""
-        if not events:
+        self.notify_lines([alert_json(event) for event in events])
+
+    def notify_lines(self, lines: Sequence[str]) -> None:
+        """Announce alert events already written as JSON lines (``core.alerts.event_lines``)."""
+        if not lines:
             return
-        lines = [alert_json(event) for event in events]
         if self._sink is not None:
             self._sink.parent.mkdir(parents=True, exist_ok=True)
             with self._sink.open("a", encoding="utf-8") as sink:
@@ -46,7 +38,7 @@ class AlertNotifier:
         if self._webhook:
             self._post(lines)
 
-    def _post(self, lines: list[str]) -> None:
+    def _post(self, lines: Sequence[str]) -> None:
         assert self._webhook is not None
         body = ("[" + ",".join(lines) + "]").encode("utf-8")
         request = urllib.request.Request(

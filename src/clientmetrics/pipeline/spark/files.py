@@ -1,26 +1,28 @@
-"""What the pass's tasks do with files and the core's rows: read, write, or hand them to Spark.
+"""What the pass's tasks do with files: read their share, run the core, write Parquet.
 
-Runs in the Python workers. ``pass_share`` reads a batch's landed files and
-carried state with pyarrow, keeping one share of the instances, and hands them
-to ``run_pass``, which drives the core (``core.batch.process_group``) over
-whole instances and writes the points and the side outputs as Parquet under
-the batch's staging directory, through pyarrow's filesystems;
-``close_window_file`` writes the windows the watermark closed. Each returns a
-manifest of the files it wrote; the driver publishes only those. Where pyarrow
-cannot open the output location, ``pass_rows`` and ``close_rows`` return the
-same rows, tagged, for Spark's writer instead.
+Runs in the Python workers, through pyarrow's filesystems (the driver moves
+the same files with the same API, ``storage``). ``pass_share`` reads one
+share of the instances' pushes (landed files, or the records a Kafka
+partition staged) and carried state, and ``run_pass`` drives the core
+(``core.batch.process_group``) over whole instances and writes the points
+and the side outputs as Parquet under the batch's staging directory.
+``stage_records`` turns a Kafka partition's records into landing rows.
+Each returns a manifest of the files it wrote (and the batch's new alert
+events); the driver publishes only those.
 """
 
 from __future__ import annotations
 
+import re
 from collections.abc import Callable, Iterator, Mapping, Sequence
-from functools import cache
+from dataclasses import dataclass
 
 import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
 from pyarrow import fs
 
+from clientmetrics.pipeline.core.alerts import event_lines
 from clientmetrics.pipeline.core.batch import (
     SIDE_OUTPUTS,
     GroupResult,
@@ -31,50 +33,46 @@ from clientmetrics.pipeline.core.batch import (
     process_group,
     shares,
 )
-from clientmetrics.pipeline.core.schemas import (
-    CARRIED,
-    CLIENT_WINDOWS_ARROW,
-    LABEL_COLUMNS,
-    LANDING_ARROW,
-    POINTS_ARROW,
-    WINDOW_STATE_ARROW,
-)
-from clientmetrics.pipeline.core.windows import split_windows
-
-_TIMESTAMP = pa.timestamp("us", tz="UTC")
+from clientmetrics.pipeline.core.records import landing_rows
+from clientmetrics.pipeline.core.schemas import CARRIED, LABEL_COLUMNS, LANDING_ARROW, TIMESTAMP
 
 #: Where each kind of row goes, and what time's day partitions it (None: not partitioned).
 DAY_OF: dict[str, Callable[[pa.Table], pa.ChunkedArray] | None] = {
     "points": lambda table: table.column("event_time"),
     **{name: day for name, (_, day) in SIDE_OUTPUTS.items()},
-    "client_windows": lambda table: table.column("window_start"),
-    "open_windows": None,
 }
 
-#: What each task returns: a row per file written (``kind`` is ``points`` or a
-#: side output), and one row with no file carrying its highest event time.
+#: What each task returns: a row per file written (``kind`` is ``points``, a side
+#: output, or ``records`` for staged topic records), a row per new alert event
+#: (``event``: its JSON line), and one ``progress`` row with no file carrying
+#: the task's highest event time and newest push.
 MANIFEST_ARROW = pa.schema(
     [
         ("kind", pa.string()),
         ("path", pa.string()),
         ("rows", pa.int64()),
-        ("max_event_time", _TIMESTAMP),
+        ("share", pa.int32()),
+        ("max_event_time", TIMESTAMP),
+        ("max_received_at", TIMESTAMP),
+        ("event", pa.string()),
     ]
 )
 
 
-@cache
-def _filesystem(uri: str) -> tuple[fs.FileSystem, str]:
+def open_uri(uri: str) -> tuple[fs.FileSystem, str]:
+    """pyarrow's filesystem and path for a URI or an absolute local path.
+
+    Spark names local files ``file:/…`` (one slash), which is a local path here.
+    """
+    if uri.startswith("/"):
+        return _LOCAL, uri
+    if uri.startswith("file:"):
+        return _LOCAL, "/" + uri.removeprefix("file:").lstrip("/")
     opened: tuple[fs.FileSystem, str] = fs.FileSystem.from_uri(uri)
     return opened
 
 
-def filesystem_for(uri: str) -> tuple[fs.FileSystem, str] | None:
-    """pyarrow's filesystem and path for a URI, or None when pyarrow cannot open it."""
-    try:
-        return _filesystem(uri)
-    except (pa.ArrowInvalid, pa.ArrowNotImplementedError, OSError, ValueError):
-        return None
+_LOCAL = fs.LocalFileSystem()
 
 
 def _parquet_options(schema: pa.Schema) -> dict[str, object]:
@@ -94,66 +92,85 @@ def _parquet_options(schema: pa.Schema) -> dict[str, object]:
     }
 
 
-def write_parquet(uri: str, table: pa.Table) -> None:
+def write_parquet(uri: str, table: pa.Table, *, compress: bool = True) -> None:
     """Write ``table`` as one Parquet file (``_parquet_options``), its directory made if need be."""
-    filesystem, path = fs.FileSystem.from_uri(uri)
+    filesystem, path = open_uri(uri)
     filesystem.create_dir(path.rsplit("/", 1)[0], recursive=True)
-    pq.write_table(table, path, filesystem=filesystem, **_parquet_options(table.schema))
+    options = _parquet_options(table.schema) if compress else {"compression": "none"}
+    pq.write_table(table, path, filesystem=filesystem, **options)
+
+
+def read_parquet(path: str, schema: pa.Schema) -> pa.Table:
+    """A Parquet file (a URI pyarrow can open) as ``schema``: a column it lacks is null."""
+    filesystem, local = open_uri(path)
+    with filesystem.open_input_file(local) as source:
+        parquet = pq.ParquetFile(source)
+        present = set(parquet.schema_arrow.names)
+        table = parquet.read(columns=[name for name in schema.names if name in present])
+    columns = [
+        table.column(f.name).cast(f.type) if f.name in present else pa.nulls(table.num_rows, f.type)
+        for f in schema
+    ]
+    return pa.Table.from_arrays(columns, schema=schema)
 
 
 class _TaskFiles:
     """The Parquet files one task writes under a staging URI, and its manifest."""
 
-    def __init__(self, staging: str, task: str) -> None:
+    def __init__(self, staging: str, task: str, share: int) -> None:
         self._staging = staging.rstrip("/")
         self._task = task
+        self._share = share
         self._files: list[tuple[str, str, int]] = []
         self._seq = 0
 
-    def write(self, kind: str, directory: str, table: pa.Table) -> None:
+    def write(self, kind: str, directory: str, table: pa.Table, *, compress: bool = True) -> None:
         """Write ``table`` as a new file under ``directory`` (relative to the staging URI)."""
         self._seq += 1
-        relative = f"{directory}/part-{self._task}-{self._seq:05d}.parquet"
-        write_parquet(f"{self._staging}/{relative}", table)
-        self._files.append((kind, f"{self._staging}/{relative}", table.num_rows))
+        uri = f"{self._staging}/{directory}/part-{self._task}-{self._seq:05d}.parquet"
+        write_parquet(uri, table, compress=compress)
+        self._files.append((kind, uri, table.num_rows))
 
     def write_kind(self, kind: str, table: pa.Table) -> None:
         """Write rows of one kind under its directory (by day if it is a table)."""
         day = DAY_OF[kind]
         if day is None:
             self.write(kind, kind, table)
-        else:
-            self.write_by_day(kind, kind, table, day(table))
-
-    def write_by_day(
-        self, kind: str, directory: str, table: pa.Table, moments: pa.ChunkedArray
-    ) -> None:
-        """Write ``table`` under ``directory/date=D``, D being the UTC day of ``moments``."""
-        days = pc.cast(moments, pa.date32())
+            return
+        days = pc.cast(day(table), pa.date32())
         bounds = pc.min_max(days)
         first, last = bounds["min"].as_py(), bounds["max"].as_py()
         if first == last and days.null_count == 0:  # nearly always: one day, as it is
-            self.write(kind, f"{directory}/date={first.isoformat()}", table)
+            self.write(kind, f"{kind}/date={first.isoformat()}", table)
             return
-        for day in pc.unique(days).to_pylist():
-            if day is None:
+        for value in pc.unique(days).to_pylist():
+            if value is None:
                 part, name = table.filter(pc.is_null(days)), "__HIVE_DEFAULT_PARTITION__"
             else:
-                part, name = table.filter(pc.equal(days, day)), day.isoformat()
-            self.write(kind, f"{directory}/date={name}", part)
+                part, name = table.filter(pc.equal(days, value)), value.isoformat()
+            self.write(kind, f"{kind}/date={name}", part)
 
-    def manifest(self, highest: int | None = None) -> pa.RecordBatch:
-        """A row per file written, and a ``progress`` row with the highest event time."""
-        kinds = [kind for kind, _, _ in self._files] + ["progress"]
-        paths: list[str | None] = [path for _, path, _ in self._files] + [None]
-        rows = [count for _, _, count in self._files] + [0]
-        times = [None] * len(self._files) + [highest]
+    def manifest(
+        self,
+        highest: int | None = None,
+        received: int | None = None,
+        events: Sequence[str] = (),
+    ) -> pa.RecordBatch:
+        """A row per file written and per alert event, and a ``progress`` row."""
+        size = len(self._files) + len(events) + 1
+        kinds = [kind for kind, _, _ in self._files] + ["alert_event"] * len(events) + ["progress"]
+        paths = [path for _, path, _ in self._files] + [None] * (len(events) + 1)
+        rows = [count for _, _, count in self._files] + [1] * len(events) + [0]
+        times = [None] * (size - 1)
         return pa.RecordBatch.from_arrays(
             [
                 pa.array(kinds, pa.string()),
                 pa.array(paths, pa.string()),
                 pa.array(rows, pa.int64()),
-                pa.array(times, pa.int64()).cast(_TIMESTAMP),
+                pa.array([self._share] * size, pa.int32()),
+                pa.array([*times, highest], pa.int64()).cast(TIMESTAMP),
+                pa.array([*times, received], pa.int64()).cast(TIMESTAMP),
+                pa.array([None] * len(self._files) + list(events) + [None], pa.string()),
             ],
             schema=MANIFEST_ARROW,
         )
@@ -162,9 +179,9 @@ class _TaskFiles:
 class _TaskWriter:
     """Buffers one pass task's output and writes it as Parquet files."""
 
-    def __init__(self, plan: PassPlan, task: str) -> None:
+    def __init__(self, plan: PassPlan, task: str, share: int) -> None:
         self._plan = plan
-        self._files = _TaskFiles(plan.staging, task)
+        self._files = _TaskFiles(plan.staging, task, share)
         self._points: list[pa.Table] = []
         self._buffered = 0
         self._sides: dict[str, list[pa.Table]] = {name: [] for name in SIDE_OUTPUTS}
@@ -190,20 +207,27 @@ class _TaskWriter:
 
     def close(self) -> pa.RecordBatch:
         self._flush_points()
+        events: list[str] = []
         for name, tables in self._sides.items():
             if tables:
-                self._files.write_kind(name, pa.concat_tables(tables).cast(SIDE_OUTPUTS[name][0]))
-        return self._files.manifest(self._highest)
+                table = pa.concat_tables(tables).cast(SIDE_OUTPUTS[name][0])
+                self._files.write_kind(name, table)
+                if name == "alerts":
+                    events = event_lines(table)
+        return self._files.manifest(self._highest, events=events)
 
 
-def run_pass(batches: Iterator[pa.RecordBatch], plan: PassPlan, task: str) -> pa.RecordBatch:
+def run_pass(
+    batches: Iterator[pa.RecordBatch], plan: PassPlan, task: str, share: int = 0
+) -> pa.RecordBatch:
     """Process one task's rows (sorted by instance); write its files; return its manifest.
 
-    ``task`` names its files: the partition and attempt, so that a retried
-    task never mixes its files with an earlier attempt's (the driver publishes
-    only the files the manifest lists).
+    ``task`` names its files: the share and attempt, so that a retried task
+    never mixes its files with an earlier attempt's (the driver publishes
+    only the files the manifest lists), and the next batch's task of the same
+    share finds its state by name (``share_files``).
     """
-    writer = _TaskWriter(plan, task)
+    writer = _TaskWriter(plan, task, share)
     for group in instance_groups(batches):
         writer.add(process_group(group, plan))
     return writer.close()
@@ -214,163 +238,96 @@ def run_pass(batches: Iterator[pa.RecordBatch], plan: PassPlan, task: str) -> pa
 #: The landed columns the pass reads.
 PUSH_COLUMNS = pa.schema([LANDING_ARROW.field(name) for name in (*LABEL_COLUMNS, "payload")])
 
-#: Rows of whole instances handed to the core at a time (as Spark's Arrow batches).
+#: Rows of whole instances handed to the core at a time.
 GROUP_ROWS = 10_000
 
-
-def read_parquet(path: str, schema: pa.Schema) -> pa.Table:
-    """A Parquet file (a URI pyarrow can open) as ``schema``: a column it lacks is null."""
-    filesystem, local = fs.FileSystem.from_uri(path)
-    with filesystem.open_input_file(local) as source:
-        parquet = pq.ParquetFile(source)
-        present = set(parquet.schema_arrow.names)
-        table = parquet.read(columns=[name for name in schema.names if name in present])
-    columns = [
-        table.column(f.name).cast(f.type) if f.name in present else pa.nulls(table.num_rows, f.type)
-        for f in schema
-    ]
-    return pa.Table.from_arrays(columns, schema=schema)
+_SHARE_NAME = re.compile(r"/part-(\d+)-(\d+)-[^/]*$")
 
 
-def read_share(
-    paths: Sequence[str], schema: pa.Schema, tag: str | None, share: int, count: int
+def task_name(count: int, share: int, attempt: int) -> str:
+    """How a pass task names its files: the share count, its share, its attempt."""
+    return f"{count:05d}-{share:05d}-{attempt}"
+
+
+def share_files(paths: Sequence[str], count: int) -> dict[int, list[str]] | None:
+    """State files by the share that wrote them, or None when they were not all
+    written with ``count`` shares (then every task reads all and keeps its own)."""
+    found: dict[int, list[str]] = {}
+    for path in paths:
+        named = _SHARE_NAME.search(path)
+        if named is None or int(named.group(1)) != count:
+            return None
+        found.setdefault(int(named.group(2)), []).append(path)
+    return found
+
+
+@dataclass(frozen=True, slots=True)
+class ShareInput:
+    """What one pass task reads: its pushes, and the carried state it starts from."""
+
+    #: Landed or staged files holding this share's pushes.
+    pushes: tuple[str, ...]
+    #: Whether ``pushes`` hold other shares' instances too (landed files do).
+    filter_pushes: bool
+    #: State files by ``carried`` tag.
+    state: Mapping[str, tuple[str, ...]]
+    #: Whether the state files hold other shares' instances too (the share count changed).
+    filter_state: bool
+
+
+def _read(
+    paths: Sequence[str], schema: pa.Schema, tag: str | None, share: int, count: int, keep: bool
 ) -> pa.Table:
-    """Rows of Parquet files whose instance is in ``share`` of ``count`` (``core.batch.shares``).
-
-    ``tag`` is the rows' kind (None: pushes; else a ``carried`` tag), which
-    says where their instance is.
-    """
     parts = []
     for path in paths:
         table = read_parquet(path, schema)
-        parts.append(table.filter(pc.equal(shares(instance_of(table, tag), count), share)))
+        if keep:
+            table = table.filter(pc.equal(shares(instance_of(table, tag), count), share))
+        parts.append(table)
     return pa.concat_tables(parts) if parts else schema.empty_table()
 
 
 def pass_share(
-    pushes: Sequence[str],
-    state: Mapping[str, Sequence[str]],
-    plan: PassPlan,
-    share: int,
-    count: int,
-    task: str,
+    given: ShareInput, plan: PassPlan, share: int, count: int, attempt: int
 ) -> pa.RecordBatch:
     """``run_pass`` over one share of the instances, read from the batch's files.
 
-    ``pushes`` are the batch's landed files, ``state`` the carried state's by
-    ``carried`` tag. Every task reads every file and keeps its share, so that
-    an instance's pushes and state meet in one task without a shuffle.
+    Landed files hold every instance: the task keeps those of its share (a
+    CRC-32 of the instance id, ``core.batch.shares``), so an instance's pushes
+    and state meet in one task without a shuffle. A Kafka partition's staged
+    records are its share whole.
     """
     rows = pass_input(
-        read_share(pushes, PUSH_COLUMNS, None, share, count),
-        {tag: read_share(paths, CARRIED[tag], tag, share, count) for tag, paths in state.items()},
+        _read(given.pushes, PUSH_COLUMNS, None, share, count, given.filter_pushes),
+        {
+            tag: _read(paths, CARRIED[tag], tag, share, count, given.filter_state)
+            for tag, paths in given.state.items()
+        },
     )
-    return run_pass(iter(rows.to_batches(max_chunksize=GROUP_ROWS)), plan, task)
+    task = task_name(count, share, attempt)
+    return run_pass(iter(rows.to_batches(max_chunksize=GROUP_ROWS)), plan, task, share)
 
 
-def close_windows(
-    batches: Iterator[pa.RecordBatch], staging: str, watermark_us: int | None, task: str
-) -> pa.RecordBatch:
-    """Split windows by the watermark (``core.windows.split_windows``) and write both parts.
+def stage_records(batches: Iterator[pa.RecordBatch], staging: str, task: str) -> pa.RecordBatch:
+    """Topic records (``core.records.RECORDS_ARROW`` columns) as landing rows, a file per partition.
 
-    Closed ones go under ``client_windows/date=D`` (D the UTC day of the
-    window's start), open ones under ``open_windows``; the manifest lists the files.
+    The manifest has a ``records`` row per file (its ``share`` the Kafka
+    partition) and the newest push received.
     """
-    files = _TaskFiles(staging, task)
-    for batch in batches:
-        closed, still_open = split_windows(pa.Table.from_batches([batch]), watermark_us)
-        if closed.num_rows:
-            files.write_kind("client_windows", closed)
-        if still_open.num_rows:
-            files.write_kind("open_windows", still_open)
-    return files.manifest()
-
-
-def close_window_file(
-    path: str, staging: str, watermark_us: int | None, task: str
-) -> pa.RecordBatch:
-    """``close_windows`` over one file of open windows the pass wrote."""
-    windows = read_parquet(path, WINDOW_STATE_ARROW)
-    return close_windows(iter(windows.to_batches()), staging, watermark_us, task)
-
-
-# --- rows for Spark's writer ---------------------------------------------------------------------
-
-#: Every kind of row a task can return, each as a struct column (null in other kinds' rows).
-ROW_KINDS: dict[str, pa.Schema] = {
-    "points": POINTS_ARROW,
-    **{name: schema for name, (schema, _) in SIDE_OUTPUTS.items()},
-    "client_windows": CLIENT_WINDOWS_ARROW,
-    "open_windows": WINDOW_STATE_ARROW,
-}
-
-#: The tagged rows ``pass_rows`` and ``close_rows`` return: ``kind``, the
-#: task's highest event time (on ``progress`` rows), the row's partition day
-#: (table rows), and a struct per kind.
-TAGGED_ARROW = pa.schema(
-    [
-        ("kind", pa.string()),
-        ("max_event_time", _TIMESTAMP),
-        ("date", pa.date32()),
-        *((name, pa.struct(list(schema))) for name, schema in ROW_KINDS.items()),
-    ]
-)
-
-
-def _tagged(kind: str, table: pa.Table) -> Iterator[pa.RecordBatch]:
-    table = table.cast(ROW_KINDS[kind]).combine_chunks()
-    day = DAY_OF[kind]
-    if day is not None:
-        table = table.append_column("_date", pc.cast(day(table), pa.date32()))
-    for chunk in table.to_batches(max_chunksize=65_536):
-        size = chunk.num_rows
-        columns = [pa.array([kind] * size, pa.string()), pa.nulls(size, _TIMESTAMP)]
-        if day is not None:
-            columns.append(chunk.column(chunk.num_columns - 1))
-        else:
-            columns.append(pa.nulls(size, pa.date32()))
-        batch = chunk.drop_columns(["_date"]) if day is not None else chunk
-        for name, schema in ROW_KINDS.items():
-            kind_type = TAGGED_ARROW.field(name).type
-            if name == kind:
-                columns.append(pa.StructArray.from_arrays(batch.columns, fields=list(schema)))
-            else:
-                columns.append(pa.nulls(size, kind_type))
-        yield pa.RecordBatch.from_arrays(columns, schema=TAGGED_ARROW)
-
-
-def _progress(highest: int | None) -> pa.RecordBatch:
-    columns = [
-        pa.array(["progress"]),
-        pa.array([highest], pa.int64()).cast(_TIMESTAMP),
-        pa.nulls(1, pa.date32()),
-    ]
-    columns += [pa.nulls(1, TAGGED_ARROW.field(name).type) for name in ROW_KINDS]
-    return pa.RecordBatch.from_arrays(columns, schema=TAGGED_ARROW)
-
-
-def pass_rows(batches: Iterator[pa.RecordBatch], plan: PassPlan) -> Iterator[pa.RecordBatch]:
-    """``run_pass`` for Spark's writer: the same rows, tagged by kind, instead of files."""
-    highest: int | None = None
-    for group in instance_groups(batches):
-        result = process_group(group, plan)
-        if result.max_event_time is not None:
-            highest = max(highest or result.max_event_time, result.max_event_time)
-        if result.points.num_rows:
-            yield from _tagged("points", result.points)
-        for name, table in result.sides.items():
-            if table.num_rows:
-                yield from _tagged(name, table)
-    yield _progress(highest)
-
-
-def close_rows(
-    batches: Iterator[pa.RecordBatch], watermark_us: int | None
-) -> Iterator[pa.RecordBatch]:
-    """``close_windows`` for Spark's writer: closed and open windows as tagged rows."""
-    for batch in batches:
-        closed, still_open = split_windows(pa.Table.from_batches([batch]), watermark_us)
-        if closed.num_rows:
-            yield from _tagged("client_windows", closed)
-        if still_open.num_rows:
-            yield from _tagged("open_windows", still_open)
+    tables = [pa.Table.from_batches([batch]) for batch in batches if batch.num_rows]
+    parts = _TaskFiles(staging, task, -1)
+    received: int | None = None
+    manifests = []
+    if tables:
+        records = pa.concat_tables(tables)
+        partition = records.column("partition")
+        for value in pc.unique(partition).to_pylist():
+            rows = landing_rows(records.filter(pc.equal(partition, value)))
+            newest = pc.max(pc.cast(rows.column("received_at"), pa.int64())).as_py()
+            received = newest if received is None else max(received, newest or received)
+            share = _TaskFiles(staging, f"{task}-p{value:05d}", value)
+            share.write("records", f"records/{value:05d}", rows, compress=False)
+            written = share.manifest()
+            manifests.append(written.filter(pc.equal(written.column("kind"), "records")))
+    manifests.append(parts.manifest(received=received))
+    return pa.concat_batches(manifests)

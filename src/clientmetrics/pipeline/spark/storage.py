@@ -11,34 +11,28 @@ exactly what one successful run would have:
   batch before the current one, so a replay sees the state it saw the first time;
 * snapshot tables (clients) are replaced whole.
 
-Files come from the pass's tasks (pyarrow) or from Spark's writer
-(``write_rows``): the same publishing either way.
-
-Paths go through Hadoop's FileSystem API (via the JVM), so any
-Hadoop-compatible location works, not only local directories.
+Paths go through pyarrow's filesystems, the same API the pass's tasks write
+with (``files.open_uri``): local paths, and any scheme pyarrow opens (HDFS,
+S3, GCS; there a rename is a copy, so a crash can leave a partly published
+batch that its replay then replaces).
 """
 
 from __future__ import annotations
 
-from typing import Any
+import pyarrow as pa
+from pyarrow import fs
 
-from pyspark.sql import DataFrame, SparkSession
-from pyspark.sql.types import StructType
+from clientmetrics.pipeline.spark.files import open_uri, read_parquet, write_parquet
 
 _STATE_KEEP = 2
-_HIVE_NULL = "__HIVE_DEFAULT_PARTITION__"
 
 
 class TableStore:
     """Tables and state under one root directory (``DATA/tables`` by default)."""
 
-    def __init__(self, spark: SparkSession, root: str) -> None:
-        self._spark = spark
+    def __init__(self, root: str) -> None:
         self._root = root.rstrip("/")
-        jvm: Any = spark.sparkContext._jvm
-        self._path_class = jvm.org.apache.hadoop.fs.Path
-        conf = spark.sparkContext._jsc.hadoopConfiguration()
-        self._fs = self._path(self._root).getFileSystem(conf)
+        self._fs, self._base = open_uri(self._root)
 
     @property
     def root(self) -> str:
@@ -49,128 +43,112 @@ class TableStore:
         """Where a table lives."""
         return f"{self._root}/{table}"
 
-    def _path(self, path: str) -> Any:
-        return self._path_class(path)
+    def _local(self, uri: str) -> str:
+        """A URI under the root as a path of the root's filesystem."""
+        return open_uri(uri)[1]
+
+    def _uri(self, local: str) -> str:
+        return self._root + local.removeprefix(self._base)
+
+    def _list(self, uri: str, *, recursive: bool = False) -> list[fs.FileInfo]:
+        selector = fs.FileSelector(self._local(uri), allow_not_found=True, recursive=recursive)
+        return list(self._fs.get_file_info(selector))
 
     def staging_path(self, name: str, batch_id: int) -> str:
         """A batch's scratch directory (deleted by ``clear``)."""
         return f"{self._root}/_staging/{name}/{batch_id}"
 
-    def clear(self, path: str) -> None:
+    def clear(self, uri: str) -> None:
         """Delete a directory and everything under it, if it exists."""
-        self._fs.delete(self._path(path), True)
+        local = self._local(uri)
+        if self._fs.get_file_info(local).type != fs.FileType.NotFound:
+            self._fs.delete_dir(local)
+
+    def _move(self, source: str, directory: str, name: str) -> str:
+        self._fs.create_dir(self._local(directory), recursive=True)
+        target = f"{directory}/{name}"
+        self._fs.move(self._local(source), self._local(target))
+        return target
 
     def publish(self, paths: list[str], table: str, batch_id: int) -> list[str]:
         """Move files staged under ``.../date=D/`` into a table, replacing any earlier try."""
-        return self._publish_paths([self._path(path) for path in paths], table, batch_id)
-
-    def _publish_paths(self, sources: list[Any], table: str, batch_id: int) -> list[str]:
         prefix = f"b{batch_id:012d}-"
-        for status in self._glob(f"{self.table_path(table)}/date=*/{prefix}*"):
-            self._fs.delete(status.getPath(), False)
+        for day in self._list(self.table_path(table)):
+            if day.type == fs.FileType.Directory and day.base_name.startswith("date="):
+                for old in self._fs.get_file_info(fs.FileSelector(day.path)):
+                    if old.base_name.startswith(prefix):
+                        self._fs.delete_file(old.path)
         written = []
-        for source in sources:
-            partition = source.getParent().getName()
-            target_dir = self._path(f"{self.table_path(table)}/{partition}")
-            self._fs.mkdirs(target_dir)
-            target = self._path_class(target_dir, prefix + source.getName())
-            self._fs.rename(source, target)
-            written.append(str(target.toString()))
+        for path in paths:
+            parent, name = path.rsplit("/", 1)
+            partition = parent.rsplit("/", 1)[1]
+            written.append(self._move(path, f"{self.table_path(table)}/{partition}", prefix + name))
         return written
-
-    def read_paths(self, paths: list[str], schema: StructType | str) -> DataFrame:
-        """Read Parquet files with a given schema (an empty frame when there are none)."""
-        if not paths:
-            return self._spark.createDataFrame([], schema)
-        return self._spark.read.schema(schema).parquet(*paths)
-
-    def read_files(self, table: str, paths: list[str], schema: StructType) -> DataFrame:
-        """Read back files of a table (with its ``date`` partition column)."""
-        if not paths:
-            return self._spark.createDataFrame([], schema)
-        reader = self._spark.read.option("basePath", self.table_path(table))
-        return reader.schema(schema).parquet(*paths)
-
-    def write_rows(self, frame: DataFrame, directory: str, *, by_day: bool) -> list[str]:
-        """Write rows with Spark's writer under ``directory`` (by its ``date`` column if
-        ``by_day``); the files written, as ``publish`` and ``adopt_state`` take them."""
-        writer = frame.write.mode("overwrite")
-        if by_day:
-            writer.partitionBy("date").parquet(directory)
-            return [str(s.getPath().toString()) for s in self._glob(f"{directory}/date=*/part-*")]
-        writer.parquet(directory)
-        return [str(s.getPath().toString()) for s in self._glob(f"{directory}/part-*")]
 
     def replace_files(self, paths: list[str], table: str, batch_id: int) -> None:
         """Replace a snapshot table whole by files staged under ``.../date=D/``."""
         staging = f"{self._root}/_staging/{table}-snapshot/{batch_id}"
-        self._fs.delete(self._path(staging), True)
-        self._fs.mkdirs(self._path(staging))
+        self.clear(staging)
+        self._fs.create_dir(self._local(staging), recursive=True)
         for path in paths:
-            source = self._path(path)
-            target_dir = self._path(f"{staging}/{source.getParent().getName()}")
-            self._fs.mkdirs(target_dir)
-            self._fs.rename(
-                source, self._path_class(target_dir, f"b{batch_id:012d}-{source.getName()}")
-            )
-        target = self._path(self.table_path(table))
-        self._fs.delete(target, True)
-        self._fs.rename(self._path(staging), target)
-
-    def write_state(self, frame: DataFrame, name: str, batch_id: int) -> None:
-        """Save the state a batch leaves for the next one; drop states no longer needed."""
-        frame.write.mode("overwrite").parquet(self._state_path(name, batch_id))
-        self._prune_state(name)
-
-    def _prune_state(self, name: str) -> None:
-        versions = self._state_versions(name)
-        for old in versions[:-_STATE_KEEP]:
-            self._fs.delete(self._path(self._state_path(name, old)), True)
+            parent, name = path.rsplit("/", 1)
+            self._move(path, f"{staging}/{parent.rsplit('/', 1)[1]}", f"b{batch_id:012d}-{name}")
+        self.clear(self.table_path(table))
+        self._fs.move(self._local(staging), self._local(self.table_path(table)))
 
     def adopt_state(self, paths: list[str], name: str, batch_id: int) -> None:
-        """Make already written Parquet files the state a batch leaves (``write_state``)."""
-        target = self._path(self._state_path(name, batch_id))
-        self._fs.delete(target, True)
-        self._fs.mkdirs(target)
+        """Make already written Parquet files the state a batch leaves for the next one."""
+        target = self._state_path(name, batch_id)
+        self.clear(target)
+        self._fs.create_dir(self._local(target), recursive=True)
         for path in paths:
-            source = self._path(path)
-            self._fs.rename(source, self._path_class(target, source.getName()))
-        self._fs.create(self._path_class(target, "_SUCCESS"), True).close()
-        self._prune_state(name)
+            self._move(path, target, path.rsplit("/", 1)[1])
+        with self._fs.open_output_stream(self._local(f"{target}/_SUCCESS")):
+            pass
+        for old in self._state_versions(name)[:-_STATE_KEEP]:
+            self.clear(self._state_path(name, old))
 
-    def read_state(self, name: str, batch_id: int, schema: StructType | str) -> DataFrame:
-        """The state left by the latest batch before ``batch_id`` (empty when none)."""
-        earlier = [version for version in self._state_versions(name) if version < batch_id]
-        if not earlier:
-            return self._spark.createDataFrame([], schema)
-        return self._spark.read.schema(schema).parquet(self._state_path(name, earlier[-1]))
+    def write_state_table(self, table: pa.Table, name: str, batch_id: int) -> None:
+        """Save a small state table (written here, by the driver) as a batch's state."""
+        staging = self.staging_path(name, batch_id)
+        self.clear(staging)
+        write_parquet(f"{staging}/part-00000.parquet", table)
+        self.adopt_state([f"{staging}/part-00000.parquet"], name, batch_id)
+        self.clear(staging)
 
     def state_files(self, name: str, batch_id: int) -> list[str]:
-        """The Parquet files of the state ``read_state`` reads (none when there is none)."""
+        """The Parquet files of the state the latest batch before ``batch_id`` left (or none)."""
         earlier = [version for version in self._state_versions(name) if version < batch_id]
         if not earlier:
             return []
-        found = self._glob(f"{self._state_path(name, earlier[-1])}/*.parquet")
-        return [str(status.getPath().toString()) for status in found]
+        found = self._list(self._state_path(name, earlier[-1]))
+        return sorted(self._uri(i.path) for i in found if i.base_name.endswith(".parquet"))
+
+    def read_state_table(self, name: str, batch_id: int, schema: pa.Schema) -> pa.Table:
+        """The state ``state_files`` names, read here (for small state such as progress)."""
+        paths = self.state_files(name, batch_id)
+        return pa.concat_tables([schema.empty_table(), *(read_parquet(p, schema) for p in paths)])
 
     def exists(self, relative: str) -> bool:
         """Whether a path under the root exists."""
-        return bool(self._fs.exists(self._path(f"{self._root}/{relative}")))
+        found = self._fs.get_file_info(self._local(f"{self._root}/{relative}"))
+        return bool(found.type != fs.FileType.NotFound)
 
     def mark(self, relative: str) -> None:
         """Create an empty marker file under the root."""
-        self._fs.create(self._path(f"{self._root}/{relative}"), True).close()
+        path = self._local(f"{self._root}/{relative}")
+        self._fs.create_dir(path.rsplit("/", 1)[0], recursive=True)
+        with self._fs.open_output_stream(path):
+            pass
 
     def _state_path(self, name: str, batch_id: int) -> str:
         return f"{self._root}/_state/{name}/batch={batch_id:012d}"
 
     def _state_versions(self, name: str) -> list[int]:
         versions = []
-        for status in self._glob(f"{self._root}/_state/{name}/batch=*"):
-            if self._fs.exists(self._path_class(status.getPath(), "_SUCCESS")):
-                versions.append(int(status.getPath().getName().removeprefix("batch=")))
+        for found in self._list(f"{self._root}/_state/{name}"):
+            if found.type == fs.FileType.Directory and found.base_name.startswith("batch="):
+                done = self._fs.get_file_info(f"{found.path}/_SUCCESS")
+                if done.type != fs.FileType.NotFound:
+                    versions.append(int(found.base_name.removeprefix("batch=")))
         return sorted(versions)
-
-    def _glob(self, pattern: str) -> list[Any]:
-        found = self._fs.globStatus(self._path(pattern))
-        return list(found) if found is not None else []
