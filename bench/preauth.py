@@ -32,7 +32,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from ports import free_port, stop_process, wait_port
-from tail_latency import cores, pin, rss_mib
+from tail_latency import cores, cpu_seconds, pin, rss_mib
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
@@ -100,13 +100,15 @@ def floods(args: argparse.Namespace, proc: subprocess.Popen[bytes], port: int) -
             f"--seconds={args.seconds + 1.5}",
         )
         time.sleep(0.5)
+        cpu, started = cpu_seconds(proc.pid), time.monotonic()
         rate = clean_rate(port, args.seconds)
+        cpu = (cpu_seconds(proc.pid) - cpu) / (time.monotonic() - started)
         out, _ = attack.communicate(timeout=args.seconds + 120)
         result = json.loads(out.strip().splitlines()[-1])
         print(
             f"{args.attackers} x {kind:11s} {size / 1024:6.0f} KiB: clean {alone:7.1f} req/s "
             f"alone, {rate:7.1f} beside ({rate / alone:6.1%}); attempts {result['attempts']}, "
-            f"answers {result['codes']}; gateway RSS {rss_mib(proc.pid):.0f} MiB"
+            f"answers {result['codes']}; gateway CPU {cpu:.0%}, RSS {rss_mib(proc.pid):.0f} MiB"
         )
 
 
