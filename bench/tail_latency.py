@@ -106,6 +106,25 @@ def cpu_seconds(pid: int) -> float:
     return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
+def fsync_ms(directory: Path, count: int = 100) -> list[float]:
+    """fdatasync times (ms, sorted) of 4 KiB appends in ``directory``: every push
+    waits for one (the landing exporter's group commit), so they bound the latency."""
+    directory.mkdir(parents=True, exist_ok=True)
+    path = directory / "fsync-probe"
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o600)
+    times = []
+    try:
+        for _ in range(count):
+            os.write(fd, b"\0" * 4096)
+            started = time.perf_counter()
+            os.fdatasync(fd)
+            times.append((time.perf_counter() - started) * 1000)
+    finally:
+        os.close(fd)
+        path.unlink()
+    return sorted(times)
+
+
 def percentile(ordered: list[float], q: float) -> float:
     if not ordered:
         return float("nan")
@@ -528,6 +547,11 @@ def standalone(args: argparse.Namespace, work: Path) -> None:
         f"cores: gateway {gw_core}, generator {gen_core} (of {os.cpu_count()}); load average "
         f"{os.getloadavg()[0]:.1f}; {args.instances:,} instances on {args.connections} "
         f"connections; landing exporter on; nice {args.nice}"
+    )
+    syncs = fsync_ms(work / "data")
+    print(
+        f"the data dir's disk: fdatasync p50 {percentile(syncs, 0.5):.1f} ms, p99 "
+        f"{percentile(syncs, 0.99):.1f} ms (each push waits for one: its latency's floor)"
     )
     with gateway(gw_core, work / "data") as (port, admin, proc):
         print(f"gateway pid {proc.pid}", flush=True)
