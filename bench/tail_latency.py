@@ -670,6 +670,11 @@ def main() -> None:
     parser.add_argument("--window", type=int, default=16, help="saturation: in flight/connection")
     parser.add_argument("--proxy", action="store_true")
     parser.add_argument(
+        "--data-root",
+        help="where the gateway's data dir goes (e.g. /dev/shm: takes the disk's fsync "
+        "time out of the figures)",
+    )
+    parser.add_argument(
         "--probe",
         action="store_true",
         help="measure the gateway's loop with bench/loop_probe (any version of it)",
@@ -682,7 +687,7 @@ def main() -> None:
     )
     args = parser.parse_args()
     NICE[0] = args.nice
-    with tempfile.TemporaryDirectory(prefix="cm-tail-") as tmp:
+    with tempfile.TemporaryDirectory(prefix="cm-tail-", dir=args.data_root) as tmp:
         if args.probe:
             PROBE[0] = Path(tmp) / "probe.jsonl"
         (proxy if args.proxy else standalone)(args, Path(tmp))
