@@ -36,8 +36,8 @@ sys.path.insert(0, str(ROOT / "bench"))
 from ports import free_port, stop_process, wait_port  # noqa: E402
 from tests.wire.test_golden import APIVERSIONS_V3, GET_SUBSCRIPTIONS_V0  # noqa: E402
 
-from clientmetrics.gateway.build import build  # noqa: E402
 from clientmetrics.wire import RequestHeader, encode_request, request_type  # noqa: E402
+from clientmetrics.wire.build import build  # noqa: E402
 
 DATA = ROOT / "tests" / "data" / "librdkafka-2.16"
 INTERESTING = (0, 1, 0x7F, 0x80, 0xFF, 0x7FFFFFFF, 0x80000000, 0xFFFFFFFF, 0xFFFF, 0x8000)

@@ -14,13 +14,19 @@ import struct
 import time
 import uuid
 from dataclasses import dataclass, field
+from typing import Any
 
-from clientmetrics.admin.sasl import SaslScram, authenticate
-from clientmetrics.wire import RequestHeader, decode_response, encode_request, request_type
-from clientmetrics.wire.framing import encode_frame
-from clientmetrics.wire.headers import encode_request_header
+from clientmetrics.client.sasl import SaslScram, authenticate
+from clientmetrics.wire import (
+    ApiKey,
+    RequestHeader,
+    decode_response,
+    encode_request,
+    request_header_version,
+    request_type,
+)
 
-GET, PUSH = 71, 72
+GET, PUSH = ApiKey.GET_TELEMETRY_SUBSCRIPTIONS, ApiKey.PUSH_TELEMETRY
 
 
 @dataclass
@@ -81,19 +87,20 @@ class Conn(asyncio.Protocol):
 
 
 class _SaslLink:
-    """The admin client's SASL exchange (``admin.sasl``) over a bench connection."""
-
-    address = "gateway"
+    """The clients' SASL exchange (``client.sasl``) over a bench connection."""
 
     def __init__(self, conn: Conn) -> None:
         self.conn = conn
 
-    async def raw_request(self, api_key: int, version: int, body: bytes, what: str) -> bytes:
+    async def sasl_request(self, api_key: int, version: int, body: Any, what: str) -> Any:
         conn = self.conn
         conn.next_id += 1
-        header = RequestHeader(api_key, version, conn.next_id, "bench-client", None, 1)
-        frame = encode_frame(encode_request_header(header) + body)
-        return (await conn.send(header.correlation_id, frame))[4:]  # response header v0
+        header = RequestHeader(
+            api_key, version, conn.next_id, "bench-client", None,
+            request_header_version(api_key, version),
+        )  # fmt: skip
+        frame = await conn.send(header.correlation_id, encode_request(header, body))
+        return decode_response(api_key, version, frame)[1]
 
 
 async def connect(

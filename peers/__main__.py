@@ -17,6 +17,7 @@ from peers.build import PeerUnavailable
 from peers.franz_go import franz_go_binary
 from peers.java_client import java_client_jars
 from peers.kafka.launcher import kafka_jars, minimal_plugin, plugin_jar
+from peers.kafka.tools import harness_jar
 
 
 def _spark_kafka_connector() -> Path:
@@ -30,6 +31,7 @@ def _spark_kafka_connector() -> Path:
 PEERS: dict[str, Callable[[], Path]] = {
     "kafka 4.4.0 jars": kafka_jars,
     "kafka test plugin": lambda: minimal_plugin().jars[0],
+    "kafka tool harness": harness_jar,
     "clientmetrics broker plugin (with its JUnit tests)": plugin_jar,
     "spark kafka connector": _spark_kafka_connector,
     "java client peer": java_client_jars,

@@ -2,13 +2,16 @@
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
+import shutil
 import signal
 import subprocess
 import sys
 import threading
 import time
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -275,6 +278,11 @@ class TansuProcess:
         return self.start()
 
 
+def stunnel_binary() -> str | None:
+    """Debian's stunnel4 (named ``stunnel4`` or ``stunnel``), or None when not installed."""
+    return shutil.which("stunnel4") or shutil.which("stunnel")
+
+
 @dataclass
 class StunnelProcess:
     """Debian's stunnel4 terminating TLS on 127.0.0.1 in front of a plaintext port, by PID."""
@@ -289,9 +297,7 @@ class StunnelProcess:
     proc: subprocess.Popen[bytes] | None = None
 
     def start(self, timeout: float = 10.0) -> StunnelProcess:
-        import shutil
-
-        binary = shutil.which("stunnel4") or shutil.which("stunnel")
+        binary = stunnel_binary()
         if binary is None:
             raise RuntimeError("stunnel4 is not installed (apt-get install stunnel4)")
         if self.port == 0:
@@ -350,3 +356,22 @@ def _wait_listening(proc: subprocess.Popen[bytes], port: int, timeout: float, wh
                 raise RuntimeError(f"{what} exited with {proc.returncode}") from None
             time.sleep(0.05)
     raise RuntimeError(f"{what} did not start listening on {port}")
+
+
+@contextlib.contextmanager
+def http_port() -> Iterator[int]:
+    """A port where an HTTP server answers (stdlib ``http.server``, as the dashboard's)."""
+    from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+    class Quiet(BaseHTTPRequestHandler):
+        def log_message(self, format: str, *args: object) -> None:
+            pass
+
+    server = ThreadingHTTPServer(("127.0.0.1", 0), Quiet)
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    try:
+        yield int(server.server_address[1])
+    finally:
+        server.shutdown()
+        server.server_close()

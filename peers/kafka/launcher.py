@@ -152,6 +152,10 @@ class KafkaBroker:
     jvm_options: Sequence[str] = ("-Xms256m", "-Xmx1g", "-XX:+UseSerialGC")
     port: int = 0
     controller_port: int = 0
+    #: Also listen on PLAINTEXT (listener name PLAIN) beside a secured ``listener``: for
+    #: tests that send raw frames and run tools over TLS and SASL against one broker.
+    also_plaintext: bool = False
+    plaintext_port: int = 0
     proc: subprocess.Popen[bytes] | None = None
     #: Seconds from launch to "Kafka Server started" and resident memory then, in MiB.
     startup_seconds: float = 0.0
@@ -181,6 +185,8 @@ class KafkaBroker:
             raise ValueError(f"a {self.listener} listener needs tls=TlsFiles(...)")
         self.workdir.mkdir(parents=True, exist_ok=True)
         self.port = self.port or _free_port()
+        if self.also_plaintext:
+            self.plaintext_port = self.plaintext_port or _free_port()
         self.controller_port = self.controller_port or _free_port()
         if self.jmx:
             self.jmx_port = self.jmx_port or _free_port()
@@ -386,6 +392,11 @@ class KafkaBroker:
                 props[f"listener.name.{lname}.{mech.lower()}.sasl.jaas.config"] = _scram_jaas(
                     ADMIN, self.admin_password
                 )
+        if self.also_plaintext and name != "PLAINTEXT":
+            plain = f"PLAIN://127.0.0.1:{self.plaintext_port}"
+            props["listeners"] += f",{plain}"
+            props["advertised.listeners"] += f",{plain}"
+            props["listener.security.protocol.map"] += ",PLAIN:PLAINTEXT"
         if self.authorizer:
             # The controller listener is PLAINTEXT on loopback: the node's own requests to
             # itself arrive there as ANONYMOUS and need CLUSTER_ACTION.

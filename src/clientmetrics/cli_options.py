@@ -38,6 +38,13 @@ class CommandError(click.ClickException):
         click.echo(self.message, err=True)
 
 
+class BadConfiguration(CommandError):
+    """A bad configuration, wherever it is found (the file, the environment, an option,
+    or at start): one line, exit 2, as for a usage error."""
+
+    exit_code = 2
+
+
 def log_options(level: str = "info") -> Callable[[F], F]:
     """``--log-level`` and ``--log-format``, as every command that logs takes them."""
     level_option = click.option(
@@ -79,6 +86,7 @@ def data_dir_option(
 
 __all__ = [
     "DEFAULT_DATA_DIR",
+    "BadConfiguration",
     "CommandError",
     "DescribedDefault",
     "data_dir_option",

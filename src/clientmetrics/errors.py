@@ -17,7 +17,9 @@ leak out of a public API.
     ├── exporters.ExportError         an exporter could not land a push
     ├── admin.AdminError              an admin request failed (carries the error code)
     ├── extras.MissingExtraError      an optional extra is not installed (names it)
-    └── ConfigurationError            bad gateway / pipeline configuration
+    ├── ListenError                   an address to listen on is taken or not ours (the
+    │                                 machine's state, not the configuration: exit 1)
+    └── ConfigurationError            bad gateway / pipeline configuration (exit 2)
 """
 
 from __future__ import annotations
@@ -29,3 +31,7 @@ class ClientMetricsError(Exception):
 
 class ConfigurationError(ClientMetricsError):
     """A configuration file, option or environment variable is invalid."""
+
+
+class ListenError(ClientMetricsError):
+    """An address the configuration names cannot be listened on now (in use, not ours)."""

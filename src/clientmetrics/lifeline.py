@@ -49,12 +49,17 @@ def step_aside(niceness: int = BACKGROUND_NICENESS) -> None:
 
 
 def child_started(parent_pid: int, quiet_stdout: bool = False, background: bool = False) -> None:
-    """Die with ``parent_pid``; exit at once if it is already gone.
+    """Die with ``parent_pid``; exit at once if it is already gone; leave Ctrl-C to it.
 
     ``quiet_stdout`` points file descriptor 1 at /dev/null: a child holding the
     parent's stdout would keep a pipe reader waiting after the parent exits.
+    A terminal's Ctrl-C sends SIGINT to the whole process group: the parent stops
+    its children in order (a child that installs its own handler, as a gateway
+    worker does, still gets it), so the default one, which would print a
+    ``KeyboardInterrupt`` traceback from the middle of the child's work, is off.
     ``background``: ``step_aside`` (a converter or exporter child).
     """
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
     if background:
         step_aside()
     if quiet_stdout:

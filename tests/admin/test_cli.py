@@ -14,7 +14,7 @@ import pytest
 from clientmetrics.admin import AdminConfig, AdminConnectionError, AsyncAdmin
 from clientmetrics.admin.options import HEADLINE, help_text
 from tests.admin.tool import run_tool, tool
-from tests.procs import GatewayProcess, free_port
+from tests.procs import GatewayProcess, free_port, http_port
 
 pytestmark = pytest.mark.integration
 
@@ -40,9 +40,9 @@ def test_alter_describe_list_delete_round_trip(gateway: GatewayProcess) -> None:
     assert (code, err) == (0, "")
     assert out == (
         "Client metrics configs for rt are:\n"
-        "  metrics=org.apache.kafka.producer.,org.apache.kafka.consumer.\n"
         "  interval.ms=60000\n"
         "  match=client_id=app-.*,client_software_name=librdkafka\n"
+        "  metrics=org.apache.kafka.producer.,org.apache.kafka.consumer.\n"
     )
     assert "rt" in tool(gateway, "--list")[1].splitlines()
     assert tool(gateway, "--delete", "--name", "rt") == (
@@ -58,7 +58,7 @@ def test_an_empty_option_value_deletes_that_key_only(gateway: GatewayProcess) ->
     assert tool(gateway, "--alter", "--name", "partial", "--metrics", "")[0] == 0
     out = tool(gateway, "--describe", "--name", "partial")[1]
     # The deleted key is back at its default; the other key is untouched.
-    assert out.splitlines()[1:] == ["  metrics=", "  interval.ms=1000", "  match="]
+    assert out.splitlines()[1:] == ["  interval.ms=1000", "  match=", "  metrics="]
 
 
 def test_list_and_describe_without_name_cover_every_subscription(
@@ -71,8 +71,8 @@ def test_list_and_describe_without_name_cover_every_subscription(
     code, out, _ = tool(fresh_gateway, "--describe")
     assert code == 0
     assert out == (
-        "Client metrics configs for one are:\n  metrics=\n  interval.ms=1000\n  match=\n"
-        "Client metrics configs for two are:\n  metrics=\n  interval.ms=2000\n  match=\n"
+        "Client metrics configs for one are:\n  interval.ms=1000\n  match=\n  metrics=\n"
+        "Client metrics configs for two are:\n  interval.ms=2000\n  match=\n  metrics=\n"
     )
     listed = json.loads(tool(fresh_gateway, "--list", "--output", "json")[1])
     assert listed == {"resources": ["one", "two"]}
@@ -98,32 +98,25 @@ def test_generate_name_creates_a_kafka_style_uuid_name(gateway: GatewayProcess) 
     [
         (
             ["--name", "", "--interval", "1000"],
-            "Subscription name can't be empty (INVALID_REQUEST)",
+            "Subscription name can't be empty",
         ),
         (
             ["--name", "v", "--interval", "10"],
-            "Invalid value 10 for interval.ms, interval must be between 100 and 3600000 "
-            "(1 hour) (INVALID_REQUEST)",
+            "Invalid value 10 for interval.ms, interval must be between 100 and 3600000 (1 hour)",
         ),
         (
             ["--name", "v", "--interval", "3600001"],
             "Invalid value 3600001 for interval.ms, interval must be between 100 and 3600000 "
-            "(1 hour) (INVALID_REQUEST)",
+            "(1 hour)",
         ),
-        (["--name", "v", "--match", "10"], "Illegal client matching pattern: 10 (INVALID_CONFIG)"),
+        (["--name", "v", "--match", "10"], "Illegal client matching pattern: 10"),
         (
             ["--name", "v", "--match", "client_id="],
-            "Illegal client matching pattern: client_id= (INVALID_CONFIG)",
+            "Illegal client matching pattern: client_id=",
         ),
         (
             ["--name", "v", "--match", "user=bob"],
-            "Illegal client matching pattern: user=bob (INVALID_CONFIG)",
-        ),
-        # Java's Integer conversion fails before anything is sent, as in Kafka's tool.
-        (["--name", "v", "--interval", "abc"], "Cannot parse argument 'abc' of option interval"),
-        (
-            ["--name", "v", "--interval", "2147483648"],
-            "Cannot parse argument '2147483648' of option interval",
+            "Illegal client matching pattern: user=bob",
         ),
     ],
 )
@@ -163,6 +156,11 @@ USAGE_ERRORS = [
         ["--bootstrap-server", "h:1", "--alter", "--name", "n", "--output", "json"],
         'Option "[alter]" can\'t be used with option "[output]"',
     ),
+    (
+        ["--bootstrap-server", "h:1", "--list", "--frobnicate"],
+        "frobnicate is not a recognized option",
+    ),
+    (["--list", "--bootstrap-server"], "Option bootstrap-server requires an argument"),
 ]
 
 
@@ -187,11 +185,15 @@ PLAIN_ERRORS = [
         ["--bootstrap-server", "h:1", "--delete"],
         "A client metrics resource name must be specified with --delete.",
     ),
+    # Java's Integer.parseInt fails in checkArgs, before anything is sent (Kafka 4.4).
     (
-        ["--bootstrap-server", "h:1", "--list", "--frobnicate"],
-        "frobnicate is not a recognized option",
+        ["--bootstrap-server", "h:1", "--alter", "--name", "v", "--interval", "abc"],
+        "Invalid interval value. Enter an integer, or leave empty to reset.",
     ),
-    (["--list", "--bootstrap-server"], "Option bootstrap-server requires an argument"),
+    (
+        ["--bootstrap-server", "h:1", "--alter", "--name", "v", "--interval", "2147483648"],
+        "Invalid interval value. Enter an integer, or leave empty to reset.",
+    ),
     (["--bootstrap-server", "nohost", "--list"], "Invalid url in bootstrap.servers: nohost"),
     (
         ["--bootstrap-server", "h:1", "--list", "--command-config", "/no/such/file"],
@@ -299,6 +301,18 @@ def test_a_server_that_never_answers_times_out_within_the_timeout(silent_server:
     assert result.out == (
         f"{PREFIX}Could not connect to bootstrap server 127.0.0.1:{silent_server} "
         "(timed out after 1000 ms waiting for the ApiVersions response)\n"
+    )
+
+
+def test_an_http_port_is_one_line_at_once() -> None:
+    # The default --timeout (30 s) is not waited out: the HTTP server's answer shows at once
+    # that the port does not speak Kafka (a subprocess timeout of 20 s fails the test).
+    with http_port() as port:
+        result = run_tool("--bootstrap-server", f"127.0.0.1:{port}", "--list", timeout=20)
+    assert (result.code, result.err) == (1, "")
+    assert result.out == (
+        f"{PREFIX}Could not connect to bootstrap server 127.0.0.1:{port} "
+        "(not a Kafka broker: it answered '<!DOCTYPE HTML>')\n"
     )
 
 

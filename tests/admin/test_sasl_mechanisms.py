@@ -79,7 +79,8 @@ def test_scram_librdkafka_style_and_wrong_password(sasl_front: Front, tmp_path: 
     )
     assert (code, err) == (1, "")
     assert out == (
-        f"{PREFIX}Authentication failed: Invalid user credentials (SASL_AUTHENTICATION_FAILED)\n"
+        f"{PREFIX}Authentication failed during authentication due to invalid credentials "
+        "with SASL mechanism SCRAM-SHA-512\n"
     )
 
 
@@ -99,7 +100,7 @@ def test_oauthbearer_token_from_a_file(sasl_front: Front, signer: Signer, tmp_pa
     token_file.write_text(signer.token(now - 7200, sub="svc-reporter"))  # expired an hour ago
     code, out, _ = list_with(sasl_front.port, tmp_path, props)
     assert code == 1
-    assert out == f'{PREFIX}{{"status":"invalid_token"}} (SASL_AUTHENTICATION_FAILED)\n'
+    assert out == f'{PREFIX}{{"status":"invalid_token"}}\n'
 
 
 def test_oauthbearer_needs_a_token_file(tmp_path: Path) -> None:

@@ -15,7 +15,7 @@ from clientmetrics.admin.properties import parse_bootstrap
 from clientmetrics.admin.usage import format_help
 from clientmetrics.errors import ConfigurationError
 
-# Kafka's usage as published in its docs (whitespace there is not byte-exact).
+# Kafka 4.4.0's usage, as its kafka-client-metrics.sh prints it (--help).
 KAFKA_USAGE = (Path(__file__).parent / "data" / "kafka_usage.txt").read_text()
 EXTRAS = {"output", "timeout"}
 

@@ -89,6 +89,8 @@ def test_client_page_charts_one_line_per_node_in_the_window(data: DataDir) -> No
     assert 'class="threshold"' in latency
     assert "alert &gt; 5000" in latency
     assert 'class="threshold"' not in page.split(f"<h3>{REQUESTS} (per second)</h3>")[1]
+    # The client sent no unit: the axis says the one KIP-714 gives latencies (ms).
+    assert re.search(r'<text x="4" y="\d+" class="tick">ms</text>', latency)
     recent = get(app, f"/client/{data.ids[0]}?window=5m")
     chart = recent.split(f"<h3>{LATENCY}</h3>")[1].split("</svg>")[0]
     # Points span now-4min .. now-1min15s; all are inside five minutes.

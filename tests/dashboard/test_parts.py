@@ -155,7 +155,8 @@ def test_gateway_metrics_are_parsed_from_prometheus_text() -> None:
         "kafka_server_client_metrics_instance_count 7.0\n"
         "# TYPE other_metric gauge\nother_metric 1.0\n"
     )
-    assert parse_gateway_metrics(text) == {"push": 42.0, "instance_count": 7.0}
+    # by the names /metrics shows (counters keep _total), without the common prefix
+    assert parse_gateway_metrics(text) == {"push_total": 42.0, "instance_count": 7.0}
 
 
 def test_the_gateway_page_shows_each_exporters_counters() -> None:

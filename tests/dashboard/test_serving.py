@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import re
 import signal
 import subprocess
 import sys
@@ -12,6 +13,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+from prometheus_client.parser import text_string_to_metric_families
 
 from clientmetrics.admin import alter, subscription_configs
 from clientmetrics.dashboard import Dashboard, DashboardConfig, DashboardServer
@@ -109,7 +111,20 @@ def test_gateway_and_subscription_pages_read_a_running_gateway(tmp_path: Path) -
         page = app.handle("/gateway").body.decode()
         assert "kafka_server_client_metrics_instance_count" in page
         assert "id='card-instance_count'><b>0</b>" in page
-        assert "id='card-push'><b>0</b>" in page  # a rate already on the first load
+        assert "id='card-push_total'><b>0</b>" in page  # a rate already on the first load
+        # Every name the page shows is one /metrics has, and /metrics uses base units.
+        with urllib.request.urlopen(metrics, timeout=10) as response:
+            exposed = {
+                sample.name
+                for family in text_string_to_metric_families(response.read().decode())
+                for sample in family.samples
+            }
+        shown = re.findall(r"<code>(kafka_server_client_metrics_\w+)</code>", page)
+        assert len(shown) > 10
+        assert set(shown) <= exposed
+        assert "kafka_server_client_metrics_push_total" in shown
+        assert not [name for name in exposed if re.search(r"_ms(_|$)", name)]
+        assert "kafka_server_client_metrics_plugin_export_time_seconds_total" in exposed
         assert "<td><code>landing</code></td>" in page  # the exporters table
         subscriptions = app.handle("/subscriptions").body.decode()
         assert f"the admin API at {gateway.bootstrap}" in subscriptions

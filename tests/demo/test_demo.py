@@ -106,6 +106,12 @@ def test_demo_stops_every_child(demo_run: DemoRun) -> None:
     # The pipeline was interrupted, not killed: its checkpoint committed batches.
     commits = demo_run.data_dir / "checkpoints" / "pipeline" / "commits"
     assert any(commits.iterdir())
+    # ... and quietly: no py4j tracebacks from the stop, no JVM or Spark start-up warnings
+    # (a loaded machine may still make a batch outlast its trigger: Spark says so).
+    first, *rest = (logs / "pipeline.log").read_text().splitlines()
+    assert first == f"streaming from {demo_run.data_dir / 'landing' / 'pushes'}; Ctrl-C to stop"
+    unexpected = [line for line in rest if "Current batch is falling behind" not in line]
+    assert unexpected == [], "\n".join(unexpected[:80])
 
 
 def test_ctrl_c_stops_everything_and_still_summarises(tmp_path: Path) -> None:

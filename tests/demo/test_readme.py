@@ -45,8 +45,13 @@ FENCE = re.compile(
     re.S,
 )
 OPTION = re.compile(r'(\w+)=(?:"([^"]*)"|(\S+))')
-#: What each documented make target must run.
-MAKE_RUNS = {"run": "clientmetrics demo", "test": "pytest", "serve": "clientmetrics serve"}
+#: What each documented make target must run. ``make test`` does a fresh machine's set-up
+#: itself (Debian's packages as root, the peers) and prints the slowest tests.
+MAKE_RUNS = {
+    "run": ("clientmetrics demo",),
+    "test": ("apt-get install", "-m peers", "pytest --durations="),
+    "serve": ("clientmetrics serve",),
+}
 
 
 @dataclass(frozen=True)
@@ -78,6 +83,13 @@ def test_every_command_block_says_how_it_is_tested() -> None:
     shell = [b for b in blocks if b.lang == "sh"]
     assert len(shell) >= 6
     assert all(b.mode is not None for b in shell), [b.body for b in shell if b.mode is None]
+
+
+def test_ci_runs_the_readme_test_command_and_nothing_a_reader_would_not() -> None:
+    script = (REPO / ".ci" / "run").read_text(encoding="utf-8")
+    lines = [line.strip() for line in script.splitlines()]
+    steps = [line for line in lines if line and not line.startswith(("#", "set ", "cd "))]
+    assert steps == ["make test", ".ci/clean-install"]
 
 
 class Scratch:
@@ -164,7 +176,8 @@ def check_make(body: str) -> None:
             ["make", "-n", target], cwd=REPO, capture_output=True, text=True, check=False
         )
         assert done.returncode == 0, done.stderr
-        assert MAKE_RUNS[target] in done.stdout, done.stdout
+        for step in MAKE_RUNS[target]:
+            assert step in done.stdout, (step, done.stdout)
 
 
 def check_options(scratch: Scratch, body: str) -> None:
@@ -184,6 +197,39 @@ def check_config(scratch: Scratch, body: str) -> None:
     assert str(config.listen) == "127.0.0.1:9092"
     (landing,) = config.exporters
     assert LandingOptions.from_mapping(landing.options).roll_seconds == 5.0
+
+
+#: What the scratch directory holds that a reader's clone would not: the clone's own
+#: files, and this test's logs and configuration.
+NOT_THE_READERS = re.compile(r"\.venv|Makefile|pyproject\.toml|server-\d+\.log|gateway\.toml")
+
+
+def not_ignored(root: Path) -> list[str]:
+    """What the README's blocks created under ``root`` that the clone's .gitignore misses."""
+    made = [
+        p.name + ("/" if p.is_dir() else "")
+        for p in root.iterdir()
+        if not NOT_THE_READERS.fullmatch(p.name)
+    ]
+    return [
+        name
+        for name in made
+        if subprocess.run(
+            ["git", "check-ignore", "-q", "--no-index", name], cwd=REPO, check=False
+        ).returncode
+        != 0
+    ]
+
+
+def test_gitignore_covers_what_the_readme_creates(tmp_path: Path) -> None:
+    for made in ("cm-data/", "cm-proxy/", "spark-warehouse/"):
+        (tmp_path / made).mkdir()
+    (tmp_path / "rules.toml").write_text("")
+    (tmp_path / "derby.log").write_text("")
+    (tmp_path / "server-0.log").write_text("")
+    assert not_ignored(tmp_path) == []
+    (tmp_path / "notes.txt").write_text("")
+    assert not_ignored(tmp_path) == ["notes.txt"]
 
 
 def test_readme_blocks_run_in_order(scratch: Scratch) -> None:
@@ -206,6 +252,8 @@ def test_readme_blocks_run_in_order(scratch: Scratch) -> None:
             assert re.search(r"tests/\w+/test_\w+\.py", out), out
         else:
             pytest.fail(f"unknown readme-test mode {block.mode!r}")
+    # Whatever the blocks left in the clone, git ignores.
+    assert not_ignored(scratch.root) == []
     # What the blocks claim happened did: tables with the simulated clients and an alert.
     tables = scratch.root / "cm-data" / "tables"
     clients = sum(pq.ParquetFile(p).metadata.num_rows for p in tables.glob("clients/*/*.parquet"))

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from clientmetrics.errors import ConfigurationError
+from clientmetrics.errors import ListenError
 from clientmetrics.exporters import InMemoryExporter
 from clientmetrics.exporters.child import ChildExporters, with_exporter_process
 from clientmetrics.exporters.path import ExportPath
@@ -88,7 +88,8 @@ async def test_bad_options_fail_at_start(tmp_path: Path) -> None:
         taken.listen()
         port = taken.getsockname()[1]
         child = ChildExporters([("prometheus", {"listen": f"127.0.0.1:{port}"})], tmp_path)
-        with pytest.raises(ConfigurationError, match=f"cannot listen on 127.0.0.1:{port}"):
+        # a taken port is the machine's state, not a bad setting: ListenError, exit 1
+        with pytest.raises(ListenError, match=f"cannot listen on 127.0.0.1:{port}"):
             await child.start()
     assert not child._proc.is_alive()
 

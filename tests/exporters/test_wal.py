@@ -150,9 +150,9 @@ def test_a_segment_of_the_previous_version_still_decodes() -> None:
 
 @given(pushes)
 def test_a_record_decodes_back_to_its_push(push: AcceptedPush) -> None:
-    from clientmetrics.exporters.wal import RECORD_HEADER, check_record, decode_push
+    from clientmetrics.exporters.wal import RECORD_HEADER, check_record, decode_record
 
     record = encode_record(push)
     header, body = record[: RECORD_HEADER.size], record[RECORD_HEADER.size :]
     assert check_record(header, body)
-    assert decode_push(body) == push
+    assert decode_record(body) == push

@@ -48,7 +48,7 @@ def reload(gw: GatewayProcess, text: str) -> None:
 
 
 def test_refused_until_an_acl_is_granted_and_reloaded(gateway: GatewayProcess) -> None:
-    refused = (1, f"{PREFIX}Cluster authorization failed. (CLUSTER_AUTHORIZATION_FAILED)\n", "")
+    refused = (1, f"{PREFIX}Cluster authorization failed.\n", "")
     assert tool(gateway, "--alter", "--name", "s1", "--metrics", "org.apache.kafka.") == refused
     assert tool(gateway, "--describe", "--name", "s1") == refused
     assert tool(gateway, "--list") == refused
@@ -60,7 +60,7 @@ def test_refused_until_an_acl_is_granted_and_reloaded(gateway: GatewayProcess) -
         "",
     )
     code, out, _ = tool(gateway, "--describe", "--name", "s1")  # implied by ALTER_CONFIGS
-    assert (code, out.splitlines()[1]) == (0, "  metrics=org.apache.kafka.")
+    assert (code, out.splitlines()[3]) == (0, "  metrics=org.apache.kafka.")
     assert tool(gateway, "--list")[:2] == (0, "s1\n")
 
     # A broken file keeps the ACLs in force.
@@ -82,7 +82,7 @@ def test_the_subscription_cap(gateway: GatewayProcess) -> None:
     assert code == 1
     assert out == (
         f"{PREFIX}Cannot create client metrics subscription c4: the gateway already holds "
-        "the maximum of 3 subscriptions (max_subscriptions) (POLICY_VIOLATION)\n"
+        "the maximum of 3 subscriptions (max_subscriptions)\n"
     )
     # Changing or deleting an existing one is still fine, and frees a place.
     assert tool(gateway, "--alter", "--name", "c3", "--interval", "60000")[0] == 0

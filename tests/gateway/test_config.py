@@ -3,12 +3,16 @@
 from __future__ import annotations
 
 import re
+import subprocess
 from pathlib import Path
 
 import pytest
+from click.testing import CliRunner
 
+from clientmetrics.cli import cli
 from clientmetrics.errors import ConfigurationError
 from clientmetrics.gateway.config import Address, load_config
+from tests.procs import BIN
 
 
 def write(tmp_path: Path, text: str) -> Path:
@@ -68,11 +72,11 @@ def test_environment_then_command_line_override(tmp_path: Path) -> None:
         ("[gateway]\nlisten = 'nonsense'\n", "expected HOST:PORT"),
         ("[gateway]\nnode_id = 'x'\n", "node_id"),
         ("[gateway]\nnode_id = -1\n", "node_id"),
-        ("[gateway]\nbogus = 1\n", "unknown [gateway] setting"),
-        ("[telemetry]\nbogus = 1\n", "unknown [telemetry] setting"),
+        ("[gateway]\nbogus = 1\n", "unknown settings: [gateway] bogus"),
+        ("[telemetry]\nbogus = 1\n", "unknown settings: [telemetry] bogus"),
         ("[telemetry]\naccepted_compression_types = ['brotli']\n", "unknown compression type"),
         ("[telemetry]\nmax_bytes = 0\n", "max_bytes"),
-        ("[nope]\n", "unknown config section"),
+        ("[nope]\n", "unknown settings: [nope]"),
         ("not toml [", "not valid TOML"),
     ],
 )
@@ -86,3 +90,79 @@ def test_missing_file_and_missing_data_dir(tmp_path: Path) -> None:
         load_config(tmp_path / "absent.toml", data_dir=tmp_path, environ={})
     with pytest.raises(ConfigurationError, match="data directory is required"):
         load_config(None, environ={})
+
+
+def test_every_unknown_setting_is_reported_at_once(tmp_path: Path) -> None:
+    text = (
+        '[gateway]\nlisen = "127.0.0.1:1"\nnode_id = 1\n[telemetry]\nmax_byte = 3\n'
+        '[tls]\ncertificate = "c"\nprivate_key = "k"\ncolour = 1\n[tsl]\n'
+        '[sasl]\nmechanisms = ["OAUTHBEARER"]\n[sasl.oauthbearer]\njwks = "j"\nissuer = "i"\n'
+        'audience = "a"\naudiance = "a"\n'
+    )
+    env = {"CLIENTMETRICS_GATEWAY_NODEID": "3", "CLIENTMETRICS_GATEWAY_NODE_ID": "2"}
+    with pytest.raises(ConfigurationError) as info:
+        load_config(write(tmp_path, text), data_dir=tmp_path, environ=env)
+    assert str(info.value) == (
+        "unknown settings: [tsl], [gateway] lisen, [telemetry] max_byte, [tls] colour, "
+        "[sasl.oauthbearer] audiance, CLIENTMETRICS_GATEWAY_NODEID ([gateway] nodeid)"
+    )
+
+
+@pytest.mark.parametrize(
+    ("env", "message"),
+    [
+        (
+            {"CLIENTMETRICS_GATEWAY_NODE_ID": "abc"},
+            "[gateway] node_id: invalid value 'abc' (from CLIENTMETRICS_GATEWAY_NODE_ID)",
+        ),
+        (
+            {"CLIENTMETRICS_TELEMETRY_MAX_BYTES": "0"},
+            "(from CLIENTMETRICS_TELEMETRY_MAX_BYTES)",
+        ),
+        (
+            {"CLIENTMETRICS_TLS_CERTIFICATE": "c", "CLIENTMETRICS_TLS_PRIVATE_KEY": "k",
+             "CLIENTMETRICS_TLS_CLIENT_AUTH": "maybe"},
+            "[tls] client_auth must be none, requested or required, got 'maybe' "
+            "(from CLIENTMETRICS_TLS_CLIENT_AUTH)",
+        ),
+    ],
+)  # fmt: skip
+def test_a_bad_value_from_the_environment_names_the_variable(
+    tmp_path: Path, env: dict[str, str], message: str
+) -> None:
+    with pytest.raises(ConfigurationError) as info:
+        load_config(None, data_dir=tmp_path, environ=env)
+    assert str(info.value).endswith(message)
+
+
+def test_the_command_line_wins_and_is_not_blamed_on_the_environment(tmp_path: Path) -> None:
+    env = {"CLIENTMETRICS_GATEWAY_NODE_ID": "7"}
+    with pytest.raises(ConfigurationError) as info:
+        load_config(None, data_dir=tmp_path, environ=env, overrides={"node_id": -1})
+    assert "CLIENTMETRICS" not in str(info.value)
+
+
+def test_config_errors_are_one_line_and_exit_2_wherever_found(tmp_path: Path) -> None:
+    args = ["--data-dir", str(tmp_path / "data"), "--listen", "127.0.0.1:0"]
+    # found while loading (in process: no gateway starts)
+    bad = write(tmp_path, "[gateway]\nbogus = 1\n")
+    loaded = CliRunner().invoke(cli, ["serve", "--config", str(bad), *args])
+    assert (loaded.exit_code, loaded.stdout, loaded.stderr.splitlines()) == (
+        2,
+        "",
+        ["clientmetrics serve: unknown settings: [gateway] bogus"],
+    )
+    # found at start: the JWKS file cannot be read
+    (tmp_path / "oauth.toml").write_text(
+        '[sasl]\nmechanisms = ["OAUTHBEARER"]\n[sasl.oauthbearer]\njwks = "absent.json"\n'
+        'issuer = "i"\naudience = "a"\n'
+    )
+    started = subprocess.run(
+        [str(BIN / "clientmetrics"), "serve", "--config", "oauth.toml", *args],
+        cwd=tmp_path, capture_output=True, text=True, timeout=60, check=False,
+    )  # fmt: skip
+    assert (started.returncode, started.stdout, started.stderr.splitlines()) == (
+        2,
+        "",
+        ["clientmetrics serve: cannot read JWKS file absent.json: No such file or directory"],
+    )

@@ -8,7 +8,6 @@ from typing import Any
 import pytest
 
 from clientmetrics.gateway.authz import AuthorizationHolder
-from clientmetrics.gateway.build import build
 from clientmetrics.gateway.config_rpcs import ConfigHandlers
 from clientmetrics.gateway.connection import ConnectionState
 from clientmetrics.gateway.subscriptions import Subscriptions
@@ -23,6 +22,7 @@ from clientmetrics.wire import (
     encode_request_header,
     request_type,
 )
+from clientmetrics.wire.build import build
 
 AUTHZ = parse_authorization(
     {

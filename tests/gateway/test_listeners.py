@@ -71,7 +71,7 @@ def test_listen_takes_protocols_a_list_and_bare_host_port(tmp_path: Path) -> Non
         ('[tls]\ncertificate = "c"\n', "certificate and private_key go together"),
         ('[tls]\ncertificate = "c"\nprivate_key = "k"\nclient_auth = "yes"\n', "client_auth"),
         ('[tls]\ncertificate = "c"\nprivate_key = "k"\nclient_auth = "required"\n', "needs ca"),
-        ('[tls]\ncertificate = "c"\nprivate_key = "k"\ncolour = 1\n', "unknown [tls] setting"),
+        ('[tls]\ncertificate = "c"\nprivate_key = "k"\ncolour = 1\n', "[tls] colour"),
         (
             '[tls]\ncertificate = "c"\nprivate_key = "k"\nprincipal_mapping_rules = "RULE:x"\n',
             "invalid principal mapping rule",

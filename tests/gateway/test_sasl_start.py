@@ -30,7 +30,7 @@ def test_an_unreadable_jwks_stops_the_start(tmp_path: Path) -> None:
          str(tmp_path), "--config", str(config)],
         capture_output=True, text=True, timeout=60, check=False,
     )  # fmt: skip
-    assert result.returncode == 1
+    assert result.returncode == 2  # a configuration error, found at start
     assert result.stderr.splitlines()[-1] == (
         f"clientmetrics serve: cannot read JWKS file {tmp_path / 'missing.json'}: "
         "No such file or directory"

@@ -15,7 +15,14 @@ DATA = "/var/lib/clientmetrics"
 
 
 def blocks(language: str) -> list[str]:
-    return re.findall(rf"^```{language}\n(.*?)^```", DOC.read_text(), flags=re.S | re.M)
+    """The page's blocks in ``language``, except the complete examples'
+    (``security-example``, run by test_security_example.py)."""
+    found = re.findall(
+        rf"(<!-- security-example:[^>]*-->\s*\n)?^```{language}\n(.*?)^```",
+        DOC.read_text(),
+        flags=re.S | re.M,
+    )
+    return [body for tag, body in found if not tag]
 
 
 def test_console_blocks(tmp_path: Path) -> None:

@@ -3,6 +3,10 @@
 from __future__ import annotations
 
 import asyncio
+import json
+import os
+import signal
+import subprocess
 import uuid
 from pathlib import Path
 
@@ -12,6 +16,7 @@ from clientmetrics.store.memory import MemorySubscriptionStore
 from clientmetrics.telemetry.model import AcceptedPush
 from clientmetrics.wire import RequestHeader, decode_response, encode_request, request_type
 from tests.frames import read_frame
+from tests.procs import BIN, free_port
 
 
 class GatedExporter:
@@ -68,3 +73,32 @@ async def test_push_in_flight_at_shutdown_is_answered(tmp_path: Path) -> None:
     assert len(exporter.pushes) == 1
     assert await reader.read() == b""  # and then the connection is closed
     writer.close()
+
+
+def test_ctrl_c_stops_the_gateway_and_its_exporter_process_quietly(tmp_path: Path) -> None:
+    # A terminal's Ctrl-C is SIGINT to the whole process group, child processes included.
+    (tmp_path / "gateway.toml").write_text(
+        f'[exporters.prometheus]\nlisten = "127.0.0.1:{free_port()}"\n'
+    )
+    proc = subprocess.Popen(
+        [str(BIN / "clientmetrics"), "serve", "--listen", "127.0.0.1:0", "--data-dir",
+         str(tmp_path / "data"), "--config", str(tmp_path / "gateway.toml"),
+         "--log-format", "json"],
+        stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True, start_new_session=True,
+    )  # fmt: skip
+    assert proc.stderr is not None
+    lines = []
+    for line in proc.stderr:
+        lines.append(line)
+        if '"gateway_started"' in line:
+            break
+    os.killpg(proc.pid, signal.SIGINT)
+    try:
+        _, rest = proc.communicate(timeout=30)
+    finally:
+        if proc.poll() is None:
+            os.killpg(proc.pid, signal.SIGKILL)
+    assert proc.returncode == 0
+    events = [json.loads(line).get("event") for line in [*lines, *rest.splitlines()]]
+    assert "exporter_process_started" in events
+    assert events[-1] == "gateway_stopped", rest

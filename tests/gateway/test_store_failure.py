@@ -10,7 +10,6 @@ from pathlib import Path
 import pytest
 
 from clientmetrics.exporters.memory import InMemoryExporter
-from clientmetrics.gateway.build import build
 from clientmetrics.gateway.config import GatewayConfig, Listener
 from clientmetrics.gateway.server import Gateway
 from clientmetrics.store.base import StoreError
@@ -22,6 +21,7 @@ from clientmetrics.wire import (
     encode_request,
     request_type,
 )
+from clientmetrics.wire.build import build
 from tests.frames import read_frame
 
 

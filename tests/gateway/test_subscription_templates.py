@@ -7,7 +7,6 @@ import uuid
 from hypothesis import given
 from hypothesis import strategies as st
 
-from clientmetrics.gateway.build import build
 from clientmetrics.gateway.telemetry_rpcs import SubscriptionTemplates
 from clientmetrics.telemetry.manager import SubscriptionsResult
 from clientmetrics.wire import (
@@ -17,6 +16,7 @@ from clientmetrics.wire import (
     encode_response,
     response_type,
 )
+from clientmetrics.wire.build import build
 
 INT32 = st.integers(-(2**31), 2**31 - 1)
 results = st.builds(

@@ -14,6 +14,7 @@ from pyspark.sql import SparkSession
 
 from clientmetrics.cli import cli
 from clientmetrics.pipeline.jobs import submit
+from tests.procs import free_port
 from tests.synthetic import (
     Push,
     land,
@@ -119,6 +120,19 @@ def test_nothing_landed_yet_is_one_line(tmp_path: Path) -> None:
     ]
 
 
+def test_an_unreachable_master_is_one_line_at_once(tmp_path: Path) -> None:
+    # Spark itself retried for about a minute, then printed hundreds of lines of traces
+    # (the subprocess timeout, 240 s, would not catch that; the one line would).
+    (tmp_path / "landing" / "pushes").mkdir(parents=True)
+    port = free_port()
+    done = _pipeline("run", "--data-dir", str(tmp_path), "--master", f"spark://127.0.0.1:{port}")
+    assert (done.returncode, done.stdout) == (1, "")
+    assert done.stderr.splitlines() == [
+        f"clientmetrics pipeline: cannot reach the Spark master (127.0.0.1:{port}: "
+        "Connection refused)"
+    ]
+
+
 def test_no_java_is_one_line(tmp_path: Path) -> None:
     (tmp_path / "landing" / "pushes").mkdir(parents=True)
     env = {k: v for k, v in os.environ.items() if k != "JAVA_HOME"}
@@ -159,9 +173,8 @@ def test_run_prints_a_summary_and_warns_of_a_rule_no_client_matches(
     conf = ["--master", "local[1]", "--conf", "spark.ui.enabled=false"]
     done = _pipeline(*args, *conf, "--json", env=env)
     assert done.returncode == 0, done.stderr[-3000:]
-    # Our lines among the JVM's own start-up lines; no debug lines.
-    ours = [line for line in done.stderr.splitlines() if line.startswith("clientmetrics")]
-    assert ours == [
+    # Our line only: no JVM or Spark start-up lines, no warnings, no debug lines.
+    assert done.stderr.splitlines() == [
         "clientmetrics pipeline: warning: rule 'typo': no client sent "
         "'org.apache.kafka.producer.request.latncy.avg' (check the name; a prefix must end "
         "with '.')"

@@ -17,7 +17,8 @@ def test_local_masters_get_twice_their_cores(master: str, partitions: str | None
     expected = partitions or str(2 * (os.cpu_count() or 1))
     settings = local_defaults(master)
     assert settings["spark.sql.shuffle.partitions"] == expected
-    assert settings["spark.sql.adaptive.enabled"] == "true"
+    # Nothing streaming turns off with a warning at every run.
+    assert not any(key.startswith("spark.sql.adaptive.") for key in settings)
 
 
 @pytest.mark.parametrize("master", [None, "spark://h:7077", "yarn", "k8s://https://h"])

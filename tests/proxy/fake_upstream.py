@@ -12,7 +12,6 @@ import asyncio
 import struct
 from dataclasses import dataclass, field
 
-from clientmetrics.gateway.build import build
 from clientmetrics.wire import (
     ErrorCode,
     FrameDecoder,
@@ -22,6 +21,7 @@ from clientmetrics.wire import (
     parse_request_header,
     response_type,
 )
+from clientmetrics.wire.build import build
 
 NODE = 7
 SIZE = struct.Struct(">i")

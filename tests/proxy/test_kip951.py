@@ -18,9 +18,9 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from kio.index import load_response_schema
 
-from clientmetrics.gateway.build import build
 from clientmetrics.gateway.proxy.kip951 import FETCH_MAX, PRODUCE_MAX, rewrite_node_endpoints
 from clientmetrics.wire import ErrorCode, ProtocolError
+from clientmetrics.wire.build import build
 from clientmetrics.wire.codec import read_entity, write_entity
 
 HEADER = b"\x00\x00\x00\x2a\x00"  # correlation id 42, no tagged fields (response header v1)

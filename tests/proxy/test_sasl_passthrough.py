@@ -15,7 +15,6 @@ from typing import Any
 import pytest
 
 from clientmetrics.exporters.memory import InMemoryExporter
-from clientmetrics.gateway.build import build
 from clientmetrics.gateway.config import Address, GatewayConfig, Listener
 from clientmetrics.gateway.server import Gateway
 from clientmetrics.security.authorizer import Acl, AuthorizationConfig, Permission
@@ -29,6 +28,7 @@ from clientmetrics.wire import (
     encode_request,
     request_type,
 )
+from clientmetrics.wire.build import build
 from clientmetrics.wire.headers import request_header_version
 from clientmetrics.wire.server import ListenerPolicy
 from tests.frames import read_frame

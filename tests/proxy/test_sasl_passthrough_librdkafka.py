@@ -95,7 +95,7 @@ def test_passthrough_authenticates_with_the_cluster_and_lands_the_principal(
     code, out, err = tool(gw, tmp_path, None, "--alter", "--name", "all", "--metrics", "org.")
     assert (code, len(out.splitlines()), err) == (1, 1, ""), out
     assert out.startswith(PREFIX), out
-    assert "disconnected before a response was received (NETWORK_EXCEPTION)" in out
+    assert "disconnected before a response was received" in out
     code, out, err = tool(
         gw, tmp_path, scram_props("wrong"), "--alter", "--name", "all", "--metrics", "org."
     )

@@ -10,7 +10,6 @@ from pathlib import Path
 import pytest
 
 from clientmetrics.exporters.memory import InMemoryExporter
-from clientmetrics.gateway.build import build
 from clientmetrics.gateway.config import Address, GatewayConfig, Listener
 from clientmetrics.gateway.proxy import merged_versions
 from clientmetrics.gateway.proxy.kip951 import FETCH_MAX, PRODUCE_MAX
@@ -25,6 +24,7 @@ from clientmetrics.wire import (
     parse_request_header,
     request_type,
 )
+from clientmetrics.wire.build import build
 from tests.frames import read_frame
 from tests.procs import free_port_block
 from tests.proxy.fake_upstream import NODE, FakeUpstream, raw_request

@@ -19,11 +19,23 @@ from confluent_kafka import Consumer, Producer
 from tests.gateway.test_tls import api_versions_over_tls
 from tests.kadmin import set_subscription
 from tests.landed import landed_rows, metric_names
-from tests.procs import StunnelProcess, TansuProcess, free_port, free_port_block, wait_for
+from tests.procs import (
+    StunnelProcess,
+    TansuProcess,
+    free_port,
+    free_port_block,
+    stunnel_binary,
+    wait_for,
+)
 from tests.proxy.conftest import TANSU_NODE, ProxyGateway
 from tests.tlsfiles import TestCA
 
-pytestmark = pytest.mark.integration
+pytestmark = [
+    pytest.mark.integration,
+    pytest.mark.skipif(
+        stunnel_binary() is None, reason="needs Debian's stunnel4 (apt-get install -y stunnel4)"
+    ),
+]
 
 MESSAGES = 200
 

@@ -16,7 +16,6 @@ from collections.abc import Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
-from clientmetrics.gateway.build import build
 from clientmetrics.gateway.cluster import ClusterHandlers
 from clientmetrics.gateway.connection import ConnectionState, Dispatcher, serve_connection
 from clientmetrics.telemetry.compression import decompress
@@ -28,6 +27,7 @@ from clientmetrics.wire import (
     encode_response,
     response_type,
 )
+from clientmetrics.wire.build import build
 
 GET, PUSH = 71, 72
 

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import random
+import socket
 import subprocess
 from collections.abc import Iterator
 from pathlib import Path
@@ -11,10 +12,12 @@ from pathlib import Path
 import pytest
 from opentelemetry.proto.metrics.v1.metrics_pb2 import MetricsData
 
+from clientmetrics.admin import list_client_metrics_resources
+from clientmetrics.reporter.cli import SUBSCRIPTION_NAME
 from clientmetrics.reporter.sim_payloads import SimMetrics
 from tests.golden import LIBRDKAFKA as GOLDEN
 from tests.landed import landed_rows
-from tests.procs import BIN, GatewayProcess, free_port, wait_for
+from tests.procs import BIN, GatewayProcess, free_port, http_port, wait_for
 
 LATENCY = "org.apache.kafka.producer.node.request.latency.avg"
 
@@ -60,8 +63,8 @@ def gateway(tmp_path: Path) -> Iterator[GatewayProcess]:
 
 
 @pytest.mark.integration
-@pytest.mark.parametrize("processes", [1, 2])
-def test_simulate_against_the_gateway(gateway: GatewayProcess, processes: int) -> None:
+@pytest.mark.parametrize(("processes", "keep"), [(1, False), (2, True)])
+def test_simulate_against_the_gateway(gateway: GatewayProcess, processes: int, keep: bool) -> None:
     out = subprocess.run(
         [
             str(BIN / "clientmetrics"),
@@ -79,6 +82,7 @@ def test_simulate_against_the_gateway(gateway: GatewayProcess, processes: int) -
             "--unhealthy",
             "3",
             "--json",
+            *(["--keep-subscription"] if keep else []),
         ],
         capture_output=True,
         check=True,
@@ -93,6 +97,9 @@ def test_simulate_against_the_gateway(gateway: GatewayProcess, processes: int) -
     # First push in [0.5, 1.5] s, then one a second: about 3 regular pushes each in 4 s.
     assert 2.5 * 200 <= report["pushes"] - report["terminating_pushes"] <= 4.2 * 200
     assert report["requests_by_version"] == {"v1": report["handshakes"] + report["pushes"]}
+    # The catch-all subscription lasts the run only, unless asked to stay.
+    names = list(list_client_metrics_resources(gateway.bootstrap))
+    assert names == ([SUBSCRIPTION_NAME] if keep else [])
 
     def unhealthy_latencies() -> list[float]:
         out: list[float] = []
@@ -131,4 +138,34 @@ def test_a_closed_port_is_one_line(extra: tuple[str, ...]) -> None:
     assert (done.returncode, done.stdout) == (1, "")
     assert done.stderr.splitlines() == [
         f"clientmetrics simulate: cannot connect to 127.0.0.1:{port}: Connection refused"
+    ]
+
+
+def run_simulate(*args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [str(BIN / "clientmetrics"), "simulate", "--clients", "2", *args],
+        capture_output=True, text=True, timeout=20, check=False,
+    )  # fmt: skip
+
+
+def test_a_port_that_is_not_kafka_is_one_line_at_once() -> None:
+    # Before: the frame reader waited for b"HTTP"'s 1.2 GB "frame" for ever.
+    with http_port() as port:
+        done = run_simulate("--bootstrap-server", f"127.0.0.1:{port}", "--duration", "60")
+    assert (done.returncode, done.stdout) == (1, "")
+    assert done.stderr.splitlines() == [
+        f"clientmetrics simulate: cannot use 127.0.0.1:{port}: "
+        "not a Kafka broker: it answered '<!DOCTYPE HTML>'"
+    ]
+
+
+def test_a_port_that_never_answers_does_not_outlast_the_duration() -> None:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        sock.listen(8)
+        port = sock.getsockname()[1]
+        done = run_simulate("--bootstrap-server", f"127.0.0.1:{port}", "--duration", "1")
+    assert (done.returncode, done.stdout) == (1, "")
+    assert done.stderr.splitlines() == [
+        f"clientmetrics simulate: cannot use 127.0.0.1:{port}: no answer to ApiVersions within 1 s"
     ]

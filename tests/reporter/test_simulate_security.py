@@ -64,8 +64,9 @@ def test_simulate_over_sasl_ssl(secured: tuple[Front, Path]) -> None:
     assert report["errors"] == {}
     assert report["handshakes"] == 20
     assert report["pushes"] >= 40
-    # The admin connection (--interval-ms) and the two client connections authenticated.
-    assert front.principals == ["User:loadgen"] * 3
+    # The admin connections (--interval-ms's subscription: created, then deleted) and the
+    # two client connections authenticated.
+    assert front.principals == ["User:loadgen"] * 4
 
 
 def test_a_wrong_password_is_refused(secured: tuple[Front, Path]) -> None:
@@ -73,6 +74,7 @@ def test_a_wrong_password_is_refused(secured: tuple[Front, Path]) -> None:
     result = simulate(front, ca_file, "wrong")
     assert result.returncode == 1
     assert result.stderr == (
-        "clientmetrics simulate: Authentication failed: Invalid user credentials\n"
+        "clientmetrics simulate: Authentication failed during authentication due to invalid "
+        "credentials with SASL mechanism SCRAM-SHA-512\n"
     )
     assert front.principals == []

@@ -15,6 +15,7 @@ from clientmetrics.telemetry.configs import (
     ConfigError,
     apply_incremental,
     describe,
+    normalize,
     parse_list,
     validate,
 )
@@ -183,16 +184,27 @@ def test_pattern_invalid_in_every_engine_keeps_legacy_message() -> None:
     assert error.message == "Illegal client matching pattern: client_id=(abc"
 
 
-def test_duplicate_metrics_are_rejected() -> None:
-    error = _error("s", {"metrics": "a,b,a"})
+def test_repeated_entries_are_kept_once_and_stored_as_kafka_stores_them() -> None:
+    """Kafka 4.4.0 accepts `a,b,a` and stores (and describes) `a,b`; `client_id=a,
+    client_id=a` is stored as `client_id=a`; ` +200 ` as `200`."""
+    parsed = validate("s", {"metrics": "a,b,a", "match": "client_id=a, client_id=a"})
+    assert parsed is not None
+    assert parsed.metrics == ("a", "b")
+    assert parsed.match == (("client_id", "a"),)
+    raw = {"metrics": " a , b,a ", "match": "client_id = a ", "interval.ms": " +200 "}
+    assert normalize(raw) == {"metrics": "a,b", "match": "client_id = a", "interval.ms": "200"}
+
+
+@pytest.mark.parametrize(("key", "value"), [("metrics", "x,,y"), ("metrics", "a,"), ("match", ",")])
+def test_empty_list_entries_are_kafkas_error(key: str, value: str) -> None:
+    error = _error("s", {key: value})
     assert error.error_code is ErrorCode.INVALID_CONFIG
-    assert "metrics" in error.message
+    assert error.message == f"Configuration '{key}' values must not be empty."
 
 
-def test_duplicate_match_selector_is_rejected() -> None:
+def test_two_patterns_for_one_selector_are_refused() -> None:
+    """A deliberate difference: Kafka keeps the last (a HashMap), silently."""
     error = _error("s", {"match": "client_id=a,client_id=b"})
-    assert error.error_code is ErrorCode.INVALID_CONFIG
-    error = _error("s", {"match": "client_id=a, client_id=a"})
     assert error.error_code is ErrorCode.INVALID_CONFIG
 
 
@@ -259,16 +271,17 @@ def test_append_then_subtract_leaves_only_old_entries_not_subtracted(
 
 
 def test_describe_reports_defaults_for_unset_keys() -> None:
+    """In Kafka 4.4.0's order, by name."""
     entries = describe({"metrics": "org.apache.kafka."})
-    assert [e.name for e in entries] == list(KEYS)
-    assert entries[0] == ConfigEntry(
+    assert [e.name for e in entries] == ["interval.ms", "match", "metrics"]
+    assert entries[2] == ConfigEntry(
         "metrics", "org.apache.kafka.", 7, False, False, 7, "Telemetry metric name prefix list"
     )
-    assert entries[1] == ConfigEntry(
+    assert entries[0] == ConfigEntry(
         "interval.ms", "300000", 5, False, False, 3, "Metrics push interval in milliseconds"
     )
-    assert entries[2] == ConfigEntry("match", "", 5, False, False, 7, "Client match criteria")
+    assert entries[1] == ConfigEntry("match", "", 5, False, False, 7, "Client match criteria")
 
 
 def test_describe_missing_resource_is_all_defaults() -> None:
-    assert [(e.value, e.source) for e in describe({})] == [(DEFAULTS[k], 5) for k in KEYS]
+    assert [(e.value, e.source) for e in describe({})] == [(DEFAULTS[k], 5) for k in sorted(KEYS)]

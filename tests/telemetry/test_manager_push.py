@@ -265,13 +265,15 @@ def test_rejected_push_still_uses_the_slot(mgr: ClientMetricsManager) -> None:
 def test_get_right_after_refetch_errors_is_not_throttled(
     mgr: ClientMetricsManager, error: str
 ) -> None:
-    """DESIGN (Kafka's || bug): after 117 or 76 the client may re-fetch at once."""
+    """After 117 or 76 the client may re-fetch at once (Kafka 4.4 fixed its `||` bug)."""
     got = subscribe(mgr, NOW)
     bad = {"subscription_id": 1234} if error == "subscription" else {"compression_type": 99}
     assert push(mgr, got, NOW, **bad).error_code is not ErrorCode.NONE  # type: ignore[arg-type]
     again = subscribe(mgr, NOW + 1, got.client_instance_id)
-    # ...and the push that follows the re-fetch is not throttled either.
-    assert push(mgr, again, NOW + 2).error_code is ErrorCode.NONE
+    # As in Kafka 4.4 the early re-fetch grants no push: the next one waits its interval
+    # from the failed push (less our early-push tolerance).
+    assert push(mgr, again, NOW + 2).error_code is ErrorCode.THROTTLING_QUOTA_EXCEEDED
+    assert push(mgr, again, NOW + INTERVAL // 2).error_code is ErrorCode.NONE
 
 
 def test_get_after_too_large_is_throttled() -> None:
@@ -290,7 +292,7 @@ def test_subscription_change_makes_old_pushes_unknown(mgr: ClientMetricsManager)
     assert push(mgr, got, NOW + 1).error_code is ErrorCode.UNKNOWN_SUBSCRIPTION_ID
     again = subscribe(mgr, NOW + 2, got.client_instance_id)
     assert again.subscription_id != got.subscription_id
-    assert push(mgr, again, NOW + 3).error_code is ErrorCode.NONE
+    assert push(mgr, again, NOW + 1 + INTERVAL).error_code is ErrorCode.NONE
 
 
 @pytest.mark.parametrize(

@@ -20,9 +20,13 @@ from clientmetrics.admin.api import (
     subscription_configs,
 )
 from clientmetrics.admin.connection import BrokerConnection, Channel, TcpTransport, Transport
-from clientmetrics.admin.errors import AdminConnectionError, AdminError, AdminTimeoutError
+from clientmetrics.admin.errors import (
+    AdminAuthenticationError,
+    AdminConnectionError,
+    AdminError,
+    AdminTimeoutError,
+)
 from clientmetrics.admin.properties import AdminConfig, parse_properties, read_properties
-from clientmetrics.admin.sasl import AdminAuthenticationError, SaslOAuthBearer, SaslPlain, SaslScram
 from clientmetrics.admin.sync import (
     Admin,
     alter,
@@ -31,6 +35,7 @@ from clientmetrics.admin.sync import (
     describe_all,
     list_client_metrics_resources,
 )
+from clientmetrics.client.sasl import SaslOAuthBearer, SaslPlain, SaslScram
 
 __all__ = [
     "CLIENT_METRICS",

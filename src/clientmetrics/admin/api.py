@@ -19,7 +19,7 @@ from typing import Any
 from clientmetrics.admin.connection import BrokerConnection, Transport
 from clientmetrics.admin.errors import AdminError
 from clientmetrics.admin.properties import AdminConfig
-from clientmetrics.wire import ErrorCode, request_type
+from clientmetrics.wire import AlterOp, ApiKey, ConfigResourceType, ErrorCode, request_type
 
 __all__ = [
     "CLIENT_METRICS",
@@ -30,13 +30,8 @@ __all__ = [
     "subscription_configs",
 ]
 
-CLIENT_METRICS = 16
+CLIENT_METRICS = ConfigResourceType.CLIENT_METRICS
 """``ConfigResource.Type.CLIENT_METRICS``."""
-DESCRIBE_CONFIGS = 32
-INCREMENTAL_ALTER_CONFIGS = 44
-LIST_CONFIG_RESOURCES = 74
-OP_SET = 0
-OP_DELETE = 1
 SOURCE_NAMES: Mapping[int, str] = {
     0: "UNKNOWN",
     1: "TOPIC_CONFIG",
@@ -163,10 +158,10 @@ class AsyncAdmin:
         conn = await self._connection()
 
         def body(version: int) -> Any:
-            entity = request_type(LIST_CONFIG_RESOURCES, version)
+            entity = request_type(ApiKey.LIST_CONFIG_RESOURCES, version)
             return entity(resource_types=(CLIENT_METRICS,)) if version >= 1 else entity()
 
-        response = await conn.request(LIST_CONFIG_RESOURCES, body)
+        response = await conn.request(ApiKey.LIST_CONFIG_RESOURCES, body)
         _check(response.error_code, None)
         return tuple(
             str(item.resource_name)
@@ -179,10 +174,10 @@ class AsyncAdmin:
         conn = await self._connection()
 
         def body(version: int) -> Any:
-            entity = request_type(DESCRIBE_CONFIGS, version)
+            entity = request_type(ApiKey.DESCRIBE_CONFIGS, version)
             return entity(resources=(_describe_resource(entity, name),))
 
-        response = await conn.request(DESCRIBE_CONFIGS, body)
+        response = await conn.request(ApiKey.DESCRIBE_CONFIGS, body)
         for result in response.results:
             _check(result.error_code, result.error_message)
             configs = tuple(
@@ -205,14 +200,17 @@ class AsyncAdmin:
 
     async def alter(self, name: str, configs: Mapping[str, str]) -> None:
         """IncrementalAlterConfigs: SET each key, DELETE each key whose value is empty."""
-        ops = [(key, OP_DELETE if value == "" else OP_SET, value) for key, value in configs.items()]
+        ops = [
+            (key, AlterOp.DELETE if value == "" else AlterOp.SET, value)
+            for key, value in configs.items()
+        ]
         await self.incremental_alter(name, ops)
 
     async def delete(self, name: str) -> ClientMetricsResource:
         """Describe ``name``, then DELETE every key it returned (Kafka's ``--delete``)."""
         current = await self.describe(name)
         await self.incremental_alter(
-            name, [(entry.name, OP_DELETE, entry.value) for entry in current.configs]
+            name, [(entry.name, AlterOp.DELETE, entry.value) for entry in current.configs]
         )
         return current
 
@@ -223,10 +221,10 @@ class AsyncAdmin:
         conn = await self._connection()
 
         def body(version: int) -> Any:
-            entity = request_type(INCREMENTAL_ALTER_CONFIGS, version)
+            entity = request_type(ApiKey.INCREMENTAL_ALTER_CONFIGS, version)
             return _alter_request(entity, name, ops)
 
-        response = await conn.request(INCREMENTAL_ALTER_CONFIGS, body)
+        response = await conn.request(ApiKey.INCREMENTAL_ALTER_CONFIGS, body)
         for result in response.responses:
             _check(result.error_code, result.error_message)
 

@@ -74,7 +74,13 @@ def _describe_json(resources: Sequence[ClientMetricsResource]) -> str:
 
 async def _describe(admin: AsyncAdmin, opts: CommandOptions, out: TextIO, as_json: bool) -> None:
     name = opts.value("name")
-    names = [name] if name is not None else list(await admin.list_client_metrics_resources())
+    listed = list(await admin.list_client_metrics_resources())
+    if name is not None and name not in listed and not as_json:
+        # Kafka 4.4's tool checks the listing first and describes only what exists.
+        print(f"The client metric resource {name} doesn't exist and doesn't have dynamic config.",
+              file=out)  # fmt: skip
+        return
+    names = [name] if name is not None else listed
     resources = []
     for entity in names:
         resource = await admin.describe(entity)
@@ -98,11 +104,14 @@ async def _execute(opts: CommandOptions, config: AdminConfig, out: TextIO) -> No
         action = opts.action
         if action == "alter":
             name = generate_name() if opts.has("generate-name") else opts.value("name") or ""
+            interval = opts.value("interval")  # checked already: empty or an integer
             configs = subscription_configs(
                 metrics=opts.values("metrics"),
-                interval_ms=opts.integer("interval"),
+                interval_ms=int(interval) if interval else None,
                 match=opts.values("match"),
             )
+            if interval == "":
+                configs["interval.ms"] = ""  # Kafka 4.4: an empty --interval resets it
             await admin.alter(name, configs)
             print(f"Altered client metrics config for {name}.", file=out)
         elif action == "delete":
@@ -123,8 +132,7 @@ def _failure(exc: Exception) -> str:
     if isinstance(exc, AdminError) and not isinstance(
         exc, (AdminConnectionError, AdminTimeoutError)
     ):
-        # Kafka prints only the message; the code's name tells scripts what happened.
-        return f"{exc.message} ({exc.error_code.name})"
+        return exc.message  # the broker's message alone, as Kafka's tool prints it
     return str(exc)
 
 

@@ -21,44 +21,42 @@ import os
 import socket
 import ssl
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, Protocol
 
-from clientmetrics.admin.errors import AdminConnectionError, AdminError, AdminTimeoutError
+from clientmetrics.admin.errors import (
+    AdminAuthenticationError,
+    AdminConnectionError,
+    AdminError,
+    AdminTimeoutError,
+)
 from clientmetrics.admin.properties import AdminConfig
-from clientmetrics.admin.sasl import AdminAuthenticationError, authenticate
+from clientmetrics.client.sasl import SaslAuthenticationError, authenticate
 from clientmetrics.wire import (
     SERVED,
+    ApiKey,
     ErrorCode,
-    FrameDecoder,
     ProtocolError,
     RequestHeader,
     decode_response,
-    encode_frame,
-    encode_request,
-    encode_request_header,
-    request_header_version,
     request_type,
 )
+from clientmetrics.wire.client import ClientFraming, NotKafka
 
 __all__ = ["BrokerConnection", "Channel", "TcpTransport", "Transport", "api_name"]
 
-API_VERSIONS = 18
+API_VERSIONS = ApiKey.API_VERSIONS
 _SOFTWARE_NAME = "clientmetrics-admin"
 _SOFTWARE_VERSION = "0.1.0"
-_API_NAMES: Mapping[int, str] = {
-    18: "API_VERSIONS",
-    32: "DESCRIBE_CONFIGS",
-    33: "ALTER_CONFIGS",
-    44: "INCREMENTAL_ALTER_CONFIGS",
-    74: "LIST_CONFIG_RESOURCES",
-}
 
 
 def api_name(api_key: int) -> str:
     """Kafka's ``ApiKeys`` name of an api key (``API_KEY_<n>`` for keys we never send)."""
-    return _API_NAMES.get(api_key, f"API_KEY_{api_key}")
+    try:
+        return ApiKey(api_key).name
+    except ValueError:
+        return f"API_KEY_{api_key}"
 
 
 class Channel(Protocol):
@@ -132,8 +130,7 @@ class BrokerConnection:
         self.address = address
         self._channel = channel
         self._config = config
-        self._decoder = FrameDecoder()
-        self._correlation_id = 0
+        self._framing = ClientFraming()
         self._versions: dict[int, tuple[int, int]] = {API_VERSIONS: SERVED[API_VERSIONS]}
         # One request in flight at a time: responses are matched by arrival order.
         self._lock = asyncio.Lock()
@@ -180,7 +177,10 @@ class BrokerConnection:
                 except AdminTimeoutError as exc:
                     raise AdminTimeoutError(address, exc.what, budget) from exc
                 if config.sasl is not None:
-                    await authenticate(conn, config.sasl)
+                    try:
+                        await authenticate(conn, config.sasl)
+                    except SaslAuthenticationError as exc:
+                        raise AdminAuthenticationError(exc.error_code, exc.message) from exc
             except AdminAuthenticationError:
                 # Wrong credentials are wrong everywhere: say so rather than try on.
                 await conn.close()
@@ -225,7 +225,7 @@ class BrokerConnection:
                 else {}
             )
             header = self._header(API_VERSIONS, version)
-            payload = encode_request(header, request_type(API_VERSIONS, version)(**fields))
+            payload = self._framing.request(header, request_type(API_VERSIONS, version)(**fields))
             frame = await self._exchange(
                 payload, header.correlation_id, timeout_s, "the ApiVersions response"
             )
@@ -263,34 +263,16 @@ class BrokerConnection:
     ) -> Any:
         header = self._header(api_key, version)
         frame = await self._exchange(
-            encode_request(header, body), header.correlation_id, timeout_s, what
+            self._framing.request(header, body), header.correlation_id, timeout_s, what
         )
         return self._decode_or_fail(api_key, version, frame)
 
-    async def raw_request(self, api_key: int, version: int, body: bytes, what: str) -> bytes:
-        """Send a body the wire layer has no codec for (SASL); the response body bytes.
-
-        For non-flexible APIs only: the response header is read as v0.
-        """
-        header = self._header(api_key, version)
-        frame = await self._exchange(
-            encode_frame(encode_request_header(header) + body),
-            header.correlation_id,
-            self._config.timeout_s,
-            what,
-        )
-        return frame[4:]
+    async def sasl_request(self, api_key: int, version: int, body: Any, what: str) -> Any:
+        """A SASL request at the version the exchange speaks (``client.sasl``)."""
+        return await self._round_trip(api_key, version, body, self._config.timeout_s, what)
 
     def _header(self, api_key: int, version: int) -> RequestHeader:
-        self._correlation_id += 1
-        return RequestHeader(
-            api_key,
-            version,
-            self._correlation_id,
-            self._config.client_id,
-            None,
-            request_header_version(api_key, version),
-        )
+        return self._framing.header(api_key, version, self._config.client_id)
 
     async def _exchange(
         self, payload: bytes, correlation_id: int, timeout_s: float, what: str
@@ -313,7 +295,7 @@ class BrokerConnection:
         try:
             async with asyncio.timeout(timeout_s):
                 await self._channel.send(payload)
-                frame = await self._next_frame()
+                got, frame = await self._next_frame()
         except TimeoutError as exc:
             raise AdminTimeoutError(self.address, what, timeout_s) from exc
         except (OSError, ssl.SSLError) as exc:
@@ -324,7 +306,6 @@ class BrokerConnection:
                 reason=reason,
             ) from exc
         # Checked before decoding: a stray frame would not even decode as this API.
-        got = int.from_bytes(frame[:4], "big", signed=True) if len(frame) >= 4 else None
         if got != correlation_id:
             raise AdminError(
                 ErrorCode.UNKNOWN_SERVER_ERROR,
@@ -341,7 +322,7 @@ class BrokerConnection:
             ) from exc
         return response
 
-    async def _next_frame(self) -> bytes:
+    async def _next_frame(self) -> tuple[int, bytes]:
         while True:
             data = await self._channel.receive()
             if not data:
@@ -352,7 +333,11 @@ class BrokerConnection:
                     reason=reason,
                 )
             try:
-                frames = self._decoder.feed(data)
+                frames = self._framing.feed(data)
+            except NotKafka as exc:
+                raise AdminError(
+                    ErrorCode.NETWORK_EXCEPTION, f"{self.address} is {exc}", reason=str(exc)
+                ) from exc
             except ProtocolError as exc:
                 raise AdminError(
                     ErrorCode.UNKNOWN_SERVER_ERROR, f"Malformed response from {self.address}: {exc}"

@@ -3,7 +3,7 @@
     AdminError                  a request failed; ``.error_code`` is the Kafka code
     ├── AdminConnectionError    no connection to any bootstrap address (NETWORK_EXCEPTION)
     ├── AdminTimeoutError       a connect or a response took too long (REQUEST_TIMED_OUT)
-    └── AdminAuthenticationError  SASL mechanism or credentials refused (admin.sasl)
+    └── AdminAuthenticationError  SASL mechanism or credentials refused (client.sasl)
 
 Bad client properties (``--command-config``) raise ``clientmetrics.ConfigurationError``.
 """
@@ -17,7 +17,13 @@ from types import MappingProxyType
 from clientmetrics.errors import ClientMetricsError
 from clientmetrics.wire import ErrorCode
 
-__all__ = ["AdminConnectionError", "AdminError", "AdminTimeoutError", "default_message"]
+__all__ = [
+    "AdminAuthenticationError",
+    "AdminConnectionError",
+    "AdminError",
+    "AdminTimeoutError",
+    "default_message",
+]
 
 # Errors.java's default exception messages, used when a broker sends no message.
 _DEFAULT_MESSAGES: Mapping[ErrorCode, str] = MappingProxyType(
@@ -93,3 +99,7 @@ class AdminTimeoutError(AdminError):
             f"{reason[0].upper()}{reason[1:]} from {address}",
             reason=reason,
         )
+
+
+class AdminAuthenticationError(AdminError):
+    """The broker refused the SASL mechanism or the credentials."""

@@ -3,11 +3,11 @@
 Kafka parses with jopt-simple and then runs ``ClientMetricsCommandOptions.checkArgs``;
 both are reproduced here, messages included, because runbooks match on them:
 
-* parse errors (unknown option, missing argument) -> ``ArgumentError`` (stderr, exit 1);
-* ``checkArgs`` usage failures -> ``UsageError`` (message + usage on stderr, exit 1);
-* ``checkArgs`` plain failures (``--bootstrap-server must be specified.``) -> ``ArgumentError``;
-* typed values are converted only when used, as jopt-simple does, so a bad
-  ``--interval`` is an ``OptionValueError`` reported like any failed command.
+* parse errors (unknown option, missing argument) and ``checkArgs`` usage failures ->
+  ``UsageError`` (message + usage on stderr, exit 1);
+* ``checkArgs`` plain failures (``--bootstrap-server must be specified.``, an
+  ``--interval`` that is not an integer) -> ``ArgumentError`` (Kafka adds a stack trace);
+* ``--interval`` is a string, as in Kafka 4.4: empty resets (deletes) the interval.
 """
 
 from __future__ import annotations
@@ -60,7 +60,9 @@ OPTIONS: tuple[OptionHelp, ...] = (
     OptionHelp("name", "Name of client metrics configuration resource.", "<String: name>"),
     OptionHelp("generate-name", "Generate a UUID to use as the name."),
     OptionHelp(
-        "interval", "The metrics push interval in milliseconds.", "<Integer: push interval>"
+        "interval",
+        "The metrics push interval in milliseconds.\nLeave empty to reset the interval.",
+        "<String: push interval>",
     ),
     OptionHelp(
         "match",
@@ -140,7 +142,7 @@ class CommandOptions:
         raw = self.value(name)
         if raw is None:
             return None
-        if not _JAVA_INT.fullmatch(raw) or not -(2**31) <= int(raw) < 2**31:
+        if not _is_java_int(raw):
             raise OptionValueError(f"Cannot parse argument '{raw}' of option {name}")
         return int(raw)
 
@@ -148,6 +150,11 @@ class CommandOptions:
     def action(self) -> str:
         """The one action given (valid after ``parse_args``)."""
         return next(a for a in ACTIONS if self.has(a))
+
+
+def _is_java_int(text: str) -> bool:
+    """What Java's ``Integer.parseInt`` accepts: a sign, decimal digits, 32 bits."""
+    return bool(_JAVA_INT.fullmatch(text)) and -(2**31) <= int(text) < 2**31
 
 
 def _split_values(name: str, raw: str) -> list[str]:
@@ -172,13 +179,13 @@ def _tokenize(argv: Sequence[str]) -> dict[str, list[str]]:
         key, sep, inline = arg.lstrip("-").partition("=")
         if key not in _KNOWN:
             bad = key if arg.startswith("--") else key[:1]
-            raise ArgumentError(f"{bad} is not a recognized option")
+            raise UsageError(f"{bad} is not a recognized option")
         values = given.setdefault(key, [])
         if key not in _TAKES_ARGUMENT:
             continue
         if not sep:
             if i >= len(args):
-                raise ArgumentError(f"Option {key} requires an argument")
+                raise UsageError(f"Option {key} requires an argument")
             inline = args[i]  # taken even if it looks like an option, as jopt-simple does
             i += 1
         values.extend(_split_values(key, inline))
@@ -209,6 +216,9 @@ def _check(opts: CommandOptions) -> None:
     _check_invalid(opts, "delete", ("output",))
     if opts.has("alter") and opts.has("name") == opts.has("generate-name"):
         raise ArgumentError("One of --name or --generate-name must be specified with --alter.")
+    interval = opts.given.get("interval", ("",))[0]
+    if interval and not _is_java_int(interval):
+        raise ArgumentError("Invalid interval value. Enter an integer, or leave empty to reset.")
     if opts.has("delete") and not opts.has("name"):
         raise ArgumentError("A client metrics resource name must be specified with --delete.")
 

@@ -22,8 +22,8 @@ from clientmetrics.pipeline.core.clients import (
 )
 from clientmetrics.pipeline.core.schemas import (
     INVENTORY_ARROW,
+    INVENTORY_LABELS,
     LANDING_ARROW,
-    PUSH_LABELS,
     TIMESTAMP,
 )
 
@@ -124,7 +124,7 @@ def with_status(clients: pa.Table, open_alerts: Mapping[str, int], as_of: dateti
 
 
 #: Landing columns that make an inventory row for a client the pipeline has not seen yet.
-LANDING_LABELS = ("received_at", "client_instance_id", *PUSH_LABELS, "terminating")
+LANDING_LABELS = ("received_at", "client_instance_id", *INVENTORY_LABELS, "terminating")
 
 
 def with_landed_clients(clients: pa.Table | None, landed: pa.Table | None) -> pa.Table | None:

@@ -298,10 +298,10 @@ def subscriptions_page(
 
 
 _CARDS = (
-    ("push", "pushes/s", True),
-    ("accepted_pushes", "accepted pushes/s", True),
-    ("throttle", "throttles/s", True),
-    ("unknown_subscription_request", "unknown subscriptions/s", True),
+    ("push_total", "pushes/s", True),
+    ("accepted_pushes_total", "accepted pushes/s", True),
+    ("throttle_total", "throttles/s", True),
+    ("unknown_subscription_request_total", "unknown subscriptions/s", True),
     ("instance_count", "instances tracked", False),
     ("connections", "connections", False),
 )

@@ -25,7 +25,14 @@ from clientmetrics.dashboard.svg import Line
 from clientmetrics.dashboard.tables import TableReader
 from clientmetrics.pipeline.core.decode import decode_pushes
 from clientmetrics.pipeline.core.rates import fresh_rates, series_state_of
-from clientmetrics.pipeline.core.schemas import LABEL_COLUMNS, POINTS_ARROW
+from clientmetrics.pipeline.core.schemas import (
+    LABEL_COLUMNS,
+    LANDED_FILES,
+    POINTS_ARROW,
+    landed_pushes,
+)
+from clientmetrics.pipeline.core.series import series_attributes
+from clientmetrics.pipeline.core.units import display_unit
 
 POINT_COLUMNS = (
     "client_instance_id",
@@ -67,9 +74,8 @@ class _Sample:
 
 
 def _label(series: str, metric: str) -> str:
-    # The pipeline's series key is "instance|metric|k=v,k=v"; the attributes tell lines apart.
-    attributes = series.rsplit("|", 1)[-1] if series.count("|") >= 2 else ""
-    return attributes or metric.rsplit(".", 1)[-1]
+    # The series' attributes tell the lines of one chart apart.
+    return series_attributes(series) or metric.rsplit(".", 1)[-1]
 
 
 def _from_points(table: pa.Table) -> list[_Sample]:
@@ -108,7 +114,7 @@ def build_charts(samples: Iterable[_Sample]) -> list[Chart]:
         if sample.value is None or not math.isfinite(sample.value):
             continue
         grouped[sample.metric][sample.label].append((sample.time_s, sample.value))
-        meta[sample.metric] = (sample.unit, sample.kind == "sum")
+        meta[sample.metric] = (display_unit(sample.metric, sample.unit), sample.kind == "sum")
     charts = []
     for metric in sorted(grouped, key=_chart_order):
         lines = tuple(
@@ -185,4 +191,4 @@ def _ts(moment: datetime) -> pa.Scalar:
 
 def landing_reader(data_dir: Path) -> TableReader:
     """A reader over ``DATA/landing/pushes`` (``date=``/``hour=`` partitions)."""
-    return TableReader(data_dir / "landing" / "pushes", pattern="date=*/hour=*/*.parquet")
+    return TableReader(landed_pushes(data_dir), pattern=LANDED_FILES)

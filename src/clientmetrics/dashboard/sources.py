@@ -19,7 +19,12 @@ from clientmetrics.errors import ClientMetricsError
 _GATEWAY_PREFIX = "kafka_server_client_metrics_"
 _EXPORTER_PREFIX = "clientmetrics_exporter_"
 #: Counters shown as per-second rates between two page loads.
-RATE_COUNTERS = ("push", "accepted_pushes", "throttle", "unknown_subscription_request")
+RATE_COUNTERS = (
+    "push_total",
+    "accepted_pushes_total",
+    "throttle_total",
+    "unknown_subscription_request_total",
+)
 
 
 @dataclass(frozen=True, slots=True)
@@ -104,14 +109,15 @@ class GatewaySample:
 
 
 def parse_gateway_metrics(text: str) -> dict[str, float]:
-    """``kafka_server_client_metrics_*`` values from Prometheus text, by short name."""
+    """``kafka_server_client_metrics_*`` values from Prometheus text, by their name on
+    ``/metrics`` without the prefix (counters keep their ``_total``)."""
     values: dict[str, float] = {}
     for family in text_string_to_metric_families(text):
         for sample in family.samples:
             name = sample.name
             if not name.startswith(_GATEWAY_PREFIX) or name.endswith("_created"):
                 continue
-            values[name.removeprefix(_GATEWAY_PREFIX).removesuffix("_total")] = float(sample.value)
+            values[name.removeprefix(_GATEWAY_PREFIX)] = float(sample.value)
     return values
 
 

@@ -25,6 +25,7 @@ from clientmetrics.demo.children import (
 )
 from clientmetrics.demo.real_clients import RealClients
 from clientmetrics.demo.summary import DemoSummary, summarise
+from clientmetrics.telemetry.push_arrow import LANDED_FILES, landed_pushes
 
 SUBSCRIPTION = "demo-all-metrics"
 RULES = """\
@@ -168,7 +169,7 @@ class Demo:
         # Spark's file source, started on an empty directory, later trips over the
         # date=/hour= partition columns of the first files; start it once files exist.
         deadline = time.monotonic() + timeout
-        while not any((data / "landing" / "pushes").glob("date=*/hour=*/*.parquet")):
+        while not any(landed_pushes(data).glob(LANDED_FILES)):
             if time.monotonic() > deadline:
                 raise DemoError(f"no push landed within {timeout:.0f}s")
             time.sleep(0.2)

@@ -79,7 +79,7 @@ def summarise(data_dir: Path, metrics_url: str, dashboard_url: str) -> DemoSumma
     found = episodes(reader.read("alerts"))
     alerted = sorted({names.get(a.client_instance_id) or a.client_instance_id for a in found})
     sample = GatewayMetrics(metrics_url).sample() if metrics_url else None
-    accepted = int(sample.values.get("accepted_pushes", 0)) if sample else 0
+    accepted = int(sample.values.get("accepted_pushes_total", 0)) if sample else 0
     return DemoSummary(
         clients_seen=seen,
         real_clients=real,

@@ -28,11 +28,11 @@ from typing import Any
 
 import structlog
 
-from clientmetrics.errors import ConfigurationError
+from clientmetrics.errors import ConfigurationError, ListenError
 from clientmetrics.exporters.base import Exporter, ExportError
 from clientmetrics.exporters.queued import ExporterStats, QueuedExporter
 from clientmetrics.exporters.registry import load_exporter
-from clientmetrics.exporters.wal import RECORD_HEADER, check_record, decode_push, encode_record
+from clientmetrics.exporters.wal import RECORD_HEADER, check_record, decode_record, encode_record
 from clientmetrics.lifeline import child_started
 from clientmetrics.telemetry.model import AcceptedPush
 
@@ -64,6 +64,8 @@ class ChildExporters:
         self._wake = asyncio.Event()
         self._started = asyncio.Event()
         self._start_error: str | None = None
+        #: The child's start failed on a taken address (``ListenError``), not a setting.
+        self._start_listen_error = False
         self._writer: asyncio.StreamWriter | None = None
         self._lost = False
         self._tasks: list[asyncio.Task[None]] = []
@@ -92,6 +94,8 @@ class ChildExporters:
             self._start_error = "the exporter process did not start in 60 s"
         if self._start_error is not None:
             await self.close(5)
+            if self._start_listen_error:
+                raise ListenError(self._start_error)
             raise ConfigurationError(self._start_error)
         log.info("exporter_process_started", pid=self._proc.pid, exporters=self.names)
 
@@ -149,6 +153,7 @@ class ChildExporters:
                 self._started.set()
             elif kind == "error":
                 self._start_error = str(message["error"])
+                self._start_listen_error = bool(message.get("listen"))
                 self._started.set()
         self._started.set()
 
@@ -228,8 +233,8 @@ async def _serve(sock: socket.socket, specs: Specs, data_dir: Path) -> None:
                 raise ConfigurationError(f"exporter {name!r} cannot run in the exporter process")
             await exporter.start()
             exporters.append(exporter)
-    except (ConfigurationError, ExportError) as exc:
-        send({"t": "error", "error": str(exc)})
+    except (ConfigurationError, ExportError, ListenError) as exc:
+        send({"t": "error", "error": str(exc), "listen": isinstance(exc, ListenError)})
         await writer.drain()
         writer.close()
         return
@@ -259,7 +264,7 @@ async def _pump(reader: asyncio.StreamReader, exporters: list[QueuedExporter]) -
             return  # the gateway closed the stream: finish up
         if not check_record(header, body):
             raise ExportError("corrupt record from the gateway")
-        push = decode_push(body)
+        push = decode_record(body)
         for exporter in exporters:
             exporter.offer(push)
 

@@ -41,6 +41,7 @@ from clientmetrics.exporters.landing_options import LandingOptions
 from clientmetrics.exporters.wal import MAGIC, SUFFIX, encode_record, segment_name, utc_hour
 from clientmetrics.lifeline import child_started
 from clientmetrics.telemetry.model import AcceptedPush
+from clientmetrics.telemetry.push_arrow import LANDING_DIR
 
 log = structlog.get_logger(__name__)
 _SEALED_BACKLOG = 8
@@ -112,7 +113,7 @@ class LandingExporter:
     name = "landing"
 
     def __init__(self, data_dir: Path, options: LandingOptions | None = None) -> None:
-        self._layout = files.Layout(data_dir / "landing")
+        self._layout = files.Layout(data_dir / LANDING_DIR)
         self._options = options or LandingOptions()
         self.writer_id = secrets.token_hex(8)
         self._writer_dir = self._layout.wal / self.writer_id

@@ -18,7 +18,7 @@ import pyarrow.parquet as pq
 import structlog
 
 from clientmetrics.exporters.wal import SUFFIX, Columns, decode_segment, segment_first_ms
-from clientmetrics.telemetry.push_arrow import LANDING_ARROW
+from clientmetrics.telemetry.push_arrow import LANDING_ARROW, PUSHES_DIR, partition
 
 log = structlog.get_logger(__name__)
 
@@ -35,7 +35,7 @@ class Layout:
 
     @property
     def pushes(self) -> Path:
-        return self.root / "pushes"
+        return self.root / PUSHES_DIR
 
     @property
     def staging(self) -> Path:
@@ -53,8 +53,7 @@ class Layout:
     def final_path(self, segment: str) -> Path:
         """Where the Parquet file of ``segment`` lands: its first row's UTC hour."""
         when = datetime.fromtimestamp(segment_first_ms(segment) / 1000, tz=UTC)
-        partition = self.pushes / f"date={when:%Y-%m-%d}" / f"hour={when:%H}"
-        return partition / f"part-{segment}.parquet"
+        return self.pushes / partition(when) / f"part-{segment}.parquet"
 
 
 @dataclass(frozen=True, slots=True)

@@ -17,10 +17,11 @@ from pathlib import Path
 import structlog
 
 from clientmetrics.addresses import parse_host_port
-from clientmetrics.errors import ConfigurationError
+from clientmetrics.errors import ConfigurationError, ListenError
 from clientmetrics.exporters.base import Exporter
 from clientmetrics.exporters.prometheus_state import PushView, SeriesStore, exposition
 from clientmetrics.exporters.queued import ExporterStats, QueuedExporter, QueueOptions
+from clientmetrics.http_endpoint import NOT_FOUND, HttpRequest, HttpResponse, handle_http
 from clientmetrics.telemetry.model import AcceptedPush
 
 log = structlog.get_logger(__name__)
@@ -63,9 +64,7 @@ class PrometheusSink:
         try:
             self._server = await asyncio.start_server(self._handle, host, port)
         except OSError as exc:
-            raise ConfigurationError(
-                f"prometheus exporter cannot listen on {host}:{port}: {exc}"
-            ) from exc
+            raise ListenError(f"prometheus exporter cannot listen on {host}:{port}: {exc}") from exc
         self.port = self._server.sockets[0].getsockname()[1]
         log.info("prometheus_exporter_listening", listen=f"{host}:{self.port}")
 
@@ -102,33 +101,13 @@ class PrometheusSink:
         return body, OPENMETRICS if openmetrics else TEXT
 
     async def _handle(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
-        try:
-            head = await asyncio.wait_for(reader.readuntil(b"\r\n\r\n"), timeout=10)
-            request_line, *header_lines = head.decode("latin-1").split("\r\n")
-            parts = request_line.split(" ")
-            fields = (line.partition(":") for line in header_lines if line)
-            headers = {k.strip().lower(): v.strip() for k, _, v in fields}
-            if len(parts) == 3 and parts[0] == "GET" and parts[1].split("?")[0] == "/metrics":
-                body, ctype = await self.render(headers.get("accept", ""))
-                status = "200 OK"
-            else:
-                body, ctype, status = b"not found\n", "text/plain", "404 Not Found"
-            writer.write(
-                f"HTTP/1.1 {status}\r\nContent-Type: {ctype}\r\nContent-Length: {len(body)}\r\n"
-                "Connection: close\r\n\r\n".encode()
-                + body
-            )
-            await writer.drain()
-        except (
-            TimeoutError,
-            asyncio.IncompleteReadError,
-            asyncio.LimitOverrunError,
-            ConnectionError,
-            asyncio.CancelledError,  # closing: end quietly (3.11 would log the cancel)
-        ):
-            pass
-        finally:
-            writer.close()
+        await handle_http(reader, writer, self._answer)
+
+    async def _answer(self, request: HttpRequest) -> HttpResponse:
+        if request.path != "/metrics":
+            return NOT_FOUND
+        body, ctype = await self.render(request.headers.get("accept", ""))
+        return HttpResponse("200 OK", body, ctype)
 
     async def flush(self, timeout_s: float) -> None:
         pass

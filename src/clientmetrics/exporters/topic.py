@@ -33,11 +33,11 @@ from clientmetrics.errors import ConfigurationError
 from clientmetrics.exporters.base import Exporter, ExportError
 from clientmetrics.exporters.queued import ExporterStats, QueuedExporter, QueueOptions
 from clientmetrics.telemetry.model import AcceptedPush
-from clientmetrics.telemetry.otlp import export_request
+from clientmetrics.telemetry.otlp import TELEMETRY_TOPIC, export_request
 
 log = structlog.get_logger(__name__)
 
-DEFAULT_TOPIC = "otlp_metrics"
+DEFAULT_TOPIC = TELEMETRY_TOPIC
 #: Settings that map straight onto librdkafka's producer properties.
 SECURITY = {
     "security_protocol": "security.protocol",

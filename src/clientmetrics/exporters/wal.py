@@ -202,7 +202,7 @@ def utc_hour(epoch_ms: int) -> int:
     return epoch_ms // _MS_PER_HOUR
 
 
-def decode_push(body: bytes | memoryview) -> AcceptedPush:
+def decode_record(body: bytes | memoryview) -> AcceptedPush:
     """One record's body (after its length and CRC) back into the ``AcceptedPush``."""
     values = _FIXED.unpack_from(body)
     fields: dict[str, object] = {}

@@ -9,8 +9,8 @@ from pathlib import Path
 import click
 import structlog
 
-from clientmetrics.cli_options import DescribedDefault, log_options
-from clientmetrics.errors import ClientMetricsError
+from clientmetrics.cli_options import BadConfiguration, DescribedDefault, log_options
+from clientmetrics.errors import ClientMetricsError, ConfigurationError
 from clientmetrics.gateway.config import Address, GatewayConfig, load_config
 from clientmetrics.logs import configure_logging
 
@@ -36,7 +36,8 @@ def _run(config: GatewayConfig, log_level: str, log_format: str, reuse_port: boo
     cls=DescribedDefault,
     show_default="127.0.0.1:9092",
     help="[PROTOCOL://]HOST:PORT to accept clients on (port 0: any), repeatable; PROTOCOL "
-    "is PLAINTEXT (the default) or SSL.",
+    "is PLAINTEXT (the default), SSL (needs [tls]), SASL_PLAINTEXT or SASL_SSL (need [sasl], "
+    "or [proxy] sasl = passthrough).",
 )
 @click.option(
     "--data-dir",
@@ -139,10 +140,12 @@ def serve(
             },
         )
     except ClientMetricsError as exc:
-        raise click.UsageError(str(exc)) from exc
+        raise BadConfiguration(f"clientmetrics serve: {exc}") from exc
     if config.workers == 1:
         try:
             _run(config, log_level, log_format, reuse_port=False)
+        except ConfigurationError as exc:  # found at start: a JWKS, an exporter's options
+            raise BadConfiguration(f"clientmetrics serve: {exc}") from exc
         except ClientMetricsError as exc:
             click.echo(f"clientmetrics serve: {exc}", err=True)
             sys.exit(1)
@@ -186,7 +189,7 @@ def _run_workers(config: GatewayConfig, log_level: str, log_format: str) -> None
     A supervisor (``gateway.workers``) restarts workers that die.
     """
     if any(listener.address.port == 0 for listener in config.listeners):
-        raise click.UsageError("--workers needs a fixed --listen port")
+        raise BadConfiguration("clientmetrics serve: --workers needs a fixed --listen port")
     from clientmetrics.gateway.workers import supervise
 
     configure_logging(log_level, log_format)

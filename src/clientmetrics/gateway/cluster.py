@@ -4,7 +4,6 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 
-from clientmetrics.gateway.build import build
 from clientmetrics.gateway.connection import ConnectionState
 from clientmetrics.wire import (
     ErrorCode,
@@ -14,6 +13,7 @@ from clientmetrics.wire import (
     error_response,
     response_type,
 )
+from clientmetrics.wire.build import build
 from clientmetrics.wire.client_software import software_valid
 
 

@@ -15,6 +15,7 @@ from typing import Any
 
 from clientmetrics.addresses import parse_host_port
 from clientmetrics.errors import ConfigurationError
+from clientmetrics.gateway.config_keys import EnvSettings, check_known, normalised
 from clientmetrics.gateway.tls import TlsConfig, tls_from
 from clientmetrics.gateway.upstream_security import UpstreamSecurity, upstream_from
 from clientmetrics.security.authorizer import AuthorizationConfig, parse_authorization
@@ -333,15 +334,6 @@ def _compression_id(value: object) -> int:
     raise ConfigurationError(f"unknown compression type {value!r}")
 
 
-def _env_overrides(environ: Mapping[str, str]) -> dict[str, dict[str, str]]:
-    out: dict[str, dict[str, str]] = {}
-    for key, value in environ.items():
-        if key.startswith("CLIENTMETRICS_") and key.count("_") >= 2:
-            _, section, name = key.split("_", 2)
-            out.setdefault(section.lower(), {})[name.lower()] = value
-    return out
-
-
 def load_config(
     path: Path | None,
     *,
@@ -358,30 +350,32 @@ def load_config(
             raise ConfigurationError(f"cannot read config file {path}: {exc.strerror}") from exc
         except tomllib.TOMLDecodeError as exc:
             raise ConfigurationError(f"config file {path} is not valid TOML: {exc}") from exc
-    unknown = set(doc) - {
-        "gateway",
-        "telemetry",
-        "exporters",
-        "tls",
-        "upstream",
-        "sasl",
-        "authorization",
-        "proxy",
-    }
-    if unknown:
-        raise ConfigurationError(f"unknown config section(s): {', '.join(sorted(unknown))}")
-    env = _env_overrides(os.environ if environ is None else environ)
-    gateway: dict[str, Any] = {**doc.get("gateway", {}), **env.get("gateway", {})}
-    gateway.update({k: v for k, v in (overrides or {}).items() if v is not None})
-    telemetry = _telemetry_from({**doc.get("telemetry", {}), **_typed(env.get("telemetry", {}))})
+    env = EnvSettings.from_environ(os.environ if environ is None else environ)
+    check_known(doc, env)
+    given = {k: v for k, v in (overrides or {}).items() if v is not None}
+    # Variables still in force (not overridden on the command line), to name in errors.
+    from_env = {k for k in env.section("gateway") if normalised(k) not in given}
+    gateway: dict[str, Any] = {**doc.get("gateway", {}), **env.section("gateway"), **given}
+    try:
+        telemetry = _telemetry_from(
+            {**doc.get("telemetry", {}), **_typed(env.section("telemetry"))}
+        )
+    except ConfigurationError as exc:
+        raise env.blame(exc, "telemetry", set(env.section("telemetry"))) from exc
     exporters = _exporter_specs(doc.get("exporters", {}))
     root = data_dir or gateway.pop("data_dir", None)
     gateway.pop("data_dir", None)
     if root is None:
         raise ConfigurationError("a data directory is required (--data-dir)")
-    tls_section = {**doc.get("tls", {}), **env.get("tls", {})}
-    tls = tls_from(tls_section) if "tls" in doc or tls_section else None
-    upstream = upstream_from({**doc.get("upstream", {}), **env.get("upstream", {})})
+    tls_section = {**doc.get("tls", {}), **env.section("tls")}
+    try:
+        tls = tls_from(tls_section) if "tls" in doc or tls_section else None
+    except ConfigurationError as exc:
+        raise env.blame(exc, "tls", set(env.section("tls"))) from exc
+    try:
+        upstream = upstream_from({**doc.get("upstream", {}), **env.section("upstream")})
+    except ConfigurationError as exc:
+        raise env.blame(exc, "upstream", set(env.section("upstream"))) from exc
     sections = _security_sections(doc)
     # Checked once the upstream (a [gateway] value or an override) is known.
     late = {"proxy_sasl": sections.pop("proxy_sasl")} if "proxy_sasl" in sections else {}
@@ -398,6 +392,8 @@ def load_config(
         config = replace(config, **_gateway_values(gateway), **late)
     except TypeError as exc:
         raise ConfigurationError(f"[gateway]: {exc}") from exc
+    except ConfigurationError as exc:
+        raise env.blame(exc, "gateway", from_env) from exc
     return _with_upstream_topic(config)
 
 

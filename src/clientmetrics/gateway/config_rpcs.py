@@ -14,30 +14,32 @@ from typing import Any
 import structlog
 
 from clientmetrics.gateway.authz import CLUSTER_AUTHORIZATION_FAILED_MESSAGE, AuthorizationHolder
-from clientmetrics.gateway.build import build
 from clientmetrics.gateway.connection import ConnectionState
 from clientmetrics.gateway.subscriptions import Subscriptions
 from clientmetrics.security.base import Operation
 from clientmetrics.store.base import StoreError
-from clientmetrics.telemetry.configs import ConfigError, apply_incremental, describe, validate
+from clientmetrics.telemetry.configs import (
+    ConfigError,
+    apply_incremental,
+    describe,
+    normalize,
+    validate,
+)
+from clientmetrics.telemetry.java_order import map_key_order
 from clientmetrics.wire import (
+    ConfigResourceType,
     ErrorCode,
     RequestHeader,
     decode_body,
     encode_response,
     response_type,
 )
+from clientmetrics.wire.build import build
 
 log = structlog.get_logger("clientmetrics.gateway")
 
-CLIENT_METRICS = 16
-RESOURCE_TYPE_NAMES = {
-    2: "TOPIC",
-    4: "BROKER",
-    8: "BROKER_LOGGER",
-    16: "CLIENT_METRICS",
-    32: "GROUP",
-}
+CLIENT_METRICS = ConfigResourceType.CLIENT_METRICS
+RESOURCE_TYPE_NAMES = {int(t): t.name for t in ConfigResourceType}
 LISTABLE_TYPES = frozenset(RESOURCE_TYPE_NAMES)
 
 
@@ -64,6 +66,41 @@ def _incremental(
     ops: list[tuple[str, int, str | None]], stored: dict[str, str]
 ) -> Mapping[str, str]:
     return apply_incremental(stored, ops)
+
+
+def _audit(
+    conn: ConnectionState | None,
+    resource: Any,
+    result: dict[str, Any],
+    changed: tuple[Mapping[str, str], Mapping[str, str]] | None,
+    incremental: bool,
+) -> None:
+    """The audit trail: who changed which subscription from where, or was refused.
+
+    Info level, one event per resource: ``subscription_changed`` with the configs
+    before and after, ``subscription_change_refused`` with the error and what was asked.
+    """
+    who = (
+        {"principal": conn.principal, "source": f"{conn.peer_host}:{conn.peer_port}"}
+        if conn is not None
+        else {}
+    )
+    asked = [
+        {"name": c.name, "op": int(getattr(c, "config_operation", 0)), "value": c.value}
+        for c in resource.configs
+    ]
+    name = str(resource.resource_name)
+    api = "IncrementalAlterConfigs" if incremental else "AlterConfigs"
+    if changed is not None:
+        before, after = changed
+        if before == after:
+            return
+        log.info("subscription_changed", **who, subscription=name, api=api,
+                 before=dict(before), after=dict(after))  # fmt: skip
+        return
+    log.info("subscription_change_refused", **who, subscription=name, api=api,
+             error_code=int(result["error_code"]), error=result["error_message"],
+             asked=asked)  # fmt: skip
 
 
 class ConfigHandlers:
@@ -146,7 +183,7 @@ class ConfigHandlers:
             "resource_type": rtype,
             "resource_name": name,
             "error_code": ErrorCode.NONE,
-            "error_message": None,
+            "error_message": "",  # Kafka 4.4 sends "" (not null) with NONE here
             "configs": [],
         }
         if rtype != CLIENT_METRICS:
@@ -211,7 +248,11 @@ class ConfigHandlers:
             else:
                 new = {c.name: c.value for c in resource.configs if c.value is not None}
                 change = functools.partial(_replacement, new)
-            responses.append(await self._alter_one(resource, change, body, allowed))
+            result = await self._alter_one(resource, change, body, allowed)
+            changed = result.pop("_changed", None)
+            if changed is not None or result["error_code"]:
+                _audit(conn, resource, result, changed, incremental)
+            responses.append(result)
         return responses
 
     async def _alter_one(
@@ -241,13 +282,15 @@ class ConfigHandlers:
             over = self._over_cap(name, new, stored, count)
             if over is not None:
                 raise ConfigError(over["error_code"], over["error_message"])
-            return new
+            return normalize(new)  # stored (and described) as Kafka stores it
 
         try:
             if body.validate_only:
                 validated(self._subs.get(name))
             else:
+                before = self._subs.get(name)
                 await self._subs.update(name, validated)
+                result["_changed"] = (before, self._subs.get(name))
         except ConfigError as exc:
             return {**result, "error_code": exc.error_code, "error_message": exc.message}
         except StoreError as exc:
@@ -274,7 +317,9 @@ class ConfigHandlers:
         """
         if not self._allowed(conn, Operation.DESCRIBE_CONFIGS):
             return []
-        return [{"resource_name": n, "resource_type": CLIENT_METRICS} for n in self._subs.names()]
+        # In the order Kafka 4.4 lists them (its map of subscriptions), as tools print them.
+        names = map_key_order(self._subs.names())
+        return [{"resource_name": n, "resource_type": CLIENT_METRICS} for n in names]
 
     async def list_config_resources(
         self, conn: ConnectionState, header: RequestHeader, frame: bytes, offset: int

@@ -401,6 +401,9 @@ def _log_close(conn: ConnectionState, close: Close, limits: ConnectionLimits | N
         "reason": close.reason.value,
         "error": close.detail,
     }
+    if close.reason is CloseReason.AUTHENTICATION_FAILED:
+        # The audit trail: the user tried (claimed, never verified), and from where.
+        fields["user"] = conn.core.sasl.claimed
     if close.reason in (CloseReason.AUTHENTICATION_FAILED, CloseReason.IDLE):
         log.info("connection_closed", peer=f"{conn.peer_host}:{conn.peer_port}", **fields)
     elif limits is not None:

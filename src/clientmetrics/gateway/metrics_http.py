@@ -21,18 +21,20 @@ from prometheus_client.core import (
 from prometheus_client.registry import Collector
 
 from clientmetrics.exporters.queued import ExporterStats
+from clientmetrics.http_endpoint import NOT_FOUND, HttpRequest, HttpResponse, handle_http
 
 log = structlog.get_logger("clientmetrics.gateway")
 
 #: name -> (kind, help); kind "counter" or "gauge". Names follow KIP-714's broker
-#: metrics (group client-metrics), Prometheus-style.
+#: metrics (group client-metrics), the Prometheus way: base units (seconds, bytes),
+#: and counters exposed with ``_total`` (``kafka_server_client_metrics_push_total``).
 METRICS: dict[str, tuple[str, str]] = {
     "instance_count": ("gauge", "Client instances currently tracked"),
     "unknown_subscription_request": ("counter", "Pushes with an unknown subscription id"),
     "throttle": ("counter", "Get and Push requests throttled"),
     "plugin_export": ("counter", "Pushes handed to the exporters successfully"),
-    "plugin_export_time_ms": ("counter", "Total time spent exporting, milliseconds"),
-    "plugin_export_time_max_ms": ("gauge", "Longest export so far, milliseconds"),
+    "plugin_export_time_seconds": ("counter", "Total time spent exporting"),
+    "plugin_export_time_max_seconds": ("gauge", "Longest export so far"),
     "plugin_error": ("counter", "Pushes the exporters failed to land"),
     "push": ("counter", "PushTelemetry requests answered"),
     "get_subscriptions": ("counter", "GetTelemetrySubscriptions requests answered"),
@@ -74,6 +76,14 @@ METRICS: dict[str, tuple[str, str]] = {
 }
 
 
+PREFIX = "kafka_server_client_metrics_"
+
+
+def exposed_name(name: str) -> str:
+    """The name a ``METRICS`` entry has on ``/metrics``."""
+    return f"{PREFIX}{name}_total" if METRICS[name][0] == "counter" else f"{PREFIX}{name}"
+
+
 class _GatewayCollector(Collector):
     def __init__(self, read: Callable[[], Mapping[str, float]]) -> None:
         self._read = read
@@ -83,7 +93,7 @@ class _GatewayCollector(Collector):
         for name, (kind, text) in METRICS.items():
             if name not in values:
                 continue
-            full = f"kafka_server_client_metrics_{name}"
+            full = f"{PREFIX}{name}"
             family: Metric
             if kind == "counter":
                 family = CounterMetricFamily(full, text, value=values[name])
@@ -168,44 +178,20 @@ class MetricsServer:
         return bound
 
     async def _handle(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
-        try:
-            request = await asyncio.wait_for(reader.readuntil(b"\r\n\r\n"), timeout=5)
-            path = request.split(b" ", 2)[1] if request.count(b" ") >= 2 else b""
-            body, status, ctype = self._answer(path.split(b"?")[0])
-            writer.write(
-                b"HTTP/1.1 "
-                + status
-                + b"\r\nContent-Type: "
-                + ctype
-                + b"\r\nContent-Length: "
-                + str(len(body)).encode()
-                + b"\r\nConnection: close\r\n\r\n"
-                + body
-            )
-            await writer.drain()
-        except (
-            TimeoutError,
-            asyncio.IncompleteReadError,
-            asyncio.LimitOverrunError,
-            ConnectionError,
-        ):
-            pass
-        finally:
-            writer.close()
+        await handle_http(reader, writer, self._answer, timeout_s=5)
 
-    def _answer(self, path: bytes) -> tuple[bytes, bytes, bytes]:
-        text = b"text/plain; charset=utf-8"
-        if path == b"/metrics":
+    async def _answer(self, request: HttpRequest) -> HttpResponse:
+        if request.path == "/metrics":
             body = generate_latest(self._registry)
-            return body, b"200 OK", b"text/plain; version=0.0.4; charset=utf-8"
-        if path == b"/healthz":
-            return b"ok\n", b"200 OK", text
-        if path == b"/readyz":
+            return HttpResponse("200 OK", body, "text/plain; version=0.0.4; charset=utf-8")
+        if request.path == "/healthz":
+            return HttpResponse("200 OK", b"ok\n")
+        if request.path == "/readyz":
             reason = self._not_ready()
             if reason is None:
-                return b"ready\n", b"200 OK", text
-            return reason.encode() + b"\n", b"503 Service Unavailable", text
-        return b"not found\n", b"404 Not Found", text
+                return HttpResponse("200 OK", b"ready\n")
+            return HttpResponse("503 Service Unavailable", reason.encode() + b"\n")
+        return NOT_FOUND
 
     async def close(self) -> None:
         if self._server is not None:

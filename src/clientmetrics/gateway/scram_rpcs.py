@@ -20,7 +20,6 @@ from dataclasses import dataclass
 from typing import Any
 
 from clientmetrics.gateway.authz import CLUSTER_AUTHORIZATION_FAILED_MESSAGE, AuthorizationHolder
-from clientmetrics.gateway.build import build
 from clientmetrics.gateway.connection import ConnectionState
 from clientmetrics.security.base import Operation
 from clientmetrics.security.credentials import (
@@ -38,6 +37,7 @@ from clientmetrics.wire import (
     encode_response,
     response_type,
 )
+from clientmetrics.wire.build import build
 
 __all__ = ["ScramHandlers"]
 

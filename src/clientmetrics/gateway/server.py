@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING, Any
 
 import structlog
 
-from clientmetrics.errors import ConfigurationError
+from clientmetrics.errors import ConfigurationError, ListenError
 from clientmetrics.exporters.base import Exporter, HealthReporting
 from clientmetrics.exporters.child import with_exporter_process
 from clientmetrics.exporters.path import ExportPath
@@ -251,7 +251,11 @@ class Gateway:
         requires = listener.protocol.sasl
         if self._sasl is not None and requires:
             return ListenerPolicy(
-                requires_sasl=True, sasl=self._sasl, reauth_ms=reauth, identity_of=self._claims()
+                requires_sasl=True,
+                sasl=self._sasl,
+                reauth_ms=reauth,
+                # To name the user a failure tried (the failure throttle counts per user).
+                identity_of=self._identity_of,
             )
         if self.config.proxy:
             return ListenerPolicy(
@@ -262,8 +266,8 @@ class Gateway:
         return ListenerPolicy()
 
     def _claims(self) -> IdentityOf:
-        """Terminate mode's reader of the principal a client claims (unverified), so a
-        refused login counts against that user's failures."""
+        """The reader of the principal a client claims (unverified), with the configured
+        OAUTHBEARER principal claim."""
         sasl = self.config.sasl
         claim = sasl.oauthbearer.principal_claim if sasl and sasl.oauthbearer else "sub"
         return functools.partial(sasl_mechanisms.identity_of, principal_claim=claim)
@@ -275,8 +279,9 @@ class Gateway:
         self.sasl = sasl_server_for(cfg, self.credentials)
         if self._sasl is None:
             self._sasl = self.sasl
-        if self._identity_of is None and cfg.proxy:
-            self._identity_of = sasl_mechanisms.identity_of
+        if self._identity_of is None and (cfg.proxy or self._sasl is not None):
+            # Passthrough's principal; terminate mode names the user a failure tried.
+            self._identity_of = self._claims()
         if self.sasl is not None and cfg.sasl is not None:
             self._tasks.spawn(keep_jwks_fresh(self.sasl, cfg.sasl))
         if exposed := open_listeners(cfg):
@@ -537,8 +542,8 @@ class Gateway:
             "unknown_subscription_request": stats.unknown_subscription_requests,
             "throttle": stats.throttles,
             "plugin_export": stats.exports,
-            "plugin_export_time_ms": stats.export_time_ms_sum,
-            "plugin_export_time_max_ms": stats.export_time_ms_max,
+            "plugin_export_time_seconds": stats.export_time_ms_sum / 1000,
+            "plugin_export_time_max_seconds": stats.export_time_ms_max / 1000,
             "plugin_error": stats.export_errors,
             "accepted_pushes": stats.accepted_pushes,
             "empty_pushes": stats.empty_pushes,
@@ -632,4 +637,4 @@ def _listen_error(address: Address, what: str = "") -> Iterator[None]:
         yield
     except OSError as exc:
         reason = os.strerror(exc.errno) if exc.errno else str(exc)
-        raise ConfigurationError(f"cannot listen on {address}{what}: {reason}") from exc
+        raise ListenError(f"cannot listen on {address}{what}: {reason}") from exc

@@ -14,7 +14,6 @@ import structlog
 
 from clientmetrics.exporters.base import ExportError
 from clientmetrics.exporters.path import ExportPath
-from clientmetrics.gateway.build import build
 from clientmetrics.gateway.connection import ConnectionState
 from clientmetrics.gateway.fairshare import FairShare
 from clientmetrics.gateway.limits import now_ms
@@ -24,8 +23,9 @@ from clientmetrics.telemetry.manager import (
     SubscriptionsResult,
     decode_push,
 )
-from clientmetrics.telemetry.model import ZERO_UUID, AcceptedPush
+from clientmetrics.telemetry.model import AcceptedPush
 from clientmetrics.wire import (
+    ZERO_UUID,
     ErrorCode,
     RequestHeader,
     blank_entity,
@@ -33,6 +33,7 @@ from clientmetrics.wire import (
     encode_response,
     response_type,
 )
+from clientmetrics.wire.build import build
 
 log = structlog.get_logger("clientmetrics.gateway")
 
@@ -92,7 +93,7 @@ class SubscriptionTemplates:
         values = {
             "throttle_time": result.throttle_time_ms,
             "error_code": ErrorCode.NONE,
-            "client_instance_id": uuid.UUID(int=0),
+            "client_instance_id": ZERO_UUID,
             "subscription_id": 0,
             "accepted_compression_types": result.accepted_compression_types,
             "push_interval": result.push_interval_ms,
@@ -158,7 +159,7 @@ class TelemetryHandlers:
         values = {
             "throttle_time": result.throttle_time_ms,
             "error_code": result.error_code,
-            "client_instance_id": uuid.UUID(int=0),
+            "client_instance_id": ZERO_UUID,
         }
         return self._reply(header, values)
 

@@ -110,9 +110,9 @@ def password_setting(value: object) -> str | None:
     return None if value is None else str(value)
 
 
-def tls_from(section: Mapping[str, Any]) -> TlsConfig:
-    """The ``[tls]`` section: certificate, private_key, ca, client_auth, mapping rules."""
-    known = {
+#: The ``[tls]`` settings.
+TLS_KEYS = frozenset(
+    {
         "certificate",
         "private_key",
         "private_key_password",
@@ -121,7 +121,12 @@ def tls_from(section: Mapping[str, Any]) -> TlsConfig:
         "principal_mapping_rules",
         "reload_check_s",
     }
-    unknown = set(section) - known
+)
+
+
+def tls_from(section: Mapping[str, Any]) -> TlsConfig:
+    """The ``[tls]`` section: certificate, private_key, ca, client_auth, mapping rules."""
+    unknown = set(section) - TLS_KEYS
     if unknown:
         raise ConfigurationError(f"unknown [tls] setting(s): {', '.join(sorted(unknown))}")
     auth = str(section.get("client_auth", "none")).lower()

@@ -110,9 +110,9 @@ class UpstreamSecurity:
         return out
 
 
-def upstream_from(section: Mapping[str, Any]) -> UpstreamSecurity:
-    """The ``[upstream]`` section."""
-    known = {
+#: The ``[upstream]`` settings.
+UPSTREAM_KEYS = frozenset(
+    {
         "security_protocol",
         "ca",
         "certificate",
@@ -124,7 +124,12 @@ def upstream_from(section: Mapping[str, Any]) -> UpstreamSecurity:
         "sasl_username",
         "sasl_password",
     }
-    unknown = set(section) - known
+)
+
+
+def upstream_from(section: Mapping[str, Any]) -> UpstreamSecurity:
+    """The ``[upstream]`` section."""
+    unknown = set(section) - UPSTREAM_KEYS
     if unknown:
         raise ConfigurationError(f"unknown [upstream] setting(s): {', '.join(sorted(unknown))}")
     protocol = SecurityProtocol.parse(

@@ -4,13 +4,15 @@ from __future__ import annotations
 
 import json
 import os
+import signal
+import socket
+import threading
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 import click
 
-from clientmetrics.admin.properties import read_properties
 from clientmetrics.cli_options import (
     DEFAULT_DATA_DIR,
     CommandError,
@@ -18,11 +20,13 @@ from clientmetrics.cli_options import (
     data_dir_option,
     log_options,
 )
+from clientmetrics.client.properties import read_properties
 from clientmetrics.errors import ClientMetricsError, ConfigurationError
-from clientmetrics.exporters.topic import DEFAULT_TOPIC
 from clientmetrics.logs import configure_logging
 from clientmetrics.pipeline.core.rules import RuleSet, load_rules
 from clientmetrics.pipeline.run_summary import RunSummary, summarise_run, table_files
+from clientmetrics.telemetry.otlp import TELEMETRY_TOPIC as DEFAULT_TOPIC
+from clientmetrics.telemetry.push_arrow import landed_pushes
 
 
 def _options(function: Callable[..., Any]) -> Callable[..., Any]:
@@ -145,7 +149,7 @@ def _config(options: dict[str, Any], trigger_seconds: float, flush_windows: bool
         rules = RuleSet(rules.rules, options["webhook"], rules.sink)
     return PipelineConfig(
         kafka=_kafka(options),
-        input_path=options["input_path"] or str(data / "landing" / "pushes"),
+        input_path=options["input_path"] or str(landed_pushes(data)),
         output_path=options["output_path"] or str(data / "tables"),
         checkpoint_path=options["checkpoint"] or str(data / "checkpoints" / "pipeline"),
         rules=rules,
@@ -187,6 +191,37 @@ def _local_path(path: str) -> Path | None:
     return None if "://" in path else Path(path)
 
 
+#: How long ``spark://`` masters get to accept a TCP connection before the run gives up.
+MASTER_CONNECT_TIMEOUT_S = 5.0
+
+
+def check_master_reachable(master: str, timeout_s: float = MASTER_CONNECT_TIMEOUT_S) -> None:
+    """``CommandError`` (one line) when no address of a ``spark://`` master accepts TCP.
+
+    Spark itself retries an unreachable standalone master for about a minute and then
+    prints pages of Java and Python traces; this answers in seconds instead.
+    """
+    if not master.startswith("spark://"):
+        return
+    reasons = []
+    for address in master.removeprefix("spark://").split(","):
+        host, _, port = address.rpartition(":")
+        if not port.isdigit():
+            raise CommandError(f"clientmetrics pipeline: bad Spark master {master!r}: {address}")
+        try:
+            socket.create_connection((host.strip("[]"), int(port)), timeout_s).close()
+            return
+        except socket.gaierror as exc:
+            reasons.append(f"{address}: {exc.strerror}")
+        except TimeoutError:
+            reasons.append(f"{address}: no answer within {timeout_s:g} s")
+        except OSError as exc:
+            reasons.append(f"{address}: {exc.strerror or exc}")
+    raise CommandError(
+        f"clientmetrics pipeline: cannot reach the Spark master ({'; '.join(reasons)})"
+    )
+
+
 def _start(
     options: dict[str, Any], *, trigger_seconds: float, flush: bool, once: bool
 ) -> RunSummary | None:
@@ -195,6 +230,7 @@ def _start(
         extra = dict(item.split("=", 1) for item in options["conf"])
     except (ConfigurationError, ValueError) as exc:
         raise click.UsageError(str(exc)) from exc
+    check_master_reachable(options["master"] or "")
     from pyspark.errors import AnalysisException
 
     from clientmetrics.pipeline.jobs.job import PipelineJob
@@ -232,9 +268,7 @@ def _start(
             origin = f"topic {config.kafka.topic}" if config.kafka else config.input_path
             click.echo(f"streaming from {origin}; Ctrl-C to stop", err=True)
         try:
-            query.awaitTermination()
-        except KeyboardInterrupt:
-            query.stop()
+            _await_or_stop(query)
         except AnalysisException as exc:  # e.g. an unreadable input path on a cluster
             message = str(exc).strip().splitlines()[0]
             raise CommandError(f"clientmetrics pipeline: {message}") from exc
@@ -245,6 +279,29 @@ def _start(
         return summarise_run(tables, before, batches, config.rules.rules)
     finally:
         spark.stop()
+
+
+def _await_or_stop(query: Any) -> None:
+    """Wait for the query to end; SIGINT or SIGTERM stops it cleanly.
+
+    pyspark's own SIGINT handler cancels jobs and raises ``KeyboardInterrupt`` from
+    inside the py4j call in progress, which leaves py4j tracebacks in the log; this
+    one only sets a flag, checked between short waits.
+    """
+    stop = threading.Event()
+
+    def handler(_signum: int, _frame: object) -> None:
+        stop.set()
+
+    previous = {sig: signal.signal(sig, handler) for sig in (signal.SIGINT, signal.SIGTERM)}
+    try:
+        while not query.awaitTermination(1):
+            if stop.is_set():
+                query.stop()
+                return
+    finally:
+        for sig, old in previous.items():
+            signal.signal(sig, old)
 
 
 @click.group()

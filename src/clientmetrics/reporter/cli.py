@@ -9,15 +9,15 @@ from pathlib import Path
 
 import click
 
-from clientmetrics.admin.properties import PROTOCOLS, ClientSecurity, read_properties
+from clientmetrics.client.properties import PROTOCOLS, ClientSecurity, read_properties
 from clientmetrics.errors import ClientMetricsError, ConfigurationError
-from clientmetrics.reporter.sim_net import set_subscription
+from clientmetrics.reporter.sim_net import delete_subscription, set_subscription
 from clientmetrics.reporter.simulate import SimConfig, SimReport
 from clientmetrics.reporter.simulate import simulate as run_simulation
 
 __all__ = ["SUBSCRIPTION_NAME", "simulate"]
 
-#: The catch-all subscription ``--interval-ms`` creates or updates.
+#: The catch-all subscription ``--interval-ms`` creates for the run (and deletes after it).
 SUBSCRIPTION_NAME = "clientmetrics-simulate"
 
 
@@ -63,6 +63,17 @@ def _client_properties(path: Path | None, options: dict[str, str | None]) -> dic
     return props
 
 
+def _remove_subscription(host: str, port: int, security: ClientSecurity) -> None:
+    try:
+        asyncio.run(delete_subscription(host, port, SUBSCRIPTION_NAME, security))
+    except (ClientMetricsError, OSError) as exc:
+        click.echo(
+            f"clientmetrics simulate: could not delete the subscription {SUBSCRIPTION_NAME}: "
+            f"{exc} (kafka-client-metrics --delete --name {SUBSCRIPTION_NAME} removes it)",
+            err=True,
+        )
+
+
 @click.command()
 @click.option("--bootstrap-server", required=True, help="HOST:PORT of the gateway or broker.")
 @click.option(
@@ -76,7 +87,13 @@ def _client_properties(path: Path | None, options: dict[str, str | None]) -> dic
     "--interval-ms",
     type=click.IntRange(min=100),
     default=None,
-    help="Set a catch-all subscription with this interval.ms first (via the admin API).",
+    help=f"Create the catch-all subscription {SUBSCRIPTION_NAME} (every metric, every client, "
+    "this interval.ms) for the run; it is deleted when the run ends.",
+)
+@click.option(
+    "--keep-subscription",
+    is_flag=True,
+    help="Leave --interval-ms's subscription in place after the run (real clients get it too).",
 )
 @click.option(
     "--duration",
@@ -138,6 +155,7 @@ def simulate(
     bootstrap_server: str,
     clients: int,
     interval_ms: int | None,
+    keep_subscription: bool,
     duration: float,
     processes: int,
     clients_per_connection: int,
@@ -175,12 +193,17 @@ def simulate(
         seed=seed,
         client_properties=tuple(sorted(props.items())),
     )
+    security = ClientSecurity.from_properties(props)
     try:
         if interval_ms is not None:
             configs = {"metrics": "org.apache.kafka.", "interval.ms": str(interval_ms)}
-            security = ClientSecurity.from_properties(props)
             asyncio.run(set_subscription(host, port, SUBSCRIPTION_NAME, configs, security))
-        summary = _summary(run_simulation(config, processes))
+        try:
+            summary = _summary(run_simulation(config, processes))
+        finally:
+            # Real clients matched it too: it must not outlive the run unless asked.
+            if interval_ms is not None and not keep_subscription:
+                _remove_subscription(host, port, security)
     except (ClientMetricsError, OSError) as exc:
         # One line and exit 1: the gateway could not be reached or refused us.
         click.echo(f"clientmetrics simulate: {exc}", err=True)

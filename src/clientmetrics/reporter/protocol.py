@@ -18,7 +18,14 @@ from clientmetrics.telemetry.client_state import (
     SubscriptionFailed,
     SubscriptionReceived,
 )
-from clientmetrics.wire import RequestHeader, request_header_version, request_type
+from clientmetrics.wire import (
+    ZERO_UUID,
+    ApiKey,
+    RequestHeader,
+    request_header_version,
+    request_type,
+)
+from clientmetrics.wire.durations import to_millis
 
 __all__ = [
     "GET_TELEMETRY_SUBSCRIPTIONS",
@@ -30,9 +37,8 @@ __all__ = [
     "telemetry_version",
 ]
 
-GET_TELEMETRY_SUBSCRIPTIONS = 71
-PUSH_TELEMETRY = 72
-_ZERO = uuid.UUID(int=0)
+GET_TELEMETRY_SUBSCRIPTIONS = ApiKey.GET_TELEMETRY_SUBSCRIPTIONS
+PUSH_TELEMETRY = ApiKey.PUSH_TELEMETRY
 
 
 def telemetry_version(api_versions: Mapping[int, tuple[int, int]]) -> int | None:
@@ -111,12 +117,12 @@ def get_response_event(body: Any) -> SubscriptionReceived | SubscriptionFailed:
     if code != 0:
         return SubscriptionFailed(code)
     returned = getattr(body, "client_instance_id", None)
-    instance_id = returned if isinstance(returned, uuid.UUID) and returned != _ZERO else None
+    instance_id = returned if isinstance(returned, uuid.UUID) and returned != ZERO_UUID else None
     return SubscriptionReceived(
         ReceivedSubscription(
             subscription_id=int(body.subscription_id),
             accepted_compression_types=tuple(int(t) for t in body.accepted_compression_types),
-            push_interval_ms=_millis(body.push_interval),
+            push_interval_ms=to_millis(body.push_interval),
             telemetry_max_bytes=int(body.telemetry_max_bytes),
             delta_temporality=bool(body.delta_temporality),
             requested_metrics=tuple(body.requested_metrics),
@@ -129,9 +135,3 @@ def push_response_event(body: Any) -> PushAccepted | PushFailed:
     """A decoded PushTelemetry response as a state-machine event."""
     code = int(body.error_code)
     return PushAccepted() if code == 0 else PushFailed(code)
-
-
-def _millis(value: Any) -> int:
-    # kio decodes timedelta_i32 fields as datetime.timedelta.
-    total = getattr(value, "total_seconds", None)
-    return round(total() * 1000) if total is not None else int(value)

@@ -19,7 +19,7 @@ from concurrent.futures import ProcessPoolExecutor
 from dataclasses import dataclass, field
 from typing import Any
 
-from clientmetrics.admin.properties import ClientSecurity
+from clientmetrics.client.properties import ClientSecurity
 from clientmetrics.reporter.driver import new_client_instance_id
 from clientmetrics.reporter.payload import encode_push
 from clientmetrics.reporter.protocol import (
@@ -283,7 +283,10 @@ async def _run_async(config: SimConfig, indices: Sequence[int]) -> SimReport:
     clients: list[_SimClient] = []
     security = ClientSecurity.from_properties(dict(config.client_properties))
     for client_id, members in _plan(config, indices):
-        conn = await open_connection(config.host, config.port, client_id, security)
+        # A peer that never answers must not outlast the run: the first connection's
+        # handshake is bounded by the run's duration too.
+        timeout = min(config.request_timeout_s, max(config.duration_s, 1.0))
+        conn = await open_connection(config.host, config.port, client_id, security, timeout)
         conns.append(conn)
         for index in members:
             metrics = SimMetrics(

@@ -92,9 +92,13 @@ def _acl(index: int, entry: object) -> Acl:
     )
 
 
+#: The ``[authorization]`` settings.
+AUTHORIZATION_KEYS = frozenset({"super_users", "acls"})
+
+
 def parse_authorization(section: Mapping[str, Any]) -> AuthorizationConfig:
     """Validate the TOML ``[authorization]`` section; raises ``ConfigurationError``."""
-    unknown = set(section) - {"super_users", "acls"}
+    unknown = set(section) - AUTHORIZATION_KEYS
     if unknown:
         raise ConfigurationError(
             f"unknown [authorization] setting(s): {', '.join(sorted(unknown))}"

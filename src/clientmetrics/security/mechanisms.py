@@ -37,9 +37,13 @@ __all__ = [
     "user_principal",
 ]
 
-#: Kafka's PlainSaslServer and ScramSaslServer messages.
+#: What Kafka's broker answers a refused login: PlainSaslServer's own message; for SCRAM,
+#: whose server fails with a SaslException, SaslServerAuthenticator's (seen on 4.4.0).
 PLAIN_FAILED = "Authentication failed: Invalid username or password"
-SCRAM_FAILED = "Authentication failed: Invalid user credentials"
+SCRAM_FAILED = (
+    "Authentication failed during authentication due to invalid credentials "
+    "with SASL mechanism {mechanism}"
+)
 _PLAIN_CHECK_MECHANISMS = ("SCRAM-SHA-256", "SCRAM-SHA-512")
 
 
@@ -293,5 +297,5 @@ class ScramExchange:
                 self._outcome = Authenticated(user_principal(self._user))
                 return final
         except (scramp.ScramException, UnicodeDecodeError) as exc:
-            raise AuthenticationFailed(SCRAM_FAILED) from exc
+            raise AuthenticationFailed(SCRAM_FAILED.format(mechanism=self.mechanism)) from exc
         raise AuthenticationFailed(f"Authentication failed: unexpected {self.mechanism} message")

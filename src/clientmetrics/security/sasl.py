@@ -74,10 +74,15 @@ class SaslConfig:
     oauthbearer: OAuthBearerConfig | None = None
 
 
+#: The ``[sasl]`` and ``[sasl.oauthbearer]`` settings.
+SASL_KEYS = frozenset({"mechanisms", "oauthbearer"})
+OAUTHBEARER_KEYS = frozenset({"jwks", "issuer", "audience", "principal_claim", "jwks_refresh_s"})
+
+
 def _oauthbearer(section: object) -> OAuthBearerConfig:
     if not isinstance(section, Mapping):
         raise ConfigurationError("OAUTHBEARER needs a [sasl.oauthbearer] section")
-    unknown = set(section) - {"jwks", "issuer", "audience", "principal_claim", "jwks_refresh_s"}
+    unknown = set(section) - OAUTHBEARER_KEYS
     if unknown:
         raise ConfigurationError(
             f"unknown [sasl.oauthbearer] setting(s): {', '.join(sorted(unknown))}"
@@ -100,7 +105,7 @@ def _oauthbearer(section: object) -> OAuthBearerConfig:
 
 def parse_sasl(section: Mapping[str, Any]) -> SaslConfig:
     """Validate the TOML ``[sasl]`` section; raises ``ConfigurationError``."""
-    unknown = set(section) - {"mechanisms", "oauthbearer"}
+    unknown = set(section) - SASL_KEYS
     if unknown:
         raise ConfigurationError(f"unknown [sasl] setting(s): {', '.join(sorted(unknown))}")
     raw = section.get("mechanisms")

@@ -9,7 +9,6 @@ from clientmetrics.telemetry.compression import (
     decompress,
 )
 from clientmetrics.telemetry.configs import (
-    AlterOp,
     ConfigEntry,
     ConfigError,
     apply_incremental,
@@ -31,7 +30,6 @@ from clientmetrics.telemetry.model import (
     RESERVED_UUIDS,
     SELECTORS,
     UNKNOWN,
-    ZERO_UUID,
     AcceptedPush,
     ClientContext,
     Subscription,
@@ -54,6 +52,8 @@ from clientmetrics.telemetry.subscription_id import (
     subscription_id,
     uuid_hash_code,
 )
+from clientmetrics.wire.api import AlterOp
+from clientmetrics.wire.codec import ZERO_UUID
 
 __all__ = [
     "ONE_UUID",

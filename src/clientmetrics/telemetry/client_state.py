@@ -24,6 +24,7 @@ from dataclasses import dataclass
 from types import MappingProxyType
 
 from clientmetrics.errors import ClientMetricsError
+from clientmetrics.wire.codec import ZERO_UUID
 from clientmetrics.wire.errors import ErrorCode
 
 __all__ = [
@@ -283,7 +284,7 @@ class ClientTelemetry:
         sub = event.subscription
         if sub.push_interval_ms <= 0:  # Java's validateIntervalMs
             sub = _with_interval(sub, DEFAULT_PUSH_INTERVAL_MS)
-        if sub.client_instance_id not in (None, uuid.UUID(int=0)):
+        if sub.client_instance_id not in (None, ZERO_UUID):
             self.client_instance_id = sub.client_instance_id
         self.subscription = sub
         self.last_request_ms = now_ms

@@ -1,14 +1,15 @@
 """Validation and config-RPC semantics of CLIENT_METRICS resources (config type 16).
 
-This is Kafka's ``ClientMetricsConfigs`` (reference §3): the same checks, in the
-same order, with the same error codes and messages, except where DESIGN.md says we
-differ on purpose (``=`` allowed in match values, RE2 patterns, duplicates rejected,
-APPEND/SUBTRACT working on the list keys, defaults in DescribeConfigs).
+This is Kafka's ``ClientMetricsConfigs`` (reference §3) as Apache Kafka 4.4.0 answers
+on the wire: the same checks, in the same order, with the same error codes and
+messages, and the same stored form (``normalize``: list entries trimmed and each kept
+once, integers as Java prints them), except where docs/kafka-differences.md says we
+differ on purpose (``=`` allowed in match values, RE2 patterns, two patterns for one
+selector refused, APPEND/SUBTRACT working on the list keys).
 """
 
 from __future__ import annotations
 
-import enum
 import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
@@ -17,6 +18,7 @@ import re2
 
 from clientmetrics.errors import ClientMetricsError
 from clientmetrics.telemetry.model import SELECTORS, Subscription
+from clientmetrics.wire.api import AlterOp
 from clientmetrics.wire.errors import ErrorCode
 
 METRICS = "metrics"
@@ -68,15 +70,6 @@ class ConfigError(ClientMetricsError):
         return self.message
 
 
-class AlterOp(enum.IntEnum):
-    """IncrementalAlterConfigs ``ConfigOperation`` ids."""
-
-    SET = 0
-    DELETE = 1
-    APPEND = 2
-    SUBTRACT = 3
-
-
 @dataclass(frozen=True, slots=True)
 class ConfigEntry:
     """One row of a DescribeConfigs result for a client-metrics resource."""
@@ -119,11 +112,9 @@ def validate(name: str, configs: Mapping[str, str]) -> Subscription | None:
         return None
     # Kafka's CONFIG.parse runs every key's parser and validator in definition order
     # (metrics, interval.ms, match) before the range and pattern checks.
-    metrics = parse_list(configs.get(METRICS, DEFAULTS[METRICS]))
-    _reject_duplicates(METRICS, metrics)
+    metrics = _list_value(METRICS, configs)
     interval_ms = _parse_int(INTERVAL_MS, configs.get(INTERVAL_MS, DEFAULTS[INTERVAL_MS]))
-    match_entries = parse_list(configs.get(MATCH, DEFAULTS[MATCH]))
-    _reject_duplicates(MATCH, match_entries)
+    match_entries = _list_value(MATCH, configs)
     if INTERVAL_MS in configs and not MIN_INTERVAL_MS <= interval_ms <= MAX_INTERVAL_MS:
         raise ConfigError(
             ErrorCode.INVALID_REQUEST,
@@ -149,12 +140,35 @@ def _parse_int(key: str, value: str) -> int:
     return int(text)
 
 
-def _reject_duplicates(key: str, values: list[str]) -> None:
-    # KIP-1161 (KAFKA-19112): ValidList.anyNonDuplicateValues.
-    if len(set(values)) != len(values):
+def _list_value(key: str, configs: Mapping[str, str]) -> list[str]:
+    """A list key's entries, each once (first place kept), none empty.
+
+    Kafka 4.4.0 keeps a repeated entry once (``a,b,a`` is stored as ``a,b``) and
+    refuses an empty one (``x,,y``, ``a,``) with ``ValidList``'s message (KIP-1161).
+    """
+    values = list(dict.fromkeys(parse_list(configs.get(key, DEFAULTS[key]))))
+    if "" in values:
         raise ConfigError(
-            ErrorCode.INVALID_CONFIG, f"Configuration '{key}' values must not be duplicated."
+            ErrorCode.INVALID_CONFIG, f"Configuration '{key}' values must not be empty."
         )
+    return values
+
+
+def normalize(configs: Mapping[str, str]) -> dict[str, str]:
+    """The form Kafka stores (and describes) a valid config in.
+
+    List entries are trimmed and kept once, joined by ``,``; ``interval.ms`` is the
+    integer as Java prints it (`` +200 `` is stored as ``200``). Call after ``validate``.
+    """
+    out: dict[str, str] = {}
+    for key, value in configs.items():
+        if key in LIST_KEYS:
+            out[key] = ",".join(dict.fromkeys(parse_list(value)))
+        elif key == INTERVAL_MS:
+            out[key] = str(int(value.strip()))
+        else:
+            out[key] = value
+    return out
 
 
 def _parse_match(entries: list[str]) -> tuple[tuple[str, str], ...]:
@@ -254,7 +268,8 @@ def _alter_op(raw: int) -> AlterOp:
 
 
 def describe(configs: Mapping[str, str]) -> list[ConfigEntry]:
-    """DescribeConfigs entries for a resource (Kafka 4.1+): all three keys, always.
+    """DescribeConfigs entries for a resource (Kafka 4.1+): all three keys, always,
+    in Kafka's order (by name: interval.ms, match, metrics).
 
     Set keys report source CLIENT_METRICS_CONFIG (7); unset keys report their
     default with source DEFAULT_CONFIG (5). A missing resource is all defaults.
@@ -269,5 +284,5 @@ def describe(configs: Mapping[str, str]) -> list[ConfigEntry]:
             config_type=_TYPES[key],
             documentation=_DOCS[key],
         )
-        for key in KEYS
+        for key in sorted(KEYS)
     ]

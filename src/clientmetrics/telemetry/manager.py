@@ -2,11 +2,11 @@
 
 The gateway hands in decoded GetTelemetrySubscriptions and PushTelemetry
 requests with the current time and gets plain results back. Behaviour follows
-Apache Kafka (reference §2) except where Kafka has a known defect (DESIGN.md):
+Apache Kafka 4.4 except where docs/kafka-differences.md says otherwise:
 
 * a failed terminating push does not lock the instance out (KAFKA-20898);
 * after UNKNOWN_SUBSCRIPTION_ID or UNSUPPORTED_COMPRESSION_TYPE the next Get
-  is not throttled (Kafka's ``||`` should have been ``&&``);
+  is not throttled (as Kafka 4.4 does; earlier brokers' ``||`` throttled it);
 * PushIntervalMs is the minimum matched ``interval.ms``, even above 300000;
 * the decompressed payload is bounded by ``telemetry.max.bytes``;
 * empty pushes are accepted *and* handed on (Kafka skips them);
@@ -40,7 +40,11 @@ from clientmetrics.telemetry.model import (
 )
 from clientmetrics.telemetry.otlp import InvalidPayload, parse_metrics_data
 from clientmetrics.telemetry.stats import StatsRecorder, TelemetryStats
-from clientmetrics.telemetry.subscription_id import SubscriptionPlan, resolve_plan
+from clientmetrics.telemetry.subscription_id import (
+    SubscriptionPlan,
+    resolve_plan,
+    subscription_order,
+)
 from clientmetrics.wire.errors import ErrorCode
 
 _INT32_MAX = (1 << 31) - 1
@@ -197,7 +201,8 @@ class ClientMetricsManager:
     def _install(self, subs: dict[str, Subscription]) -> None:
         self._subscriptions = subs
         self._patterns.retain(subs.values())
-        ordered = sorted(subs.values(), key=lambda s: s.name)
+        # Matched in the order Kafka iterates its map: RequestedMetrics' order follows it.
+        ordered = subscription_order(subs.values())
         self._compiled = tuple(self._patterns.compile_subscription(s) for s in ordered)
         self._plans = {}
         # Existing instances see the new version on their next request and are re-created.
@@ -276,13 +281,16 @@ class ClientMetricsManager:
         instance = self._instance(client_instance_id, ctx, now_ms)
         plan = instance.plan
         since = now_ms - max(instance.last_get_ms, instance.last_push_ms)
-        if since < plan.push_interval_ms and instance.last_error not in _REFETCH_ERRORS:
+        if since >= plan.push_interval_ms:
+            instance.last_get_ms = now_ms
+            instance.push_granted = True
+        elif instance.last_error not in _REFETCH_ERRORS:
             self._stats.get_answered(ErrorCode.THROTTLING_QUOTA_EXCEEDED)
             return SubscriptionsResult(
                 ErrorCode.THROTTLING_QUOTA_EXCEEDED, client_instance_id, 0, (), 0, 0, False, ()
             )
-        instance.last_get_ms = now_ms
-        instance.push_granted = True
+        # else: an early re-fetch after 117/76 is answered, but (as in Kafka 4.4) it is not
+        # a Get that grants the next push: that one still waits for its interval.
         instance.last_error = ErrorCode.NONE
         self._stats.get_answered(ErrorCode.NONE)
         return SubscriptionsResult(

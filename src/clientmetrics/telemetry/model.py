@@ -12,7 +12,8 @@ import uuid
 from dataclasses import dataclass, fields
 from typing import Annotated
 
-ZERO_UUID = uuid.UUID(int=0)
+from clientmetrics.wire.codec import ZERO_UUID
+
 ONE_UUID = uuid.UUID(int=1)
 RESERVED_UUIDS = frozenset({ZERO_UUID, ONE_UUID})
 

@@ -194,6 +194,11 @@ def labelled_resource_metrics(payload: bytes, labels: Sequence[tuple[str, Attrib
     return data.resource_metrics
 
 
+#: The topic the topic exporter and the broker plugin write ``export_request`` records
+#: to, and the pipeline's Kafka source reads, unless told otherwise.
+TELEMETRY_TOPIC = "otlp_metrics"
+
+
 def export_request(
     payloads: Iterable[tuple[bytes, Sequence[tuple[str, AttributeValue]]]],
 ) -> bytes:

@@ -1,9 +1,10 @@
 """What a client is asked for, and the SubscriptionId that names it.
 
 Kafka computes ``CRC32C(set.toString() + pushIntervalMs) ^ Uuid.hashCode()``
-where ``set.toString()`` follows Java ``HashSet`` iteration order. We use the
-same formula over the *sorted* set, so the id is stable for the same inputs on
-every gateway (the protocol only needs it stable per receiver).
+where ``set.toString()`` follows Java ``HashSet`` iteration order, the order it
+also sends RequestedMetrics in. Both are on the wire (a client that brings its own
+id can work the id out), so the gateway builds the same set in the same order
+(``java_order``) and gets Kafka's id for the same subscriptions and interval.
 """
 
 from __future__ import annotations
@@ -14,6 +15,7 @@ from dataclasses import dataclass
 
 import crc32c
 
+from clientmetrics.telemetry.java_order import hash_set_order, map_key_order
 from clientmetrics.telemetry.model import Subscription
 
 #: The all-metrics marker in a subscription's ``metrics`` config (KIP-714's config table).
@@ -40,8 +42,9 @@ def uuid_hash_code(value: uuid.UUID) -> int:
 
 
 def canonical_text(metrics: Iterable[str], push_interval_ms: int) -> str:
-    """Java ``AbstractCollection.toString()`` of the sorted set, then the interval."""
-    return "[" + ", ".join(sorted(set(metrics))) + "]" + str(push_interval_ms)
+    """Java ``AbstractCollection.toString()`` of the set (in its iteration order), then the
+    interval."""
+    return "[" + ", ".join(metrics) + "]" + str(push_interval_ms)
 
 
 def subscription_crc(metrics: Iterable[str], push_interval_ms: int) -> int:
@@ -50,7 +53,8 @@ def subscription_crc(metrics: Iterable[str], push_interval_ms: int) -> int:
 
 
 def subscription_id(metrics: Iterable[str], push_interval_ms: int, instance: uuid.UUID) -> int:
-    """The SubscriptionId (signed int32) for a client instance and what it is asked for."""
+    """The SubscriptionId (signed int32) for a client instance and what it is asked for,
+    ``metrics`` in the order the client is sent them."""
     return _int32(subscription_crc(metrics, push_interval_ms) ^ uuid_hash_code(instance))
 
 
@@ -58,8 +62,9 @@ def subscription_id(metrics: Iterable[str], push_interval_ms: int, instance: uui
 class SubscriptionPlan:
     """What every instance matching the same subscriptions is told; shared by them."""
 
-    #: The matched ``metrics``: sorted, de-duplicated; ``("*",)`` for all; ``()`` for none.
-    #: The SubscriptionId is computed from these, as Kafka does.
+    #: The matched ``metrics`` in Java ``HashSet`` order (Kafka's RequestedMetrics);
+    #: ``("*",)`` for all; ``()`` for none. The SubscriptionId is computed from these, as
+    #: Kafka does; ``wire_metrics`` is what the client is sent.
     requested_metrics: tuple[str, ...]
     push_interval_ms: int
     #: CRC32C of the canonical text; XOR with the instance hash gives the id.
@@ -82,19 +87,28 @@ class SubscriptionPlan:
         return _int32(self.crc ^ (x >> 32) ^ x)
 
 
+def subscription_order(subs: Iterable[Subscription]) -> list[Subscription]:
+    """Subscriptions in the order Kafka's map of them iterates (``java_order``)."""
+    by_name = {sub.name: sub for sub in subs}
+    return [by_name[name] for name in map_key_order(by_name)]
+
+
 def resolve_plan(matched: Iterable[Subscription], default_interval_ms: int) -> SubscriptionPlan:
     """Combine the subscriptions a client matched (Kafka ``createClientInstance``).
 
+    ``matched`` in ``subscription_order``: each one's metrics become a Java
+    ``HashSet``, added in turn to a fresh one, whose order is RequestedMetrics'.
     The interval is the minimum of the matched intervals (values above the
     default are honoured, unlike Kafka), the default only when nothing
     matched; a non-positive interval is ignored so a client is never told 0.
     """
-    metrics: set[str] = set()
+    added: list[str] = []
     intervals: list[int] = []
     for sub in matched:
-        metrics.update(sub.metrics)
+        added.extend(hash_set_order(sub.metrics, copy_of=len(sub.metrics)))
         if sub.interval_ms > 0:
             intervals.append(sub.interval_ms)
-    requested = (ALL_METRICS,) if ALL_METRICS in metrics else tuple(sorted(metrics))
+    metrics = hash_set_order(added)
+    requested = (ALL_METRICS,) if ALL_METRICS in metrics else metrics
     interval = min(intervals) if intervals else default_interval_ms
     return SubscriptionPlan(requested, interval, subscription_crc(requested, interval))

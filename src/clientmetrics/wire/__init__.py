@@ -1,15 +1,15 @@
 """clientmetrics.wire: Kafka framing, headers v0-v3 and message codecs, without I/O.
 
-The sans-IO server connection both gateway modes drive is ``wire.server`` (not
-re-exported here: it depends on the ``security.base`` contract, which may import
-this package).
+The sans-IO server connection both gateway modes drive is ``wire.server``; the
+SASL mechanisms it drives implement ``wire.mechanism`` (both imported by name,
+not re-exported here).
 
 Built on kio 0.6.5; the rest of the package depends on this module, never on kio
 directly. kio's quirks (zero UUIDs read as ``None``, unknown tagged fields and
 error codes rejected) are normalised in ``wire.codec``.
 """
 
-from clientmetrics.wire.api import ApiKey
+from clientmetrics.wire.api import AlterOp, ApiKey, ConfigResourceType
 from clientmetrics.wire.codec import ZERO_UUID
 from clientmetrics.wire.errors import ErrorCode, FrameTooLarge, ProtocolError, UnsupportedApi
 from clientmetrics.wire.framing import DEFAULT_MAX_FRAME_BYTES, FrameDecoder, encode_frame
@@ -45,7 +45,9 @@ __all__ = [
     "HEADER_V3_FROM",
     "SERVED",
     "ZERO_UUID",
+    "AlterOp",
     "ApiKey",
+    "ConfigResourceType",
     "ErrorCode",
     "FrameDecoder",
     "FrameTooLarge",

@@ -1,10 +1,11 @@
-"""Kafka api keys, as on the wire (``ApiKeys.java``): the one list every module uses."""
+"""Kafka's numbered names, as on the wire: api keys (``ApiKeys.java``), config resource types
+and IncrementalAlterConfigs operations; the one list of each that every module uses."""
 
 from __future__ import annotations
 
 import enum
 
-__all__ = ["ApiKey"]
+__all__ = ["AlterOp", "ApiKey", "ConfigResourceType"]
 
 
 class ApiKey(enum.IntEnum):
@@ -27,3 +28,22 @@ class ApiKey(enum.IntEnum):
     GET_TELEMETRY_SUBSCRIPTIONS = 71
     PUSH_TELEMETRY = 72
     LIST_CONFIG_RESOURCES = 74
+
+
+class ConfigResourceType(enum.IntEnum):
+    """``ConfigResource.Type`` ids of the config RPCs (DescribeConfigs, AlterConfigs, ...)."""
+
+    TOPIC = 2
+    BROKER = 4
+    BROKER_LOGGER = 8
+    CLIENT_METRICS = 16
+    GROUP = 32
+
+
+class AlterOp(enum.IntEnum):
+    """IncrementalAlterConfigs ``ConfigOperation`` ids."""
+
+    SET = 0
+    DELETE = 1
+    APPEND = 2
+    SUBTRACT = 3

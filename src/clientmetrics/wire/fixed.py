@@ -18,13 +18,11 @@ from typing import Any
 
 from kio.serial._introspect import PrimitiveField, classify_field, get_field_tag, is_optional
 
+from clientmetrics.wire.durations import to_millis
+
 __all__ = ["fixed_writer"]
 
 _ZERO_UUID_BYTES = bytes(16)
-
-
-def _millis(value: Any) -> int:
-    return round(float(value.total_seconds()) * 1000)
 
 
 def _uuid_bytes(value: uuid.UUID | None) -> bytes:
@@ -52,8 +50,8 @@ _LAYOUT: dict[str, tuple[str, Callable[[Any], Any]]] = {
     "float64": ("d", _plain),
     "bool": ("?", _plain),
     "error_code": ("h", _error_code),
-    "timedelta_i32": ("i", _millis),
-    "timedelta_i64": ("q", _millis),
+    "timedelta_i32": ("i", to_millis),
+    "timedelta_i64": ("q", to_millis),
     "uuid": ("16s", _uuid_bytes),
 }
 

@@ -11,15 +11,15 @@ from __future__ import annotations
 
 import functools
 from collections.abc import Callable, Mapping
-from dataclasses import MISSING, fields
+from dataclasses import fields
 from typing import Any
 
 from kio.schema.errors import ErrorCode as KioErrorCode
-from kio.serial._implicit_defaults import get_implicit_default
-from kio.serial._introspect import EntityField, classify_field, get_schema_field_type, is_optional
+from kio.serial._introspect import classify_field
 from kio.static.primitive import i16
 
 from clientmetrics.wire.api import ApiKey
+from clientmetrics.wire.build import blank_entity
 from clientmetrics.wire.errors import ErrorCode, UnsupportedApi
 from clientmetrics.wire.headers import RequestHeader
 from clientmetrics.wire.messages import encode_response
@@ -31,43 +31,9 @@ NO_NODE_ID = -1
 """``Node.noNode()``: the node id and port Kafka puts in coordinator errors."""
 
 
-def blank_entity(entity_type: type, **values: Any) -> Any:
-    """An entity with every field at its schema default, except ``values``.
-
-    Unset error codes are NONE, nullable fields ``None``, arrays empty, numbers 0.
-    Names in ``values`` the schema lacks are ignored, so one call fits every version.
-    """
-    known: dict[str, Any] = {}
-    for field in fields(entity_type):
-        value = values.get(field.name)
-        # A None for a non-nullable field (a Metadata v10 request names a topic by
-        # id only, but the v10 response's name is not nullable) gets the default.
-        if value is None and (field.name not in values or not is_optional(field)):
-            if field.default is not MISSING or field.default_factory is not MISSING:
-                continue
-            value = _default(field)
-        known[field.name] = value
-    return entity_type(**known)
-
-
 @functools.cache
 def _field_names(entity_type: type) -> frozenset[str]:
     return frozenset(field.name for field in fields(entity_type))
-
-
-def _default(field: Any) -> Any:
-    kind = classify_field(field)
-    if kind.is_array:
-        return ()
-    if is_optional(field):
-        return None
-    if isinstance(kind, EntityField):
-        return blank_entity(kind.type_)
-    if get_schema_field_type(field) == "error_code":
-        return KioErrorCode.none
-    if kind.type_ is bool:
-        return False
-    return get_implicit_default(kind.type_)
 
 
 def _item_type(entity_type: type, field_name: str) -> type:
@@ -156,11 +122,14 @@ def _api_versions_error(
     version = header.api_version if low <= header.api_version <= high else 0
     response = response_type(ApiKey.API_VERSIONS, version)
     listed: tuple[Any, ...] = ()
-    if code is ErrorCode.UNSUPPORTED_VERSION:
+    own = api_keys.get(ApiKey.API_VERSIONS)
+    if code is ErrorCode.UNSUPPORTED_VERSION and own is not None:
+        # Like Kafka (ApiVersionsRequest.getErrorResponse), only ApiVersions' own range:
+        # all a client needs to ask again with a version both sides know.
         item = _item_type(response, "api_keys")
-        listed = tuple(
-            item(api_key=i16(key), min_version=i16(lo), max_version=i16(hi))
-            for key, (lo, hi) in sorted(api_keys.items())
+        low, high = own
+        listed = (
+            item(api_key=i16(ApiKey.API_VERSIONS), min_version=i16(low), max_version=i16(high)),
         )
     body = blank_entity(response, error_code=KioErrorCode(int(code)), api_keys=listed)
     # The response header of ApiVersions is always v0, whatever version was asked for.

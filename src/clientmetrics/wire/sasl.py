@@ -3,7 +3,8 @@
 Two modes, chosen by the listener's policy:
 
 * **terminate**: the core runs the exchange against a ``SaslServer`` (the
-  mechanisms live in ``clientmetrics.security``) and answers both requests;
+  ``wire.mechanism`` contract; the mechanisms live in ``clientmetrics.security``)
+  and answers both requests;
 * **passthrough** (proxy): both requests are forwarded; the core reads the
   identity the client claims from its token (``identity_of``) and trusts it only
   once the upstream answered the final SaslAuthenticate with success.
@@ -30,17 +31,6 @@ import struct
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from clientmetrics.security.base import (
-    ANONYMOUS,
-    MAX_RECEIVE_BYTES,
-    AuthenticationFailed,
-    DeferringExchange,
-    Derivation,
-    SaslExchange,
-    SaslServer,
-    UnsupportedMechanism,
-    max_message_bytes,
-)
 from clientmetrics.wire.api import ApiKey
 from clientmetrics.wire.auth import AuthEvent, AuthState, IllegalTransition, transition
 from clientmetrics.wire.errors import ErrorCode, ProtocolError, UnsupportedApi
@@ -52,6 +42,17 @@ from clientmetrics.wire.headers import (
     read_uvarint,
     response_header_version,
     write_uvarint,
+)
+from clientmetrics.wire.mechanism import (
+    ANONYMOUS,
+    MAX_RECEIVE_BYTES,
+    AuthenticationFailed,
+    DeferringExchange,
+    Derivation,
+    SaslExchange,
+    SaslServer,
+    UnsupportedMechanism,
+    max_message_bytes,
 )
 from clientmetrics.wire.messages import decode_body
 
@@ -148,8 +149,9 @@ class SaslSession:
 
     @property
     def claimed(self) -> str | None:
-        """The principal the current (or last) exchange's first token claimed, unverified
-        (``policy.identity_of``): whose failure a refused authentication counts as."""
+        """The principal the client's first token claims, unverified: for logs, whose
+        failure a refused authentication counts as (the failure throttle), and in
+        passthrough the principal once the upstream accepts it."""
         return self._claimed
 
     def session_expired(self, now_ms: int) -> bool:

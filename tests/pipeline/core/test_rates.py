@@ -163,3 +163,20 @@ def test_franz_go_node_id_and_librdkafka_node_dot_id_are_one_series_label() -> N
     running, _ = running_values(decode_pushes(pushes))
     assert running.column("series").to_pylist() == ["i|lat|node.id=3"] * 2
     assert running.column("attributes").to_pylist() == [[("node.id", "3")]] * 2
+
+
+def test_a_series_key_is_read_back_by_the_functions_that_made_it() -> None:
+    from clientmetrics.pipeline.core.series import (
+        series_attributes,
+        series_instances,
+        series_keys,
+    )
+
+    attributes = pa.array(
+        [[("node.id", "1"), ("a", "x|y")], []], type=pa.map_(pa.string(), pa.string())
+    )
+    keys = series_keys(pa.array(["i-1", "i-2"]), pa.array(["m.one", "m.two"]), attributes)
+    assert keys.to_pylist() == ["i-1|m.one|a=x|y,node.id=1", "i-2|m.two|"]
+    assert series_instances(keys).to_pylist() == ["i-1", "i-2"]
+    # an attribute value may hold the separator: the attributes are everything after two
+    assert [series_attributes(k) for k in keys.to_pylist()] == ["a=x|y,node.id=1", ""]

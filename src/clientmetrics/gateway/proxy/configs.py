@@ -27,7 +27,6 @@ import dataclasses
 from collections.abc import Awaitable, Callable
 from typing import Any
 
-from clientmetrics.gateway.build import build
 from clientmetrics.gateway.config_rpcs import CLIENT_METRICS, LISTABLE_TYPES, ConfigHandlers
 from clientmetrics.gateway.connection import ConnectionState
 from clientmetrics.gateway.proxy.cluster_map import ClusterMap
@@ -44,6 +43,7 @@ from clientmetrics.wire import (
     request_type,
     response_type,
 )
+from clientmetrics.wire.build import build
 from clientmetrics.wire.headers import request_header_version
 
 __all__ = ["Slot", "SplitConfigs"]

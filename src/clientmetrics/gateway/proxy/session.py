@@ -313,6 +313,8 @@ class ProxySession:
         self._flush()
         conn = self.conn
         fields: dict[str, Any] = {"connection": conn.connection_id, "reason": close.reason.value}
+        if close.reason is CloseReason.AUTHENTICATION_FAILED:
+            fields["user"] = conn.core.sasl.claimed  # the audit trail: the user tried
         if close.reason in (CloseReason.AUTHENTICATION_FAILED, CloseReason.IDLE):
             log.info("connection_closed", peer=conn.peer_host, error=close.detail, **fields)
             self.protocol.close()

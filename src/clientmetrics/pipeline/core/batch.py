@@ -51,7 +51,7 @@ from clientmetrics.pipeline.core.schemas import (
     SERIES_STATE_ARROW,
     WINDOW_STATE_ARROW,
 )
-from clientmetrics.pipeline.core.series import running_values
+from clientmetrics.pipeline.core.series import running_values, series_instances
 from clientmetrics.pipeline.core.windows import merge_windows, split_windows, window_partials
 
 
@@ -104,14 +104,10 @@ class GroupResult:
     max_event_time: int | None
 
 
-def _instance_of_series(series: pa.Array | pa.ChunkedArray) -> pa.Array | pa.ChunkedArray:
-    return pc.list_element(pc.split_pattern(series, "|", max_splits=1), 0)
-
-
 def instance_of(rows: pa.Table, tag: str | None) -> pa.Array | pa.ChunkedArray:
     """The client instance of each row: of a push or a state row (``tag``: its ``carried`` tag)."""
     if tag == "series":
-        return _instance_of_series(rows.column("series"))
+        return series_instances(rows.column("series"))
     return rows.column("client_instance_id")
 
 
@@ -194,7 +190,7 @@ def process_group(rows: pa.Table, plan: PassPlan) -> GroupResult:
     kept, retired = retire(inventory, plan.retire_before_us)
     if retired.num_rows:
         gone = retired.column("client_instance_id")
-        series = _without(series, gone, _instance_of_series(series.column("series")))
+        series = _without(series, gone, series_instances(series.column("series")))
         windows = _without(windows, gone, windows.column("client_instance_id"))
         alert_state = _without(alert_state, gone, alert_state.column("client_instance_id"))
     sides = {

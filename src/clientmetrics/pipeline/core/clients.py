@@ -29,7 +29,7 @@ from clientmetrics.pipeline.core.coverage import standard_lists
 from clientmetrics.pipeline.core.schemas import (
     CLIENTS_ARROW,
     INVENTORY_ARROW,
-    PUSH_LABELS,
+    INVENTORY_LABELS,
     RESOURCE_LABELS,
     TIMESTAMP,
 )
@@ -82,7 +82,7 @@ def client_views(pushes: pa.Table, points: pa.Table) -> pa.Table:
     found = pc.index_in(latest.column("client_instance_id"), resources.column("client_instance_id"))
     columns = {
         "client_instance_id": latest.column("client_instance_id"),
-        **{name: latest.column(name) for name in PUSH_LABELS},
+        **{name: latest.column(name) for name in INVENTORY_LABELS},
         "resource_attributes": resources.column("resource_attributes").take(found),
         "resource_seen": resources.column("received_at").take(found),
         "first_seen": pushes.column("received_at").take(pa.array(first)),
@@ -139,7 +139,7 @@ def merge_inventory(carried: pa.Table, view: pa.Table) -> pa.Table:
 
     columns = {
         "client_instance_id": latest.column("client_instance_id"),
-        **{name: latest.column(name) for name in PUSH_LABELS},
+        **{name: latest.column(name) for name in INVENTORY_LABELS},
         "resource_attributes": resources,
         "resource_seen": timestamps(newest_resource, newest_resource == _FLOOR),
         "first_seen": reduce("first_seen", np.minimum, _CEILING),
@@ -225,13 +225,15 @@ def client_labels(inventory: pa.Table) -> pa.Array:
     monitoring workflow describes). Resource attributes do not override the
     push labels or the instance id.
     """
-    own = {"client_instance_id", *PUSH_LABELS}
+    own = {"client_instance_id", *INVENTORY_LABELS}
     rows = []
     for row in inventory.select(
-        ["client_instance_id", *PUSH_LABELS, "resource_attributes"]
+        ["client_instance_id", *INVENTORY_LABELS, "resource_attributes"]
     ).to_pylist():
         labels = [("client_instance_id", row["client_instance_id"])]
-        labels += [(name, None if row[name] is None else str(row[name])) for name in PUSH_LABELS]
+        labels += [
+            (name, None if row[name] is None else str(row[name])) for name in INVENTORY_LABELS
+        ]
         labels += [(k, v) for k, v in row["resource_attributes"] or [] if k not in own]
         rows.append(labels)
     return pa.array(rows, pa.map_(pa.string(), pa.string()))

@@ -18,6 +18,9 @@ STRING_MAP = pa.map_(pa.string(), pa.string())
 #: The landing contract (docs/landing.md): one row per accepted push, derived
 #: from the one model of an accepted push (``telemetry.model.AcceptedPush``).
 LANDING_ARROW = push_arrow.LANDING_ARROW
+#: Where the landing contract's files are (``telemetry.push_arrow``), for the dashboard.
+landed_pushes = push_arrow.landed_pushes
+LANDED_FILES = push_arrow.LANDED_FILES
 
 #: Landing columns copied onto every data point (the broker's labels).
 LABEL_COLUMNS = tuple(
@@ -89,8 +92,9 @@ CLIENT_WINDOWS_ARROW = pa.schema(
     ]
 )
 
-#: Labels an instance's inventory row takes from its latest push.
-PUSH_LABELS = (
+#: Labels an instance's inventory row takes from its latest push (not the same set as
+#: ``telemetry.model.PUSH_LABELS``, every label the broker adds to a push).
+INVENTORY_LABELS = (
     "client_id",
     "client_software_name",
     "client_software_version",
@@ -108,7 +112,7 @@ RESOURCE_LABELS = ("group_id", "group_instance_id", "member_id", "transactional_
 INVENTORY_ARROW = pa.schema(
     [
         ("client_instance_id", pa.string()),
-        *(LANDING_ARROW.field(name) for name in PUSH_LABELS),
+        *(LANDING_ARROW.field(name) for name in INVENTORY_LABELS),
         ("resource_attributes", STRING_MAP),
         ("resource_seen", TIMESTAMP),
         ("first_seen", TIMESTAMP),
@@ -125,7 +129,7 @@ INVENTORY_ARROW = pa.schema(
 CLIENTS_ARROW = pa.schema(
     [
         ("client_instance_id", pa.string()),
-        *(LANDING_ARROW.field(name) for name in PUSH_LABELS),
+        *(LANDING_ARROW.field(name) for name in INVENTORY_LABELS),
         *((name, pa.string()) for name in RESOURCE_LABELS),
         ("resource_attributes", STRING_MAP),
         ("first_seen", TIMESTAMP),

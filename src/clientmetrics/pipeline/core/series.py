@@ -54,6 +54,11 @@ def attributes_text(attributes: pa.MapArray) -> pa.Array:
     return pc.binary_join(lists, ",")
 
 
+#: The series key's separator: ``instance|metric|sorted attributes`` (instance ids and
+#: metric names hold no ``|``; the attributes' text may).
+SERIES_SEPARATOR = "|"
+
+
 def series_keys(client_ids: pa.Array, metric_names: pa.Array, attributes: pa.MapArray) -> pa.Array:
     """``instance|metric|sorted attributes``: the series key.
 
@@ -61,7 +66,20 @@ def series_keys(client_ids: pa.Array, metric_names: pa.Array, attributes: pa.Map
     those copies get distinct keys.
     """
     text = attributes_text(attributes)
-    return pc.binary_join_element_wise(client_ids, metric_names, text, "|", null_handling="skip")
+    return pc.binary_join_element_wise(
+        client_ids, metric_names, text, SERIES_SEPARATOR, null_handling="skip"
+    )
+
+
+def series_instances(series: pa.Array | pa.ChunkedArray) -> pa.Array | pa.ChunkedArray:
+    """The client instance id of each series key."""
+    return pc.list_element(pc.split_pattern(series, SERIES_SEPARATOR, max_splits=1), 0)
+
+
+def series_attributes(series: str) -> str:
+    """The attributes' text of one series key (``k=v,k=v``; empty when it has none)."""
+    parts = series.split(SERIES_SEPARATOR, 2)
+    return parts[2] if len(parts) == 3 else ""
 
 
 def with_running_values(points: pa.Table) -> pa.Table:

