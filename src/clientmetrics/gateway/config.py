@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import os
 import tomllib
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field, fields, replace
 from pathlib import Path
 from typing import Any
@@ -351,7 +351,7 @@ def load_config(
         except tomllib.TOMLDecodeError as exc:
             raise ConfigurationError(f"config file {path} is not valid TOML: {exc}") from exc
     env = EnvSettings.from_environ(os.environ if environ is None else environ)
-    check_known(doc, env)
+    check_known(doc, env, GATEWAY_KEYS)
     given = {k: v for k, v in (overrides or {}).items() if v is not None}
     # Variables still in force (not overridden on the command line), to name in errors.
     from_env = {k for k in env.section("gateway") if normalised(k) not in given}
@@ -490,39 +490,58 @@ def _gateway_values(section: Mapping[str, Any]) -> dict[str, Any]:
     return out
 
 
-_INT_KEYS = (
-    "node_id",
-    "max_request_bytes",
-    "expiry_check_ms",
-    "workers",
-    "broker_port_base",
-    "queued_max_request_bytes",
-    "connections_max_idle_ms",
-    "max_connections_per_ip",
-    "connections_max_reauth_ms",
-    "loop_stall_log_ms",
-    "subscriptions_fetch_wait_ms",
-)
+def _address(name: str, value: Any) -> Address:
+    return value if isinstance(value, Address) else Address.parse(str(value), name)
+
+
+def _addresses(name: str, value: Any) -> tuple[Address, ...]:
+    items = value.split(",") if isinstance(value, str) else list(value)
+    return tuple(Address.parse(str(item).strip(), name) for item in items if item)
+
+
+#: Every ``[gateway]`` setting: its field in ``GatewayConfig`` and how its value is read.
+#: The one list of them: unknown keys are whatever is not here (``config_keys``).
+_GATEWAY_SETTINGS: dict[str, tuple[str, Callable[[str, Any], Any]]] = {
+    "listen": ("listeners", lambda _name, value: _listeners(value)),
+    "admin_listen": ("admin_listen", _address),
+    **{
+        name: (name, lambda _name, value: int(value))
+        for name in (
+            "node_id",
+            "max_request_bytes",
+            "expiry_check_ms",
+            "workers",
+            "broker_port_base",
+            "queued_max_request_bytes",
+            "connections_max_idle_ms",
+            "max_connections_per_ip",
+            "connections_max_reauth_ms",
+            "loop_stall_log_ms",
+            "subscriptions_fetch_wait_ms",
+            "max_subscriptions",
+        )
+    },
+    **{
+        name: (name, lambda _name, value: str(value))
+        for name in ("advertised_host", "cluster_id", "store", "subscriptions_topic")
+    },
+    **{
+        name: (name, lambda _name, value: float(value))
+        for name in ("shutdown_timeout_s", "upstream_connect_timeout_s")
+    },
+    "upstream": ("upstream", _addresses),
+    "subscriptions_bootstrap_servers": ("subscriptions_bootstrap_servers", _addresses),
+}
+#: ``data_dir`` too: ``--data-dir`` may come from the file.
+GATEWAY_KEYS = frozenset({*_GATEWAY_SETTINGS, "data_dir"})
 
 
 def _gateway_value(key: str, value: Any) -> dict[str, Any]:
-    name = key.replace("-", "_").replace(".", "_")
-    if name == "listen":
-        return {"listeners": _listeners(value)}
-    if name == "admin_listen":
-        return {name: value if isinstance(value, Address) else Address.parse(str(value), name)}
-    if name in _INT_KEYS:
-        return {name: int(value)}
-    if name == "max_subscriptions":
-        return {name: int(value)}
-    if name in ("advertised_host", "cluster_id", "store", "subscriptions_topic"):
-        return {name: str(value)}
-    if name in ("shutdown_timeout_s", "upstream_connect_timeout_s"):
-        return {name: float(value)}
-    if name in ("upstream", "subscriptions_bootstrap_servers"):
-        items = value.split(",") if isinstance(value, str) else list(value)
-        return {name: tuple(Address.parse(str(item).strip(), name) for item in items if item)}
-    raise ConfigurationError(f"unknown [gateway] setting {key!r}")
+    name = normalised(key)
+    if name not in _GATEWAY_SETTINGS:
+        raise ConfigurationError(f"unknown [gateway] setting {key!r}")
+    field_name, read = _GATEWAY_SETTINGS[name]
+    return {field_name: read(name, value)}
 
 
 def _listeners(value: Any) -> tuple[Listener, ...]:

@@ -20,35 +20,9 @@ from clientmetrics.security.authorizer import AUTHORIZATION_KEYS
 from clientmetrics.security.sasl import OAUTHBEARER_KEYS, SASL_KEYS
 from clientmetrics.telemetry.manager import TelemetryConfig
 
-__all__ = ["ENV_PREFIX", "GATEWAY_KEYS", "EnvSettings", "check_known", "normalised"]
+__all__ = ["ENV_PREFIX", "EnvSettings", "check_known", "normalised"]
 
 ENV_PREFIX = "CLIENTMETRICS_"
-
-#: ``[gateway]`` settings (``data_dir`` too: ``--data-dir`` may come from the file).
-GATEWAY_KEYS = frozenset(
-    {
-        "listen",
-        "admin_listen",
-        "data_dir",
-        "node_id",
-        "max_request_bytes",
-        "expiry_check_ms",
-        "workers",
-        "broker_port_base",
-        "queued_max_request_bytes",
-        "connections_max_idle_ms",
-        "max_connections_per_ip",
-        "connections_max_reauth_ms",
-        "max_subscriptions",
-        "advertised_host",
-        "cluster_id",
-        "store",
-        "subscriptions_topic",
-        "shutdown_timeout_s",
-        "upstream_connect_timeout_s",
-        "upstream",
-    }
-)
 
 #: Sections whose keys may be spelled with ``-`` or ``.`` for ``_``.
 _LENIENT = ("gateway", "telemetry")
@@ -60,9 +34,9 @@ def normalised(key: str) -> str:
 
 
 @functools.cache
-def _known() -> dict[str, frozenset[str]]:
+def _known(gateway: frozenset[str]) -> dict[str, frozenset[str]]:
     return {
-        "gateway": GATEWAY_KEYS,
+        "gateway": gateway,
         "telemetry": frozenset(f.name for f in fields(TelemetryConfig)),
         "tls": TLS_KEYS,
         "upstream": UPSTREAM_KEYS,
@@ -106,14 +80,17 @@ class EnvSettings:
         return ConfigurationError(f"{text} (from {', '.join(names)})")
 
 
-def check_known(doc: Mapping[str, Any], env: EnvSettings) -> None:
-    """``ConfigurationError`` listing every unknown section, key and variable at once."""
-    known = _known()
+def check_known(doc: Mapping[str, Any], env: EnvSettings, gateway: frozenset[str]) -> None:
+    """``ConfigurationError`` listing every unknown section, key and variable at once.
+
+    ``gateway``: the ``[gateway]`` settings (``gateway.config`` holds their one list).
+    """
+    known = _known(gateway)
     unknown = [f"[{name}]" for name in doc if name not in known and name != "exporters"]
     for section in known:
         table = doc.get(section, {})
         if isinstance(table, Mapping):
-            unknown += [f"[{section}] {key}" for key in table if not _is_known(section, key)]
+            unknown += [f"[{section}] {key}" for key in table if not _is_known(known, section, key)]
         if section == "sasl" and isinstance(table, Mapping):
             oauth = table.get("oauthbearer", {})
             if isinstance(oauth, Mapping):
@@ -123,12 +100,12 @@ def check_known(doc: Mapping[str, Any], env: EnvSettings) -> None:
             unknown += [
                 f"{variable} ([{section}] {key})"
                 for key, variable in names.items()
-                if not _is_known(section, key)
+                if not _is_known(known, section, key)
             ]
     if unknown:
         raise ConfigurationError(f"unknown settings: {', '.join(unknown)}")
 
 
-def _is_known(section: str, key: str) -> bool:
+def _is_known(known: Mapping[str, frozenset[str]], section: str, key: str) -> bool:
     name = normalised(key) if section in _LENIENT else key
-    return name in _known()[section]
+    return name in known[section]
