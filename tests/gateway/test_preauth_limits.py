@@ -8,6 +8,7 @@ import contextlib
 import json
 import socket
 import struct
+import time
 from collections.abc import Iterator
 
 import pytest
@@ -106,3 +107,31 @@ def test_a_clean_client_stays_served_beside_pre_authentication_floods(
     for result in results:
         assert result["attempts"] >= 1
         assert set(result["codes"]) <= {"closed", "58"}  # never in, never a crash
+
+
+def test_another_accounts_login_does_not_reset_a_users_failed_login_delay(
+    gateway: GatewayProcess,
+) -> None:
+    """Failures are counted per source and claimed user: alice logging in between two
+    guesses at bob's password (from the same address) leaves bob's delay doubling."""
+    source = "127.0.0.23"  # an address of its own: other tests' failures count for theirs
+
+    def answered_in(user: str, password: str) -> tuple[int, float]:
+        """PLAIN from ``source``: (SaslAuthenticate's error code, seconds to its answer)."""
+        address = ("127.0.0.1", gateway.port)
+        with socket.create_connection(address, timeout=30, source_address=(source, 0)) as sock:
+            sock.sendall(preauth_attacks.handshake("PLAIN"))
+            recv_frame(sock)
+            started = time.monotonic()
+            sock.sendall(preauth_attacks.authenticate(f"\0{user}\0{password}".encode()))
+            _, answer = decode_response(36, 2, recv_frame(sock))
+            return int(answer.error_code), time.monotonic() - started
+
+    assert answered_in("bob", "guess-1")[0] == 58  # held 100 ms
+    assert answered_in("bob", "guess-2")[0] == 58  # held 200 ms
+    assert answered_in("alice", PASSWORD)[0] == 0  # forgets alice's failures: none
+    code, seconds = answered_in("bob", "guess-3")
+    assert code == 58
+    # Held 400 ms (100 ms, doubling per failure of the source): a reset would be 100 ms.
+    assert seconds >= 0.35
+    assert answered_in("alice", PASSWORD)[0] == 0

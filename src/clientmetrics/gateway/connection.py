@@ -92,6 +92,12 @@ class ConnectionState:
         self.core.set_transport_principal(principal)
 
     @property
+    def user(self) -> str:
+        """Whose failed logins a successful authentication forgets (the failure
+        throttle): the user the client claimed, else the principal it proved."""
+        return self.core.sasl.claimed or self.core.principal
+
+    @property
     def authenticated_by_cluster(self) -> bool:
         """Proxy passthrough: the upstream cluster authenticated this connection's client."""
         sasl = self.core.sasl
@@ -259,7 +265,7 @@ class _Shell:
                 self._rejected(result)
             case Respond(authenticated=True):
                 if self._dispatcher.limits is not None:
-                    self._dispatcher.limits.authenticated(self.conn.peer_host)
+                    self._dispatcher.limits.authenticated(self.conn.peer_host, self.conn.user)
             case Respond():
                 pass
             case Close(reason=CloseReason.AUTHENTICATION_FAILED):
@@ -283,7 +289,8 @@ class _Shell:
         ``connection.failed.authentication.delay.ms`` does, growing with repeats."""
         limits = self._dispatcher.limits
         if self.holding and limits is not None:
-            await asyncio.sleep(limits.authentication_failed(self.conn.peer_host))
+            delay = limits.authentication_failed(self.conn.peer_host, self.conn.core.sasl.claimed)
+            await asyncio.sleep(delay)
         self.holding = False
 
     def _rejected(self, respond: Respond) -> None:

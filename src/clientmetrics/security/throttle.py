@@ -86,7 +86,3 @@ class FailureThrottle:
         record.failures -= record.by_user.pop(user, 0)
         if record.failures <= 0:
             del self._sources[source]
-
-    def forget(self, source: str) -> None:
-        """Forget every failure from ``source``."""
-        self._sources.pop(source, None)

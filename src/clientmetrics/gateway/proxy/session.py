@@ -178,7 +178,7 @@ class ProxySession:
                 self._forward(request, verdict)
             case Respond(error=code, authenticated=authenticated):
                 if authenticated:
-                    self._limits.authenticated(self.conn.peer_host)
+                    self._limits.authenticated(self.conn.peer_host, self.conn.user)
                 if code is ErrorCode.INVALID_REQUEST:
                     self._limits.warn(
                         self.conn.peer_host,
@@ -242,7 +242,7 @@ class ProxySession:
                 code = authenticate_error_code(request.header.api_version, data)
                 close = self.core.upstream_authenticated(code)
                 if close is None and self.core.state is AuthState.READY:
-                    self._limits.authenticated(self.conn.peer_host)
+                    self._limits.authenticated(self.conn.peer_host, self.conn.user)
             if rewrite is not None:
                 rewritten = rewrite(data)
                 if not isinstance(rewritten, bytes | bytearray):  # must first learn a node
@@ -304,7 +304,8 @@ class ProxySession:
         after the source's delay (growing with repeated failures), without blocking
         anything else; the client is not read meanwhile."""
         if close.reason is CloseReason.AUTHENTICATION_FAILED and not held:
-            delay = self._limits.authentication_failed(self.conn.peer_host)
+            claimed = self.conn.core.sasl.claimed
+            delay = self._limits.authentication_failed(self.conn.peer_host, claimed)
             if delay > 0:
                 self._holding = True
                 self.protocol.pause_reading()
