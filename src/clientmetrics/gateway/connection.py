@@ -399,6 +399,17 @@ async def serve_connection(
         writer.close()
         with contextlib.suppress(ConnectionError, OSError):
             await writer.wait_closed()
+        _drop_traceback(reader.exception())
+
+
+def _drop_traceback(exc: BaseException | None) -> None:
+    """Cut the cycle a lost connection leaves: the reader keeps the exception, whose
+    traceback holds this coroutine's frame, which holds the reader, its buffers, the
+    transport and the last chunk read. Only a full collection would free that (and
+    none ever does once ``gc.freeze`` has moved it out of the collector's reach):
+    900 reset connections kept ~700 MiB."""
+    if exc is not None:
+        exc.__traceback__ = None
 
 
 def _log_close(conn: ConnectionState, close: Close, limits: ConnectionLimits | None) -> None:
