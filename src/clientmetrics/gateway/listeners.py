@@ -68,6 +68,10 @@ def identify(
     return ConnectionIdentity(listener.name, listener.protocol.value, principal)
 
 
+#: How much decrypted data a TLS connection buffers ahead of its reader.
+TLS_READ_AHEAD_BYTES = 64 * 1024
+
+
 class ListenerSet:
     """The TLS context the listeners share, reloaded on SIGHUP and when files change."""
 
@@ -96,6 +100,12 @@ class ListenerSet:
         """Start a stream server for ``listener``."""
 
         async def accepted(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+            if listener.protocol.tls:
+                # The TLS layer reads ahead of the connection, up to 256 KiB decrypted by
+                # default even while the connection is paused (its budget spent).
+                limits = getattr(writer.transport, "set_read_buffer_limits", None)
+                if limits is not None:  # asyncio's and uvloop's TLS transports have it
+                    limits(high=TLS_READ_AHEAD_BYTES)
             await on_client(listener, reader, writer)
 
         return await asyncio.start_server(
