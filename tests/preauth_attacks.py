@@ -23,6 +23,7 @@ import argparse
 import base64
 import collections
 import json
+import os
 import socket
 import ssl
 import struct
@@ -119,14 +120,16 @@ def park(port: int, connections: int, declared: int, size: int, ca: str | None) 
     print("closed", flush=True)
 
 
-def start(*args: str) -> subprocess.Popen[str]:
-    """This module in a child process (its threads do not share the caller's GIL)."""
+def start(*args: str, niceness: int = 0) -> subprocess.Popen[str]:
+    """This module in a child process (its threads do not share the caller's GIL),
+    ``niceness`` steps below the caller."""
     return subprocess.Popen(
         [sys.executable, "-m", "tests.preauth_attacks", *args],
         cwd=ROOT,
         stdin=subprocess.PIPE,
         stdout=subprocess.PIPE,
         text=True,
+        preexec_fn=(lambda: os.nice(niceness)) if niceness else None,  # noqa: PLW1509
     )
 
 
