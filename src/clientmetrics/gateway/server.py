@@ -469,7 +469,8 @@ class Gateway:
             if removed:
                 log.debug("instances_expired", count=removed)
             self._close_expired(now)
-            self._heap.maybe_trim()
+            if self._heap.due():  # ctypes lets go of the interpreter lock meanwhile
+                await loop.run_in_executor(None, self._heap.trim)
             self.limits.fd_limit = fd_soft_limit()  # operators may change it at run time
             if loop.time() >= next_freeze:
                 next_freeze = loop.time() + FREEZE_EVERY_S
