@@ -70,6 +70,9 @@ def identify(
 
 #: How much decrypted data a TLS connection buffers ahead of its reader.
 TLS_READ_AHEAD_BYTES = 64 * 1024
+#: A connection's stream buffers up to twice this ahead of the gateway's reads (also
+#: while it is paused, its budget spent): asyncio's default is 64 KiB.
+STREAM_READ_AHEAD_BYTES = 16 * 1024
 
 
 class ListenerSet:
@@ -116,4 +119,5 @@ class ListenerSet:
             ssl_handshake_timeout=TLS_HANDSHAKE_TIMEOUT_S if listener.protocol.tls else None,
             reuse_port=reuse_port or None,
             backlog=4096,
+            limit=STREAM_READ_AHEAD_BYTES,
         )
