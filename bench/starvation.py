@@ -6,6 +6,11 @@ that expands to nearly ``telemetry.max.bytes`` of OTLP). A clean client on its
 own connection sends ApiVersions round trips; its rate is printed alone and next
 to each attack, with the attackers' push rate and answers.
 
+``--attack instances``: attacker processes flood GetTelemetrySubscriptions with a
+zero id (every one creates a client instance; the registry is capped at
+``--max-instances`` so the flood runs into its bound and evicts), 512 pipelined per
+connection; a clean client times its own Gets (p50, p99, max) alone and beside.
+
 ``--attack plain``: a SASL/PLAIN gateway whose user has a SCRAM-SHA-512 credential
 of 16384 iterations, and a flood of logins with fresh wrong passwords (each one a
 PBKDF2 derivation for the gateway, ``tests/plain_flood.py``); the clean client,
@@ -14,6 +19,7 @@ second user logs in for the first time from another address. Usage:
 
     python bench/starvation.py --seconds 5
     python bench/starvation.py --attack plain --seconds 5
+    python bench/starvation.py --attack instances --seconds 10
 """
 
 from __future__ import annotations
@@ -21,6 +27,7 @@ from __future__ import annotations
 import argparse
 import collections
 import gzip
+import os
 import socket
 import statistics
 import struct
@@ -36,7 +43,9 @@ import zstandard
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
+sys.path.insert(0, str(ROOT / "bench"))
 
+from tail_latency import cores, pin  # noqa: E402
 from tests.frames import recv_frame  # noqa: E402
 from tests.plain_flood import CleanClient, add_user, start_flood  # noqa: E402
 from tests.procs import GatewayProcess  # noqa: E402
@@ -169,17 +178,101 @@ def plain_flood(seconds: float, threads: int, logins: float) -> None:
         print(f"gateway tracebacks: {len(gw.tracebacks())}")
 
 
+def get_flood(port: int, seconds: float, window: int, core: int | None, nice: int) -> None:
+    """One attacker process: ``window`` Gets with a zero id in flight, for ``seconds``."""
+    pin(core, nice)
+    # Below the clean client on the core they share: its own CPU time is not taken.
+    os.nice(19)
+    get = encode_request(
+        RequestHeader(71, 0, 1, "flood"),
+        request_type(71, 0)(client_instance_id=uuid.UUID(int=0)),
+    )
+    deadline = time.monotonic() + seconds
+    with socket.create_connection(("127.0.0.1", port), timeout=60) as sock:
+        while time.monotonic() < deadline:
+            sock.sendall(get * window)
+            for _ in range(window):
+                recv_frame(sock)
+
+
+def clean_gets(port: int, seconds: float) -> list[float]:
+    """A clean client's Get round trips (new instances too), ms, sorted."""
+    get = encode_request(
+        RequestHeader(71, 0, 1, "clean"),
+        request_type(71, 0)(client_instance_id=uuid.UUID(int=0)),
+    )
+    times: list[float] = []
+    # Another address than the flood's: the gateway shares its Get work by source.
+    address = ("127.0.0.1", port)
+    with socket.create_connection(address, timeout=60, source_address=("127.0.0.2", 0)) as sock:
+        deadline = time.monotonic() + seconds
+        while time.monotonic() < deadline:
+            started = time.perf_counter()
+            sock.sendall(get)
+            recv_frame(sock)
+            times.append((time.perf_counter() - started) * 1000)
+            time.sleep(0.005)
+    return sorted(times)
+
+
+def instance_flood(seconds: float, attackers: int, max_instances: int, nice: int) -> None:
+    """Other clients' Gets alone and beside a flood of new instance ids; the gateway's
+    event loop pinned to one core, the clients to another."""
+    import multiprocessing
+
+    def line(label: str, times: list[float]) -> str:
+        p99 = times[min(len(times) - 1, int(0.99 * len(times)))]
+        return (
+            f"{label}: {len(times)} Gets, p50 {statistics.median(times):7.2f} ms, "
+            f"p99 {p99:7.2f} ms, max {times[-1]:7.1f} ms"
+        )
+
+    config = f"[telemetry]\nmax_instances = {max_instances}\n"
+    with tempfile.TemporaryDirectory() as tmp:
+        gw = GatewayProcess(Path(tmp) / "data", config).start()
+        gateway_core, client_core = cores()
+        assert gw.proc is not None
+        if gateway_core is not None:
+            os.sched_setaffinity(gw.proc.pid, {gateway_core})  # its event loop's thread
+        if nice:
+            os.setpriority(os.PRIO_PROCESS, gw.proc.pid, nice)
+        pin(client_core, nice)
+        print(f"gateway's loop on core {gateway_core}, clients on {client_core}, nice {nice}")
+        try:
+            print(line("clean client alone          ", clean_gets(gw.port, seconds)))
+            ctx = multiprocessing.get_context("spawn")
+            flood = [
+                ctx.Process(target=get_flood, args=(gw.port, seconds + 2, 512, client_core, nice))
+                for _ in range(attackers)
+            ]
+            for proc in flood:
+                proc.start()
+            time.sleep(1.0)
+            print(line(f"beside {attackers} flooding connections", clean_gets(gw.port, seconds)))
+            for proc in flood:
+                proc.join(seconds + 60)
+            print(line("clean client alone again    ", clean_gets(gw.port, seconds)))
+        finally:
+            gw.stop()
+        print(f"gateway tracebacks: {len(gw.tracebacks())}")
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--seconds", type=float, default=5.0)
     parser.add_argument("--attackers", type=int, default=2)
-    parser.add_argument("--attack", choices=("push", "plain"), default="push")
+    parser.add_argument("--attack", choices=("push", "plain", "instances"), default="push")
+    parser.add_argument("--max-instances", type=int, default=200_000)
+    parser.add_argument("--nice", type=int, default=0, help="instances: priority (root)")
     parser.add_argument(
         "--rate", type=float, default=100.0, help="plain: logins/s the flood offers (0: no limit)"
     )
     args = parser.parse_args()
     if args.attack == "plain":
         plain_flood(args.seconds, max(args.attackers, 4), args.rate)
+        return
+    if args.attack == "instances":
+        instance_flood(args.seconds, args.attackers, args.max_instances, args.nice)
         return
     with tempfile.TemporaryDirectory() as tmp:
         gw = GatewayProcess(Path(tmp) / "data").start()

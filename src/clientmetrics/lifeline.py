@@ -7,10 +7,17 @@ So children start here: this module imports only the standard library, asks the
 kernel to SIGKILL the child when its parent dies (Linux ``PR_SET_PDEATHSIG``),
 checks the parent is still the one that started it, and only then imports and
 unpickles the real work.
+
+Background children (the landing converter, the exporter process) also step out
+of their gateway worker's way: a lower CPU priority, and, when the worker is
+pinned to some cores and the machine has others, those others only. A converter
+that inherits its worker's core takes that core's time in bursts, each one a
+burst of push latency.
 """
 
 from __future__ import annotations
 
+import contextlib
 import ctypes
 import importlib
 import os
@@ -18,12 +25,30 @@ import pickle
 import signal
 import sys
 
-__all__ = ["child_started", "run_child"]
+__all__ = ["BACKGROUND_NICENESS", "child_started", "run_child", "step_aside"]
 
 _PR_SET_PDEATHSIG = 1
+#: How much lower a background child's priority is than its worker's.
+BACKGROUND_NICENESS = 10
 
 
-def child_started(parent_pid: int, quiet_stdout: bool = False) -> None:
+def step_aside(niceness: int = BACKGROUND_NICENESS) -> None:
+    """Lower this process's priority by ``niceness``, and move it off the cores it
+    inherited (its parent's) when there are other cores to run on."""
+    with contextlib.suppress(OSError):
+        os.nice(niceness)
+    if not hasattr(os, "sched_setaffinity"):
+        return
+    try:
+        inherited = os.sched_getaffinity(0)
+        others = set(range(os.cpu_count() or 1)) - inherited
+        if others:
+            os.sched_setaffinity(0, others)
+    except OSError:  # none of the others is ours (a cpuset): stay where we are
+        pass
+
+
+def child_started(parent_pid: int, quiet_stdout: bool = False, background: bool = False) -> None:
     """Die with ``parent_pid``; exit at once if it is already gone; leave Ctrl-C to it.
 
     ``quiet_stdout`` points file descriptor 1 at /dev/null: a child holding the
@@ -32,8 +57,11 @@ def child_started(parent_pid: int, quiet_stdout: bool = False) -> None:
     its children in order (a child that installs its own handler, as a gateway
     worker does, still gets it), so the default one, which would print a
     ``KeyboardInterrupt`` traceback from the middle of the child's work, is off.
+    ``background``: ``step_aside`` (a converter or exporter child).
     """
     signal.signal(signal.SIGINT, signal.SIG_IGN)
+    if background:
+        step_aside()
     if quiet_stdout:
         os.dup2(os.open(os.devnull, os.O_WRONLY), 1)
     if sys.platform == "linux":

@@ -45,7 +45,10 @@ async def setup(request: pytest.FixtureRequest, tmp_path: Path) -> AsyncIterator
     upstream = None
     if request.param == "terminate":
         config = GatewayConfig(data_dir=tmp_path, listeners=(Listener.parse("127.0.0.1:0"),))
-        policy = ListenerPolicy(requires_sasl=True, sasl=PlainServerForTests())
+        # As the gateway builds it: the claimed user names whose failure it was.
+        policy = ListenerPolicy(
+            requires_sasl=True, sasl=PlainServerForTests(), identity_of=plain_identity
+        )
     else:
         upstream = await FakeUpstream().start()
         config = GatewayConfig(

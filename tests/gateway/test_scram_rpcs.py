@@ -170,3 +170,47 @@ def test_kafka_pythons_admin_client_too(gateway: GatewayProcess) -> None:
         (int(i["mechanism"]), i["iterations"]) for i in described["erin"]["credential_infos"]
     ] == [(1, 8192)]
     assert plain_login(gateway.data_dir, "erin", "erin-pw")
+
+
+def test_with_sasl_and_no_authorization_nobody_may_use_them(tmp_path: Path) -> None:
+    # Kafka without an authorizer lets any user replace another's credentials (and
+    # list every user name); a gateway that authenticates clients refuses both.
+    from tests.plain_flood import add_user
+
+    data = tmp_path / "data"
+    add_user(data, "alice", "alice-secret")
+    add_user(data, "bob", "bob-secret")
+    config = '[sasl]\nmechanisms = ["PLAIN"]\n'
+    gw = GatewayProcess(data, config, listen_protocol="SASL_PLAINTEXT").start()
+    try:
+        (warning,) = gw.events("sasl_without_authorization")
+        assert "refused to every client" in str(warning["hint"])
+        client = AdminClient(
+            {
+                "bootstrap.servers": gw.bootstrap,
+                "security.protocol": "SASL_PLAINTEXT",
+                "sasl.mechanism": "PLAIN",
+                "sasl.username": "alice",
+                "sasl.password": "alice-secret",
+            }
+        )
+        futures = client.alter_user_scram_credentials(
+            [UserScramCredentialUpsertion("bob", ScramCredentialInfo(SHA512, 4096), b"mine")],
+            request_timeout=10,
+        )
+        assert outcome(futures["bob"]) == KafkaError.CLUSTER_AUTHORIZATION_FAILED
+        security = {
+            "security_protocol": "SASL_PLAINTEXT",
+            "sasl_mechanism": "PLAIN",
+            "sasl_plain_username": "alice",
+            "sasl_plain_password": "alice-secret",
+        }
+        with (
+            kadmin.admin(gw.bootstrap, **security) as other,
+            pytest.raises(ClusterAuthorizationFailedError),
+        ):
+            other.describe_user_scram_credentials()
+        assert plain_login(data, "bob", "bob-secret")  # unchanged
+        del client  # librdkafka's threads stop before the gateway does
+    finally:
+        gw.stop()

@@ -5,7 +5,12 @@ from collections.abc import Iterator
 import pytest
 
 from clientmetrics.security import OAuthBearerConfig, SaslConfig, build_sasl_server
-from clientmetrics.security.credentials import ScramCredential, derive
+from clientmetrics.security.credentials import (
+    CredentialShape,
+    ScramCredential,
+    derive,
+    typical_shape,
+)
 from clientmetrics.store.credentials import CredentialFile
 from tests.admin.front import Front
 from tests.procs import GatewayProcess
@@ -26,6 +31,9 @@ class MemoryCredentials:
 
     def scram(self, user: str, mechanism: str) -> ScramCredential | None:
         return self.users.get(user, {}).get(mechanism)
+
+    def typical_shape(self, mechanism: str) -> CredentialShape:
+        return typical_shape(self.users, mechanism)
 
 
 @pytest.fixture

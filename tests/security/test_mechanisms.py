@@ -117,7 +117,9 @@ def test_plain_checks_the_stored_scram_credential(credentials: MemoryCredentials
 def test_plain_unknown_user_and_wrong_password_same_message_and_cost(
     credentials: MemoryCredentials,
 ) -> None:
-    credentials.add("bob", "bob-secret", iterations=8192)  # the dummy's count
+    # Most users' count, so the dummy's too (alice has 4096).
+    credentials.add("bob", "bob-secret", iterations=8192)
+    credentials.add("carol", "carol-secret", iterations=8192)
     srv = server(credentials)
 
     def attempt(token: bytes) -> tuple[str, float]:

@@ -1,4 +1,5 @@
-"""The per-source failure throttle: doubling delay, ceiling, decay, bounded memory."""
+"""The failure throttle: doubling delay per source, reset only by the same user's
+success, ceiling, decay, bounded memory."""
 
 from __future__ import annotations
 
@@ -13,12 +14,46 @@ def test_delay_doubles_up_to_the_ceiling_and_is_per_source() -> None:
 
 def test_success_and_time_forget() -> None:
     throttle = FailureThrottle(base_delay_ms=100, max_delay_ms=1000, forget_after_ms=60_000)
-    throttle.failed("a", 0)
-    throttle.failed("a", 0)
-    throttle.succeeded("a")
-    assert throttle.failed("a", 1) == 100
-    assert throttle.failed("a", 2) == 200
-    assert throttle.failed("a", 70_000) == 100
+    throttle.failed("a", 0, "User:alice")
+    throttle.failed("a", 0, "User:alice")
+    throttle.succeeded("a", "User:alice")
+    assert throttle.failed("a", 1, "User:alice") == 100
+    assert throttle.failed("a", 2, "User:alice") == 200
+    assert throttle.failed("a", 70_000, "User:alice") == 100
+
+
+def test_another_accounts_success_does_not_reset_the_delay() -> None:
+    # Guessing bob's password, logging in as mallory (one's own account) in between.
+    throttle = FailureThrottle(base_delay_ms=100, max_delay_ms=5000)
+    delays = []
+    for _ in range(5):
+        delays.append(throttle.failed("10.0.0.9", 0, "User:bob"))
+        throttle.succeeded("10.0.0.9", "User:mallory")
+    assert delays == [100, 200, 400, 800, 1600]
+
+
+def test_a_users_own_success_forgets_only_its_share() -> None:
+    throttle = FailureThrottle(base_delay_ms=100, max_delay_ms=5000)
+    throttle.failed("nat", 0, "User:bob")
+    throttle.failed("nat", 0, "User:bob")
+    throttle.failed("nat", 0, "User:carol")
+    throttle.succeeded("nat", "User:carol")  # carol mistyped once, then logged in
+    assert throttle.failed("nat", 1, "User:bob") == 400  # bob's two failures still count
+    throttle.succeeded("nat", "User:bob")
+    throttle.failed("nat", 2, "User:bob")
+    assert len(throttle) == 1
+    throttle.succeeded("nat", "User:bob")
+    assert len(throttle) == 0  # nothing left: the record goes
+
+
+def test_spraying_many_user_names_from_one_source_slows_down_too() -> None:
+    throttle = FailureThrottle(base_delay_ms=100, max_delay_ms=5000, max_users_per_source=4)
+    delays = [throttle.failed("10.0.0.9", 0, f"User:u{i}") for i in range(8)]
+    assert delays == [100, 200, 400, 800, 1600, 3200, 5000, 5000]
+    # Only four names are kept per source; failures beyond are counted, never forgotten.
+    for i in range(8):
+        throttle.succeeded("10.0.0.9", f"User:u{i}")
+    assert throttle.failed("10.0.0.9", 1, "User:u0") == 1600
 
 
 def test_memory_is_bounded() -> None:

@@ -159,3 +159,26 @@ def test_registry_skips_stale_wheel_entries() -> None:
     assert registry.expire(6999) == 0
     assert registry.expire(7000) == 1
     assert len(registry) == 0
+
+
+def test_instances_are_out_of_the_garbage_collectors_reach_and_freed_by_refcount() -> None:
+    """A million instances must not be walked by every full collection (loop stalls)."""
+    import gc
+    import platform
+    import sys
+
+    registry = InstanceRegistry(10, 60_000)
+    plan = resolve_plan([], 300_000)
+    ctx = make_ctx()
+    held = sys.getrefcount(ctx)
+    instance = ClientInstance(1, ctx, plan, 0)
+    registry.add(instance)
+    if platform.python_implementation() == "CPython":
+        assert not gc.is_tracked(instance)
+    instance.reset(plan, 1)  # changing it does not put it back
+    if platform.python_implementation() == "CPython":
+        assert not gc.is_tracked(instance)
+    # Freed by reference counting as soon as the registry lets go of it.
+    registry.remove(instance)
+    del instance
+    assert sys.getrefcount(ctx) == held

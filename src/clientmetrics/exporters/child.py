@@ -1,10 +1,12 @@
-"""Fail-open exporters in a child process of their own, at a lower CPU priority.
+"""Fail-open exporters in a child process of their own, out of the worker's way.
 
 Decoding payloads, folding series, encoding OTLP and producing to a topic cost
 several times what landing a push does. Run on the gateway's event loop they
 would take its time, and so delay answers. So the gateway only frames each
 acknowledged push as a WAL record (``wal.encode_record``) and writes it to a
-socket; a spawned child process, niced, runs the exporters on its own loop. When
+socket; a spawned child process, at a lower CPU priority and off the worker's
+cores when there are others (``lifeline.step_aside``), runs the exporters on its
+own loop. When
 the socket backlog passes ``backlog_bytes`` the gateway drops the push and counts
 it, as each exporter's own queue does in the child: the push path never waits.
 
@@ -37,7 +39,6 @@ from clientmetrics.telemetry.model import AcceptedPush
 log = structlog.get_logger(__name__)
 
 STATS_EVERY_S = 0.5
-NICENESS = 10
 _COUNTERS = ("exported", "failed", "dropped", "queue_depth")
 _TIMING = ("export_seconds_sum", "export_seconds_count", "export_seconds_max")
 
@@ -211,11 +212,9 @@ _LEVELS = {"debug": 10, "info": 20, "warning": 30, "error": 40, "critical": 50}
 
 
 def child_main(parent_pid: int, sock: socket.socket, specs: Specs, data_dir: str) -> None:
-    """The child process: die with the gateway, lower priority, then run the exporters
-    until the stream ends."""
-    child_started(parent_pid)
-    with contextlib.suppress(OSError):
-        os.nice(NICENESS)
+    """The child process: die with the gateway, step out of its way (lower priority,
+    other cores), then run the exporters until the stream ends."""
+    child_started(parent_pid, background=True)
     asyncio.run(_serve(sock, specs, Path(data_dir)))
 
 

@@ -475,9 +475,12 @@ class _Converter:
     gateway process it would take the GIL from the event loop in 5 ms slices
     for a whole segment, and every push in flight would wait (measured:
     100-200 ms latency spikes each time a segment rolled). The child is started
-    on first use (``spawn``: nothing of the parent's state is inherited) and
-    started again if it dies; where no child can be started, the conversion
-    runs on ``fallback``, a thread.
+    (``spawn``: nothing of the parent's state is inherited) on a thread, not on
+    the event loop: starting a process forks the whole gateway. It starts again
+    if it dies; where no child can be started, the conversion runs on
+    ``fallback``, a thread. The child runs at a lower priority, off the worker's
+    cores when there are others (``lifeline.step_aside``): on the worker's core
+    it would take the loop's time in bursts every ``roll_seconds``.
     """
 
     def __init__(self, fallback: ThreadPoolExecutor) -> None:
@@ -488,7 +491,9 @@ class _Converter:
     async def convert(
         self, loop: asyncio.AbstractEventLoop, layout: files.Layout, path: Path
     ) -> files.Converted:
-        pool = self._process_pool()
+        pool = self._pool
+        if pool is None and self._usable:
+            pool = await loop.run_in_executor(self._fallback, self._start_pool)
         if pool is not None:
             try:
                 return await loop.run_in_executor(pool, files.convert_segment, layout, path)
@@ -497,19 +502,23 @@ class _Converter:
                 self._pool = None
         return await loop.run_in_executor(self._fallback, files.convert_segment, layout, path)
 
-    def _process_pool(self) -> ProcessPoolExecutor | None:
+    def _start_pool(self) -> ProcessPoolExecutor | None:
+        """The child, started and answering (runs on a thread: the spawn forks)."""
         if self._pool is None and self._usable:
             try:
                 context = multiprocessing.get_context("spawn")
                 # The initializer lives in a module that imports nothing heavy, so the
                 # child is bound to this process before it imports pyarrow.
-                self._pool = ProcessPoolExecutor(
+                pool = ProcessPoolExecutor(
                     1,
                     mp_context=context,
                     initializer=child_started,
-                    initargs=(os.getpid(), True),
+                    initargs=(os.getpid(), True, True),
                 )
-            except (OSError, AssertionError, ValueError) as exc:  # e.g. a daemonic parent
+                pool.submit(os.getpid).result()  # spawned here, not on the first submit
+                self._pool = pool
+            except (OSError, AssertionError, ValueError, BrokenProcessPool) as exc:
+                # e.g. a daemonic parent
                 log.warning("landing.converter_unavailable", error=repr(exc))
                 self._usable = False
         return self._pool

@@ -22,7 +22,8 @@ def _run(config: GatewayConfig, log_level: str, log_format: str, reuse_port: boo
     signal.signal(signal.SIGHUP, signal.SIG_IGN)
     from clientmetrics.gateway.server import Gateway
 
-    configure_logging(log_level, log_format)
+    # Written by a thread: a slow reader of stderr must not hold the event loop.
+    configure_logging(log_level, log_format, background=True)
     import uvloop
 
     uvloop.run(Gateway(config, reuse_port=reuse_port).run_until_signalled())

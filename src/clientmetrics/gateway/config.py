@@ -105,8 +105,11 @@ class GatewayConfig:
     connections_max_idle_ms: int = 600_000
     #: Kafka's ``max.connections.per.ip``: the next connection from that address is refused.
     max_connections_per_ip: int = 1000
-    #: KIP-368 ``connections.max.reauth.ms`` for SASL listeners; 0: no re-authentication.
+    #: KIP-368 ``connections.max.reauth.ms`` for SASL listeners; 0: no re-authentication
+    #: (an OAUTHBEARER session still ends when its token expires).
     connections_max_reauth_ms: int = 0
+    #: A single event-loop delay at least this long is logged (``loop_stalled``).
+    loop_stall_log_ms: int = 100
     admin_listen: Address | None = None
     telemetry: TelemetryConfig = field(default_factory=TelemetryConfig)
     exporters: tuple[ExporterSpec, ...] = (ExporterSpec("landing"),)
@@ -164,6 +167,8 @@ class GatewayConfig:
             raise ConfigurationError("max_connections_per_ip must be at least 1")
         if self.connections_max_reauth_ms < 0:
             raise ConfigurationError("connections_max_reauth_ms must not be negative")
+        if self.loop_stall_log_ms < 1:
+            raise ConfigurationError("loop_stall_log_ms must be positive")
         if self.workers < 1:
             raise ConfigurationError("workers must be at least 1")
         if not self.exporters:
@@ -536,6 +541,7 @@ _GATEWAY_SETTINGS: dict[str, tuple[str, Callable[[str, Any], Any]]] = {
             "connections_max_idle_ms",
             "max_connections_per_ip",
             "connections_max_reauth_ms",
+            "loop_stall_log_ms",
             "subscriptions_fetch_wait_ms",
             "max_subscriptions",
         )

@@ -160,7 +160,7 @@ class Connection:
         self._throttle()
 
     def _lost(self, exc: Exception | None) -> None:
-        if isinstance(exc, ProtocolError) and not self.core.closed:  # the framer refused
+        if isinstance(exc, ProtocolError):  # the framer refused (the core may have closed)
             reason = (
                 CloseReason.FRAME_TOO_LARGE
                 if isinstance(exc, FrameTooLarge)
@@ -179,7 +179,7 @@ class Connection:
                 self._forward(request, verdict)
             case Respond(authenticated=authenticated, rejected=rejected):
                 if authenticated:
-                    self._limits.authenticated(self.conn.peer_host)
+                    self._limits.authenticated(self.conn.peer_host, self.conn.user)
                 if rejected is not None:
                     self._warn("request_rejected", reason=rejected)
                 self._flush()
@@ -229,7 +229,7 @@ class Connection:
                     self.close(close)  # written after the failure delay
                     return
                 if self.core.state is AuthState.READY:
-                    self._limits.authenticated(self.conn.peer_host)
+                    self._limits.authenticated(self.conn.peer_host, self.conn.user)
             if rewrite is not None:
                 rewritten = rewrite(data)  # type: ignore[arg-type]  # bytearray reads alike
                 if not isinstance(rewritten, bytes | bytearray):  # must first learn a node
@@ -354,7 +354,7 @@ class Connection:
             self._warn("connection_closed_on_protocol_error", **fields)
         delay = 0.0
         if close.reason is CloseReason.AUTHENTICATION_FAILED:
-            delay = self._limits.authentication_failed(conn.peer_host)
+            delay = self._limits.authentication_failed(conn.peer_host, conn.core.sasl.claimed)
         loop = asyncio.get_running_loop()
         # Neither a peer that stops reading nor an answer that never comes holds it open.
         loop.call_later(delay + _CLOSE_GRACE_S, self.protocol.abort)

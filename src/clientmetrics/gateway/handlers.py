@@ -80,6 +80,12 @@ class ConnectionState:
         self.core.set_transport_principal(principal)
 
     @property
+    def user(self) -> str:
+        """Whose failed logins a successful authentication forgets (the failure
+        throttle): the user the client claimed, else the principal it proved."""
+        return self.core.sasl.claimed or self.core.principal
+
+    @property
     def authenticated_by_cluster(self) -> bool:
         """Proxy passthrough: the upstream cluster authenticated this connection's client."""
         sasl = self.core.sasl

@@ -95,13 +95,16 @@ class ConnectionLimits:
         else:
             log.warning(event, peer=source, **fields)
 
-    def authentication_failed(self, host: str) -> float:
-        """Seconds to hold back the answer to a failed authentication from ``host``."""
-        return self.failures.failed(host, now_ms()) / 1000
+    def authentication_failed(self, host: str, principal: str | None) -> float:
+        """Seconds to hold back the answer to a failed authentication from ``host``
+        (``principal``: the one the client claimed, unverified; None when unreadable)."""
+        return self.failures.failed(host, now_ms(), principal) / 1000
 
-    def authenticated(self, host: str) -> None:
-        """A successful authentication from ``host`` forgets its failures."""
-        self.failures.succeeded(host)
+    def authenticated(self, host: str, principal: str) -> None:
+        """``principal`` authenticated from ``host``: its own failures from there are
+        forgotten, not other users' (an account one owns does not reset the delay of
+        guesses at others)."""
+        self.failures.succeeded(host, principal)
 
     def accept(self, host: str) -> bool:
         """Count a new connection from ``host``, or refuse it (with a log line)."""

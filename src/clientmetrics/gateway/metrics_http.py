@@ -56,6 +56,23 @@ METRICS: dict[str, tuple[str, str]] = {
     "landing_segments_waiting": ("gauge", "Sealed WAL segments waiting for conversion"),
     "landing_ready": ("gauge", "1 while landing WAL writes succeed"),
     "landing_converting_ok": ("gauge", "0 while segment conversions fail"),
+    "event_loop_lag_max_seconds": (
+        "gauge",
+        "Longest delay of the event loop (a timer firing late) in the last 60 s, seconds",
+    ),
+    "event_loop_lag_p99_seconds": (
+        "gauge",
+        "99th percentile of the event loop's delay over the last 60 s, seconds",
+    ),
+    "event_loop_busy_max_seconds": (
+        "gauge",
+        "Most CPU time the event loop's thread used between two 10 ms samples, last 60 s",
+    ),
+    "event_loop_stalls": (
+        "counter",
+        "Event-loop delays of loop_stall_log_ms or more (logged as loop_stalled)",
+    ),
+    "gc_pause_seconds": ("counter", "Time spent in garbage collections, seconds"),
 }
 
 

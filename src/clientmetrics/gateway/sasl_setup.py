@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import asyncio
 import json
-import secrets
 import urllib.error
 import urllib.request
 from pathlib import Path
@@ -19,6 +18,7 @@ import structlog
 
 from clientmetrics.errors import ClientMetricsError, ConfigurationError
 from clientmetrics.gateway.config import GatewayConfig
+from clientmetrics.security.credentials import CredentialError
 from clientmetrics.security.sasl import MechanismServer, SaslConfig, build_sasl_server, is_url
 from clientmetrics.store.credentials import CredentialFile
 
@@ -70,12 +70,12 @@ def sasl_server_for(
     if config.sasl is None:
         return None
     jwks = load_jwks(config.sasl.oauthbearer.jwks) if config.sasl.oauthbearer else None
-    return build_sasl_server(
-        config.sasl,
-        credentials or CredentialFile.in_data_dir(config.data_dir),
-        seed=secrets.token_bytes(32),
-        jwks=jwks,
-    )
+    credentials = credentials or CredentialFile.in_data_dir(config.data_dir)
+    try:
+        seed = credentials.secret()
+    except CredentialError as exc:
+        raise ConfigurationError(str(exc)) from exc
+    return build_sasl_server(config.sasl, credentials, seed=seed, jwks=jwks)
 
 
 async def reload_jwks(server: MechanismServer, config: SaslConfig) -> None:

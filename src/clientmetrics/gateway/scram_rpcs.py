@@ -6,6 +6,11 @@ and an AdminClient work against the gateway. As in Kafka, describing needs DESCR
 and altering ALTER on the cluster; the client sends a salted password (never the
 password itself) and the gateway keeps only StoredKey and ServerKey. Error codes and
 messages follow Kafka's KRaft ``ScramControlManager``.
+
+Unlike a Kafka broker without an authorizer, a gateway that authenticates clients
+with SASL but has no ``[authorization]`` refuses both RPCs to everyone
+(CLUSTER_AUTHORIZATION_FAILED): any user could otherwise replace another user's
+credentials, or list every user name. ``clientmetrics users`` still manages them.
 """
 
 from __future__ import annotations
@@ -130,9 +135,19 @@ def apply_alterations(users: Users, changes: list[_Change], errors: dict[str, Ou
 class ScramHandlers:
     """The SCRAM credential RPCs over the data dir's credential file."""
 
-    def __init__(self, credentials: CredentialFile, authorization: AuthorizationHolder) -> None:
+    def __init__(
+        self, credentials: CredentialFile, authorization: AuthorizationHolder, *, sasl: bool = False
+    ) -> None:
+        """``sasl``: clients authenticate with SASL (then, without ``[authorization]``,
+        nobody may use these RPCs)."""
         self._credentials = credentials
         self._authz = authorization
+        self._sasl = sasl
+
+    def _permitted(self, conn: ConnectionState, operation: Operation) -> bool:
+        if not self._authz.enforced and self._sasl:
+            return False
+        return self._authz.allowed(conn, operation)
 
     async def describe_user_scram_credentials(
         self, conn: ConnectionState, request: Request
@@ -141,7 +156,7 @@ class ScramHandlers:
         body = request.body()
         values: dict[str, Any] = {"throttle_time": 0, "error_code": ErrorCode.NONE}
         values["error_message"], values["results"] = None, []
-        if not self._authz.allowed(conn, Operation.DESCRIBE):
+        if not self._permitted(conn, Operation.DESCRIBE):
             # The error at the top only: librdkafka 2.16 aborts when per-user results
             # come with it, and reports the top-level error for each named user.
             values["error_code"] = ErrorCode.CLUSTER_AUTHORIZATION_FAILED
@@ -195,7 +210,7 @@ class ScramHandlers:
         header = request.header
         body = request.body()
         order, errors, changes = plan_alterations(body.deletions, body.upsertions)
-        if not self._authz.allowed(conn, Operation.ALTER):
+        if not self._permitted(conn, Operation.ALTER):
             refused = (ErrorCode.CLUSTER_AUTHORIZATION_FAILED, CLUSTER_AUTHORIZATION_FAILED_MESSAGE)
             errors = dict.fromkeys(order, refused)
         elif any(user not in errors for user in order):

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import functools
 import gc
 import os
 import random
@@ -25,6 +26,7 @@ from clientmetrics.gateway.cluster import ClusterHandlers
 from clientmetrics.gateway.config import Address, GatewayConfig, Listener
 from clientmetrics.gateway.config_rpcs import ConfigHandlers
 from clientmetrics.gateway.driver import Connection
+from clientmetrics.gateway.fairshare import FairShare
 from clientmetrics.gateway.handlers import (
     ConnectionState,
     Handler,
@@ -32,6 +34,7 @@ from clientmetrics.gateway.handlers import (
     advertised_versions,
     served_versions,
 )
+from clientmetrics.gateway.heap import HeapTrimmer
 from clientmetrics.gateway.limits import (
     ConnectionLimits,
     fd_soft_limit,
@@ -40,6 +43,7 @@ from clientmetrics.gateway.limits import (
     raise_fd_limit,
 )
 from clientmetrics.gateway.listeners import ListenerSet
+from clientmetrics.gateway.looplag import LoopLag, Stall
 from clientmetrics.gateway.metrics_http import MetricsServer
 from clientmetrics.gateway.sasl_setup import keep_jwks_fresh, reload_jwks, sasl_server_for
 from clientmetrics.gateway.scram_rpcs import ScramHandlers
@@ -120,12 +124,18 @@ class Gateway:
         self._stats = {"push": 0, "get_subscriptions": 0}
         #: Decompresses and parses large pushes off the event loop (see telemetry_rpcs).
         self._decoder = ThreadPoolExecutor(2, thread_name_prefix="push-decode")
+        #: Telemetry requests' turns on the event loop, shared fairly between sources.
+        self._share = FairShare()
         self.port = 0
         #: Listener name -> the port it is bound to.
         self.ports: dict[str, int] = {}
         self.metrics_port: int | None = None
         self._closing = False
         self._started = False
+        #: Gives the memory of closed connections back to the OS (glibc keeps it).
+        self._heap = HeapTrimmer()
+        #: The event loop's delays: a gauge on /metrics, a log line per stall.
+        self.loop_lag = LoopLag(stall_s=config.loop_stall_log_ms / 1000, on_stall=self._stalled)
 
     @property
     def exporters(self) -> list[Exporter]:
@@ -175,6 +185,7 @@ class Gateway:
         self.limits.fd_limit = raise_fd_limit()
         self.limits.base_fds = open_fds()
         asyncio.get_running_loop().set_exception_handler(self._loop_exception)
+        self._tasks.spawn(self.loop_lag.run())
         self._start_security()
         self.limits.policy = self.policy_for(cfg.listeners[0])
         if self._store is None and cfg.gateway_telemetry:
@@ -236,7 +247,8 @@ class Gateway:
                 requires_sasl=True,
                 sasl=self._sasl,
                 reauth_ms=reauth,
-                identity_of=self._identity_of,  # only to name the user a failure tried
+                # To name the user a failure tried (the failure throttle counts per user).
+                identity_of=self._identity_of,
             )
         if self.config.proxy:
             return ListenerPolicy(
@@ -245,6 +257,13 @@ class Gateway:
         if requires:
             raise ConfigurationError(f"listener {listener} needs SASL mechanisms")
         return ListenerPolicy()
+
+    def _claims(self) -> IdentityOf:
+        """The reader of the principal a client claims (unverified), with the configured
+        OAUTHBEARER principal claim."""
+        sasl = self.config.sasl
+        claim = sasl.oauthbearer.principal_claim if sasl and sasl.oauthbearer else "sub"
+        return functools.partial(sasl_mechanisms.identity_of, principal_claim=claim)
 
     def _start_security(self) -> None:
         """Build ``[sasl]`` (a JWKS URL is fetched again periodically) and warn about
@@ -255,7 +274,7 @@ class Gateway:
             self._sasl = self.sasl
         if self._identity_of is None and (cfg.proxy or self._sasl is not None):
             # Passthrough's principal; terminate mode names the user a failure tried.
-            self._identity_of = sasl_mechanisms.identity_of
+            self._identity_of = self._claims()
         if self.sasl is not None and cfg.sasl is not None:
             self._tasks.spawn(keep_jwks_fresh(self.sasl, cfg.sasl))
         if exposed := open_listeners(cfg):
@@ -264,6 +283,14 @@ class Gateway:
                 listeners=exposed,
                 hint="no [authorization] and no authentication: anyone who reaches these "
                 "listeners may create, change and delete subscriptions",
+            )
+        if cfg.sasl is not None and cfg.authorization is None and not cfg.proxy:
+            log.warning(
+                "sasl_without_authorization",
+                hint="[sasl] without [authorization]: AlterUserScramCredentials and "
+                "DescribeUserScramCredentials are refused to every client (use `clientmetrics "
+                "users`, or add [authorization] with super_users), and any authenticated "
+                "user may create, change and delete subscriptions",
             )
 
     def _default_store(self) -> SubscriptionStore:
@@ -295,7 +322,7 @@ class Gateway:
         from clientmetrics.gateway.proxy import build_proxy
 
         assert self._export_path is not None
-        telemetry = TelemetryHandlers(self.manager, self._export_path, self._decoder)
+        telemetry = TelemetryHandlers(self.manager, self._export_path, self._decoder, self._share)
         own: dict[int, Handler] = {
             ApiKey.GET_TELEMETRY_SUBSCRIPTIONS: self._counted(
                 "get_subscriptions", telemetry.get_subscriptions
@@ -338,11 +365,12 @@ class Gateway:
                 for listener in cfg.listeners
             },
         )
-        telemetry = TelemetryHandlers(self.manager, self._export_path, self._decoder)
+        telemetry = TelemetryHandlers(self.manager, self._export_path, self._decoder, self._share)
         configs = ConfigHandlers(
             self._subscriptions, self.authorization, max_subscriptions=cfg.max_subscriptions
         )
-        scram = ScramHandlers(self.credentials, self.authorization)
+        sasl = any(self.policy_for(listener).sasl is not None for listener in cfg.listeners)
+        scram = ScramHandlers(self.credentials, self.authorization, sasl=sasl)
         handlers: dict[int, Handler] = {
             ApiKey.API_VERSIONS: cluster.api_versions,
             ApiKey.METADATA: cluster.metadata,
@@ -358,7 +386,6 @@ class Gateway:
             ApiKey.ALTER_USER_SCRAM_CREDENTIALS: scram.alter_user_scram_credentials,
         }
         served = served_versions(handlers)
-        sasl = any(self.policy_for(listener).sasl is not None for listener in cfg.listeners)
         return Services(
             handlers,
             served,
@@ -409,6 +436,7 @@ class Gateway:
     def _closed(self, conn: ConnectionState) -> None:
         self._connections.pop(conn.connection_id, None)
         self.manager.connection_closed(conn.connection_id)
+        self._heap.closed()
 
     async def _expire_loop(self) -> None:
         loop = asyncio.get_running_loop()
@@ -420,6 +448,8 @@ class Gateway:
             if removed:
                 log.debug("instances_expired", count=removed)
             self._close_expired(now)
+            if self._heap.due():  # ctypes lets go of the interpreter lock meanwhile
+                await loop.run_in_executor(None, self._heap.trim)
             self.limits.fd_limit = fd_soft_limit()  # operators may change it at run time
             if loop.time() >= next_freeze:
                 next_freeze = loop.time() + FREEZE_EVERY_S
@@ -441,6 +471,16 @@ class Gateway:
             )
             return
         loop.default_exception_handler(context)
+
+    def _stalled(self, stall: Stall) -> None:
+        """One event-loop delay over ``loop_stall_log_ms`` (a few lines a minute at most)."""
+        fields: dict[str, Any] = {
+            "lag_ms": round(stall.lag_s * 1000, 1),
+            "cpu_ms": round(stall.cpu_s * 1000, 1),
+        }
+        if stall.gc_s is not None:
+            fields.update(gc_ms=round(stall.gc_s * 1000, 1), gc_generation=stall.gc_generation)
+        self.limits.warn("*", "loop_stalled", **fields)
 
     @staticmethod
     def _freeze_long_lived() -> None:
@@ -486,6 +526,7 @@ class Gateway:
         values.update({k: float(v) for k, v in self._stats.items()})
         values["connections"] = float(len(self._connections))
         values["request_budget_used_bytes"] = float(self.limits.budget.used)
+        values.update(self.loop_lag.snapshot())
         for exporter in self._exporters or []:
             if isinstance(exporter, HealthReporting):
                 values.update(exporter.counters())

@@ -13,6 +13,7 @@ from clientmetrics.security.authorizer import (
 )
 from clientmetrics.security.base import (
     ANONYMOUS,
+    MAX_RECEIVE_BYTES,
     Authenticated,
     AuthenticationFailed,
     Authorizer,
@@ -22,6 +23,7 @@ from clientmetrics.security.base import (
     SaslExchange,
     SaslServer,
     UnsupportedMechanism,
+    max_message_bytes,
 )
 from clientmetrics.security.credentials import (
     SCRAM_MECHANISMS,
@@ -43,6 +45,7 @@ from clientmetrics.security.throttle import FailureThrottle
 
 __all__ = [
     "ANONYMOUS",
+    "MAX_RECEIVE_BYTES",
     "MECHANISMS",
     "SCRAM_MECHANISMS",
     "Acl",
@@ -68,6 +71,7 @@ __all__ = [
     "build_sasl_server",
     "derive",
     "identity_of",
+    "max_message_bytes",
     "parse_authorization",
     "parse_sasl",
 ]

@@ -12,6 +12,7 @@ from typing import Protocol
 
 from clientmetrics.wire.mechanism import (
     ANONYMOUS,
+    MAX_RECEIVE_BYTES,
     Authenticated,
     AuthenticationFailed,
     DeferringExchange,
@@ -19,10 +20,12 @@ from clientmetrics.wire.mechanism import (
     SaslExchange,
     SaslServer,
     UnsupportedMechanism,
+    max_message_bytes,
 )
 
 __all__ = [
     "ANONYMOUS",
+    "MAX_RECEIVE_BYTES",
     "Authenticated",
     "AuthenticationFailed",
     "Authorizer",
@@ -32,6 +35,7 @@ __all__ = [
     "SaslExchange",
     "SaslServer",
     "UnsupportedMechanism",
+    "max_message_bytes",
 ]
 
 

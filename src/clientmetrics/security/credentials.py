@@ -27,6 +27,7 @@ __all__ = [
     "SCRAM_MECHANISMS",
     "CredentialError",
     "CredentialLookup",
+    "CredentialShape",
     "Credentials",
     "ScramCredential",
     "derive",
@@ -34,6 +35,7 @@ __all__ = [
     "keys_from_salted_password",
     "loads_credentials",
     "salted_keys",
+    "typical_shape",
     "validate_user_name",
 ]
 
@@ -134,10 +136,40 @@ def validate_user_name(name: str) -> str:
 Credentials = Mapping[str, Mapping[str, ScramCredential]]
 
 
+@dataclass(frozen=True, slots=True)
+class CredentialShape:
+    """What a stored credential looks like from outside: its salt's length and
+    alphabet, its iteration count. Unknown users get the shape most users have."""
+
+    salt_length: int = 32
+    #: The salt's bytes are base-36 text (Kafka's Java tools make such salts),
+    #: not random bytes (``clientmetrics users``, librdkafka).
+    text_salt: bool = False
+    iterations: int = DEFAULT_ITERATIONS
+
+
+def typical_shape(credentials: Credentials, mechanism: str) -> CredentialShape:
+    """The most common shape among the stored credentials of ``mechanism`` (the
+    default shape when there are none)."""
+    counts: dict[CredentialShape, int] = {}
+    for mechs in credentials.values():
+        cred = mechs.get(mechanism)
+        if cred is not None:
+            shape = CredentialShape(
+                len(cred.salt), cred.salt.isascii() and cred.salt.isalnum(), cred.iterations
+            )
+            counts[shape] = counts.get(shape, 0) + 1
+    return max(counts, key=counts.__getitem__) if counts else CredentialShape()
+
+
 class CredentialLookup(Protocol):
     """Where mechanisms find the stored credential of a user (the store implements it)."""
 
     def scram(self, user: str, mechanism: str) -> ScramCredential | None: ...
+
+    def typical_shape(self, mechanism: str) -> CredentialShape:
+        """The shape most stored credentials of ``mechanism`` have (``typical_shape``)."""
+        ...
 
 
 def dumps_credentials(credentials: Credentials) -> str:

@@ -3,7 +3,9 @@
 Unknown users cost the same as known ones and fail with the same message: PLAIN
 derives against a dummy credential, SCRAM answers with a dummy salt that is
 stable per user name (so repeated attempts look like a real user's) and fails
-at the proof, as a wrong password does.
+at the proof, as a wrong password does. The dummy has the shape most stored
+credentials have (salt length and alphabet, iteration count), so an unknown
+name cannot be told from a known one by its salt or its count either.
 """
 
 from __future__ import annotations
@@ -19,9 +21,9 @@ import scramp
 
 from clientmetrics.security.base import Authenticated, AuthenticationFailed, Derivation
 from clientmetrics.security.credentials import (
-    DEFAULT_ITERATIONS,
     SCRAM_MECHANISMS,
     CredentialLookup,
+    CredentialShape,
     ScramCredential,
     salted_keys,
 )
@@ -53,8 +55,9 @@ def user_principal(name: str) -> str:
 class DummyCredentials:
     """Credentials that stand in for users who do not exist.
 
-    ``seed`` is a secret chosen at random by the process; the salt of an unknown
-    user is an HMAC of its name, so it is the same on every attempt.
+    ``seed`` is a secret kept with the credentials (the same for every process and
+    restart of a gateway, so an unknown user's salt is as stable as a real one's);
+    the salt of an unknown user is derived from it and the user's name.
     """
 
     def __init__(self, seed: bytes) -> None:
@@ -64,18 +67,41 @@ class DummyCredentials:
 
     @property
     def seed(self) -> bytes:
-        """The process's secret (also keys ``VerifiedPlain``)."""
+        """The secret (also keys ``VerifiedPlain``)."""
         return self._seed
 
-    def salt(self, mechanism: str, user: str) -> bytes:
-        return hmac.new(self._seed, f"{mechanism}\0{user}".encode(), "sha256").digest()[:16]
+    def salt(self, mechanism: str, user: str, shape: CredentialShape | None = None) -> bytes:
+        shape = shape or CredentialShape()
+        stream = b""
+        counter = 0
+        while len(stream) < shape.salt_length:
+            message = f"{mechanism}\0{user}\0{counter}".encode()
+            stream += hmac.new(self._seed, message, "sha256").digest()
+            counter += 1
+        raw = stream[: shape.salt_length]
+        if shape.text_salt:
+            return bytes(_BASE36[b % 36] for b in raw)
+        return raw
 
-    def scram(self, mechanism: str, user: str) -> ScramCredential:
-        salt = self.salt(mechanism, user)
+    def scram(
+        self, mechanism: str, user: str, shape: CredentialShape | None = None
+    ) -> ScramCredential:
+        shape = shape or CredentialShape()
+        salt = self.salt(mechanism, user, shape)
         size = hashlib.new(SCRAM_MECHANISMS[mechanism]).digest_size
         # Keys nobody can match: derived from the secret seed, never from a password.
         key = hmac.new(self._seed, salt, SCRAM_MECHANISMS[mechanism]).digest()[:size]
-        return ScramCredential(salt, key, key, DEFAULT_ITERATIONS)
+        return ScramCredential(salt, key, key, shape.iterations)
+
+
+_BASE36 = b"0123456789abcdefghijklmnopqrstuvwxyz"
+
+
+def _dummy(
+    dummy: DummyCredentials, credentials: CredentialLookup, mechanism: str, user: str
+) -> ScramCredential:
+    """An unknown user's credential, shaped as the stored ones mostly are."""
+    return dummy.scram(mechanism, user, credentials.typical_shape(mechanism))
 
 
 class VerifiedPlain:
@@ -180,7 +206,7 @@ class PlainExchange:
         if stored is not None and verified and verified.known(user, password, stored.stored_key):
             self._outcome = Authenticated(user_principal(user))
             return b""
-        reference = stored or self._dummy.scram(mechanism, user)
+        reference = stored or _dummy(self._dummy, self._credentials, mechanism, user)
         self._pending = _Pending(user, password, reference, known=stored is not None)
         return Derivation(
             functools.partial(
@@ -246,7 +272,9 @@ class ScramExchange:
     ) -> Callable[[str], tuple[bytes, bytes, bytes, int]]:
         def auth_info(user: str) -> tuple[bytes, bytes, bytes, int]:
             self._user = user
-            stored = credentials.scram(user, mechanism) or dummy.scram(mechanism, user)
+            stored = credentials.scram(user, mechanism) or _dummy(
+                dummy, credentials, mechanism, user
+            )
             return stored.salt, stored.stored_key, stored.server_key, stored.iterations
 
         return auth_info

@@ -180,9 +180,10 @@ def build_sasl_server(
 ) -> MechanismServer:
     """The listener's ``SaslServer``.
 
-    ``seed`` is a random secret of the process (16+ bytes) that keeps unknown users'
-    dummy salts stable; ``jwks`` is the parsed key set OAUTHBEARER checks tokens
-    against (loaded by the caller from the configured file or URL).
+    ``seed`` is a secret (16+ bytes, the same for every process of a gateway: the
+    credential store keeps it) that keeps unknown users' dummy salts stable;
+    ``jwks`` is the parsed key set OAUTHBEARER checks tokens against (loaded by the
+    caller from the configured file or URL).
     """
     validator = None
     if config.oauthbearer is not None:

@@ -1,24 +1,34 @@
-"""How long to hold back the answer to a failed authentication, per source address.
+"""How long to hold back the answer to a failed authentication, per source and user.
 
 Kafka delays every failed authentication by ``connection.failed.authentication.delay.ms``
 (100 ms by default). Here the delay doubles with each recent failure from the same
-source, up to a ceiling, so guessing passwords from one address slows down fast while
-a user who mistyped once barely notices. Memory is bounded: the least recently
-failing sources are forgotten first.
+source address, up to a ceiling, so guessing passwords from one address slows down
+fast while a user who mistyped once barely notices.
+
+Failures are counted per source and, within it, per user name the client claimed.
+A successful authentication forgets only its own user's failures from that source:
+logging in with an account one owns between guesses at another account's password
+(or at many accounts') no longer resets the delay, while a user who mistyped and
+then logged in starts afresh. Memory is bounded: the least recently failing sources
+are forgotten first, and a source keeps at most ``max_users_per_source`` names
+(failures beyond count for the source and are forgotten only with it).
 """
 
 from __future__ import annotations
 
 from collections import OrderedDict
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 __all__ = ["FailureThrottle"]
 
 
 @dataclass(slots=True)
 class _Record:
+    #: Failures counted for the source (those attributed to a user included).
     failures: int
     last_ms: int
+    #: Failures per claimed user name; a success of that user removes its share.
+    by_user: dict[str, int] = field(default_factory=dict)
 
 
 class FailureThrottle:
@@ -31,27 +41,33 @@ class FailureThrottle:
         max_delay_ms: int = 5_000,
         forget_after_ms: int = 60_000,
         max_sources: int = 10_000,
+        max_users_per_source: int = 64,
     ) -> None:
         if not 0 <= base_delay_ms <= max_delay_ms:
             raise ValueError("need 0 <= base_delay_ms <= max_delay_ms")
-        if max_sources < 1 or forget_after_ms < 1:
-            raise ValueError("max_sources and forget_after_ms must be positive")
+        if max_sources < 1 or forget_after_ms < 1 or max_users_per_source < 1:
+            raise ValueError("max_sources, forget_after_ms, max_users_per_source must be positive")
         self.base_delay_ms = base_delay_ms
         self.max_delay_ms = max_delay_ms
         self.forget_after_ms = forget_after_ms
         self.max_sources = max_sources
+        self.max_users_per_source = max_users_per_source
         self._sources: OrderedDict[str, _Record] = OrderedDict()
 
     def __len__(self) -> int:
         return len(self._sources)
 
-    def failed(self, source: str, now_ms: int) -> int:
-        """Record a failure from ``source``; the delay (ms) before answering it."""
+    def failed(self, source: str, now_ms: int, user: str | None = None) -> int:
+        """Record a failure from ``source`` (claiming ``user``, if known); the delay (ms)
+        before answering it."""
         record = self._sources.pop(source, None)
         if record is None or now_ms - record.last_ms >= self.forget_after_ms:
             record = _Record(0, now_ms)
         record.failures += 1
         record.last_ms = now_ms
+        by_user = record.by_user
+        if user is not None and (user in by_user or len(by_user) < self.max_users_per_source):
+            by_user[user] = by_user.get(user, 0) + 1
         self._sources[source] = record
         while len(self._sources) > self.max_sources:
             self._sources.popitem(last=False)
@@ -61,6 +77,12 @@ class FailureThrottle:
         factor = 1 << min(record.failures - 1, 30)
         return min(self.max_delay_ms, self.base_delay_ms * factor)
 
-    def succeeded(self, source: str) -> None:
-        """A successful authentication clears the source's record."""
-        self._sources.pop(source, None)
+    def succeeded(self, source: str, user: str) -> None:
+        """``user`` authenticated from ``source``: forget that user's failures from there
+        (and the record, when nothing else is left in it)."""
+        record = self._sources.get(source)
+        if record is None:
+            return
+        record.failures -= record.by_user.pop(user, 0)
+        if record.failures <= 0:
+            del self._sources[source]

@@ -13,19 +13,26 @@ from __future__ import annotations
 import contextlib
 import fcntl
 import os
+import secrets
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
 from clientmetrics.security.credentials import (
     CredentialError,
+    CredentialShape,
     ScramCredential,
     dumps_credentials,
     loads_credentials,
+    typical_shape,
 )
 
-__all__ = ["CREDENTIALS_FILE", "CredentialFile"]
+__all__ = ["CREDENTIALS_FILE", "SECRET_FILE", "CredentialFile"]
 
 CREDENTIALS_FILE = "credentials.json"
+#: The secret unknown users' dummy salts are derived from: kept beside the
+#: credentials so every process and every restart of a gateway uses the same.
+SECRET_FILE = "credentials.secret"
+SECRET_BYTES = 32
 Users = dict[str, dict[str, ScramCredential]]
 
 
@@ -36,6 +43,7 @@ class CredentialFile:
         self.path = path
         self._users: Users = {}
         self._stamp: tuple[int, int, int] | None = None
+        self._shapes: dict[str, CredentialShape] = {}
 
     @classmethod
     def in_data_dir(cls, data_dir: Path) -> CredentialFile:
@@ -65,7 +73,19 @@ class CredentialFile:
         if stamp != self._stamp:
             self._users = self._read() if stamp is not None else {}
             self._stamp = stamp
+            self._shapes = {}
         return self._users
+
+    def typical_shape(self, mechanism: str) -> CredentialShape:
+        """The shape most stored credentials of ``mechanism`` have (unknown users get it)."""
+        try:
+            users = self._refresh()
+        except CredentialError:
+            return CredentialShape()
+        shape = self._shapes.get(mechanism)
+        if shape is None:
+            shape = self._shapes[mechanism] = typical_shape(users, mechanism)
+        return shape
 
     def scram(self, user: str, mechanism: str) -> ScramCredential | None:
         """The stored credential, or ``None`` (also when the file cannot be read)."""
@@ -77,6 +97,31 @@ class CredentialFile:
     def users(self) -> dict[str, dict[str, ScramCredential]]:
         """Every user and its credentials; raises ``CredentialError`` on a bad file."""
         return {user: dict(mechs) for user, mechs in self._refresh().items()}
+
+    def secret(self) -> bytes:
+        """The dummy-salt secret (``SECRET_FILE``), made on first use: written whole to a
+        temporary file (mode 0600), then linked into place, so concurrent workers all
+        read the one that got there first, never a partial one."""
+        path = self.path.with_name(SECRET_FILE)
+        try:
+            if not path.exists():
+                path.parent.mkdir(parents=True, exist_ok=True)
+                tmp = path.with_name(f".{SECRET_FILE}.{os.getpid()}.tmp")
+                fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+                try:
+                    os.write(fd, secrets.token_bytes(SECRET_BYTES))
+                    os.fsync(fd)
+                finally:
+                    os.close(fd)
+                with contextlib.suppress(FileExistsError):
+                    os.link(tmp, path)
+                tmp.unlink()
+            data = path.read_bytes()
+        except OSError as exc:
+            raise CredentialError(f"cannot read or create {path}: {exc.strerror}") from exc
+        if len(data) < 16:
+            raise CredentialError(f"{path} holds {len(data)} bytes; remove it to make a new one")
+        return data
 
     @contextlib.contextmanager
     def _locked(self) -> Iterator[None]:

@@ -4,6 +4,13 @@ Built for a million instances. Each instance is one ``__slots__`` object keyed
 by the 128-bit integer of its id (no ``uuid.UUID`` kept alive), pointing at the
 shared ``ClientContext`` of its connection and a shared ``SubscriptionPlan``.
 
+Instances are kept out of the cyclic garbage collector (``PyObject_GC_UnTrack``):
+they reference only their shared context and plan, and nothing refers back to
+them but the registry, so they can never be part of a cycle and reference
+counting frees them. A collector that tracked them would walk every one of them
+(a full collection over a million instances holds the event loop for hundreds of
+milliseconds, and a flood of new ids fills the young generations).
+
 Expiry uses a lazy timing wheel: an instance sits in one one-second bucket.
 Re-arming only moves the deadline on the object; when its bucket comes due the
 real deadline is checked and the instance is expired or re-filed. So
@@ -13,9 +20,11 @@ expiry period, never the whole registry.
 
 from __future__ import annotations
 
+import ctypes
 import heapq
 import uuid
 from collections import OrderedDict
+from collections.abc import Callable
 
 from clientmetrics.telemetry.model import ClientContext
 from clientmetrics.telemetry.subscription_id import SubscriptionPlan
@@ -24,6 +33,21 @@ from clientmetrics.wire.errors import ErrorCode
 #: "Never happened" for timestamps: far enough in the past that any interval has passed.
 NEVER = -(1 << 62)
 _NOT_FILED = -1
+
+
+def _gc_untracker() -> Callable[[object], None]:
+    """CPython's ``PyObject_GC_UnTrack`` (a no-op elsewhere)."""
+    try:
+        untrack = ctypes.pythonapi.PyObject_GC_UnTrack
+    except AttributeError:  # not CPython
+        return lambda _: None
+    untrack.argtypes = (ctypes.py_object,)
+    untrack.restype = None
+    function: Callable[[object], None] = untrack
+    return function
+
+
+_untrack = _gc_untracker()
 
 
 class ClientInstance:
@@ -52,6 +76,7 @@ class ClientInstance:
         self.wheel_slot = _NOT_FILED
         self.last_seen_ms = NEVER
         self.reset(plan, version)
+        _untrack(self)  # see the module's docstring: never in a cycle
 
     def reset(self, plan: SubscriptionPlan, version: int) -> None:
         """Start afresh under a new plan: Kafka re-creates the instance on a subscription change."""

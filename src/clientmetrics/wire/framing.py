@@ -27,6 +27,19 @@ class FrameDecoder:
         self._max = max_frame_bytes
 
     @property
+    def max_frame_bytes(self) -> int:
+        """The largest frame taken now (a connection lowers it until it authenticates)."""
+        return self._max
+
+    @max_frame_bytes.setter
+    def max_frame_bytes(self, value: int) -> None:
+        self._max = value
+
+    def clear(self) -> None:
+        """Drop whatever is buffered (the connection is gone)."""
+        self._buffer = bytearray()
+
+    @property
     def buffered(self) -> int:
         """Bytes received but not yet returned as a frame."""
         return len(self._buffer)

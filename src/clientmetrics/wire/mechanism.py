@@ -18,6 +18,7 @@ from clientmetrics.errors import ClientMetricsError
 
 __all__ = [
     "ANONYMOUS",
+    "MAX_RECEIVE_BYTES",
     "Authenticated",
     "AuthenticationFailed",
     "DeferringExchange",
@@ -25,10 +26,44 @@ __all__ = [
     "SaslExchange",
     "SaslServer",
     "UnsupportedMechanism",
+    "max_message_bytes",
 ]
 
 #: Kafka's principal for a connection that did not authenticate.
 ANONYMOUS = "User:ANONYMOUS"
+
+#: Kafka's ``sasl.server.max.receive.size`` default: the largest request a client
+#: may send before it is authenticated (a larger size prefix closes the connection
+#: before a byte of the body is buffered).
+MAX_RECEIVE_BYTES = 512 * 1024
+
+#: The largest client message each mechanism takes, step by step (the last entry
+#: holds for every later step), checked before the message is parsed. Parsing is
+#: linear but not free: scramp runs SASLprep over a SCRAM user name at several
+#: microseconds a character, and a JWT is base64- and JSON-decoded and hashed whole,
+#: all on the event loop. Real messages are far below these: a SCRAM client-first
+#: message is a GS2 header, the user name and a nonce; a client-final one a nonce
+#: and a proof; a PLAIN message a user name and a password; an OAUTHBEARER one a
+#: JWT (identity providers' tokens stay within a few KiB, 16 KiB allows for large
+#: group claims).
+_MESSAGE_LIMITS: dict[str, tuple[int, ...]] = {
+    "PLAIN": (8 * 1024, 1024),
+    "SCRAM-SHA-256": (512, 1024),
+    "SCRAM-SHA-512": (512, 1024),
+    "OAUTHBEARER": (16 * 1024, 1024),
+}
+
+
+def max_message_bytes(mechanism: str, step: int) -> int:
+    """The largest ``step``-th (from 0) client message ``mechanism`` takes.
+
+    Mechanisms not listed here (passed through to a cluster in proxy mode) are
+    bounded by ``MAX_RECEIVE_BYTES`` alone.
+    """
+    limits = _MESSAGE_LIMITS.get(mechanism)
+    if limits is None:
+        return MAX_RECEIVE_BYTES
+    return limits[min(step, len(limits) - 1)]
 
 
 class AuthenticationFailed(ClientMetricsError):

@@ -17,6 +17,12 @@ SaslHandshake v0 (raw tokens without SaslAuthenticate framing) is refused.
 A mechanism with a costly step (PLAIN's PBKDF2, a ``DeferringExchange``) does
 not run it here: the step comes back as ``SaslStep.derive`` for the shell to
 run off its event loop, and ``verified`` finishes the exchange with the result.
+
+Sizes are checked before anything is parsed: a SaslAuthenticate token larger
+than its mechanism takes at that step (``security.base.max_message_bytes``) is
+refused with SASL_AUTHENTICATION_FAILED and the connection closed, in both modes
+(the server connection also bounds every frame before authentication by
+``ListenerPolicy.max_receive_bytes``).
 """
 
 from __future__ import annotations
@@ -39,12 +45,14 @@ from clientmetrics.wire.headers import (
 )
 from clientmetrics.wire.mechanism import (
     ANONYMOUS,
+    MAX_RECEIVE_BYTES,
     AuthenticationFailed,
     DeferringExchange,
     Derivation,
     SaslExchange,
     SaslServer,
     UnsupportedMechanism,
+    max_message_bytes,
 )
 from clientmetrics.wire.messages import decode_body
 
@@ -75,7 +83,11 @@ class ListenerPolicy:
     ``requires_sasl``: nothing but ApiVersions and the SASL requests before
     authentication. ``sasl``: terminate mode's mechanisms. ``passthrough``:
     forward the SASL requests (proxy), reading the claimed identity with
-    ``identity_of``. ``reauth_ms``: KIP-368 ``connections.max.reauth.ms``.
+    ``identity_of`` (terminate mode reads it too, to count failures per user).
+    ``reauth_ms``: KIP-368 ``connections.max.reauth.ms``; a session whose
+    credential expires (an OAUTHBEARER token) ends with it even without.
+    ``max_receive_bytes``: Kafka's ``sasl.server.max.receive.size``, the largest
+    frame taken before authentication on a listener that requires it.
     """
 
     requires_sasl: bool = False
@@ -83,6 +95,7 @@ class ListenerPolicy:
     passthrough: bool = False
     identity_of: IdentityOf | None = None
     reauth_ms: int | None = None
+    max_receive_bytes: int = MAX_RECEIVE_BYTES
 
     def __post_init__(self) -> None:
         if self.passthrough and self.sasl is not None:
@@ -91,6 +104,8 @@ class ListenerPolicy:
             raise ValueError("a SASL listener needs mechanisms (or passthrough)")
         if self.reauth_ms is not None and self.reauth_ms <= 0:
             raise ValueError("reauth_ms must be positive")
+        if self.max_receive_bytes < 1024:
+            raise ValueError("max_receive_bytes must be at least 1024")
 
 
 @dataclass(frozen=True, slots=True)
@@ -128,11 +143,14 @@ class SaslSession:
         self._verifying: RequestHeader | None = None
         self._claimed: str | None = None
         self._rounds = 0
+        #: SaslAuthenticate tokens received since the handshake (the step's size limit).
+        self._tokens = 0
         self._authenticated_once = False
 
     @property
     def claimed(self) -> str | None:
-        """The principal the client's first token claims, unverified: for logs, and in
+        """The principal the client's first token claims, unverified: for logs, whose
+        failure a refused authentication counts as (the failure throttle), and in
         passthrough the principal once the upstream accepts it."""
         return self._claimed
 
@@ -154,6 +172,10 @@ class SaslSession:
         if not policy.passthrough and policy.sasl is None:
             # A listener without SASL answers as a Kafka PLAINTEXT listener does.
             return SaslStep(_error(header, ErrorCode.ILLEGAL_SASL_STATE, "SASL is not enabled"))
+        if header.api_key == ApiKey.SASL_AUTHENTICATE:
+            refused = self._refuse_authenticate(header, frame, offset)
+            if refused is not None:
+                return refused
         try:
             body = decode_body(header, bytes(frame), offset)
         except UnsupportedApi:
@@ -165,7 +187,26 @@ class SaslSession:
                     "SaslHandshake v0 is not supported",
                 )
             return self._handshake(header, str(body.mechanism))
+        self._tokens += 1
         return self._authenticate(header, bytes(body.auth_bytes), now_ms)
+
+    def _refuse_authenticate(
+        self, header: RequestHeader, frame: bytes | bytearray, offset: int
+    ) -> SaslStep | None:
+        """A SaslAuthenticate out of order, or larger than its step takes: refused
+        before its body is parsed."""
+        if self.state not in (AuthState.AWAITING_AUTHENTICATE, AuthState.AUTHENTICATING):
+            return _illegal(header, "unexpected SaslAuthenticate")
+        size = _token_size(header, frame, offset)
+        limit = max_message_bytes(self.mechanism or "", self._tokens)
+        if size <= limit:
+            return None
+        message = (
+            f"Authentication failed: {self.mechanism} message of {size} bytes is larger "
+            f"than the {limit} bytes taken"
+        )
+        answer = _authenticated(header, ErrorCode.SASL_AUTHENTICATION_FAILED, message)
+        return SaslStep(answer, message)
 
     def _mechanisms(self) -> tuple[str, ...]:
         return self.policy.sasl.mechanisms if self.policy.sasl is not None else ()
@@ -180,10 +221,11 @@ class SaslSession:
                 f"mechanism {mechanism} cannot replace {self.mechanism} on re-authentication",
             )
         sasl = self.policy.sasl
+        self._claimed = None
         if sasl is None:  # passthrough
             self.mechanism = mechanism
-            self._claimed = None
             self._rounds = 0
+            self._tokens = 0
             self._go(AuthEvent.HANDSHAKE_ACCEPTED)
             return SaslStep(forward=True)
         try:
@@ -196,13 +238,11 @@ class SaslSession:
                 f"unsupported SASL mechanism {mechanism}",
             )
         self.mechanism = mechanism
-        self._claimed = None
+        self._tokens = 0
         self._go(AuthEvent.HANDSHAKE_ACCEPTED)
         return SaslStep(_handshake(header, ErrorCode.NONE, sasl.mechanisms))
 
     def _authenticate(self, header: RequestHeader, token: bytes, now_ms: int) -> SaslStep:
-        if self.state not in (AuthState.AWAITING_AUTHENTICATE, AuthState.AUTHENTICATING):
-            return _illegal(header, "unexpected SaslAuthenticate")
         identity_of = self.policy.identity_of
         if self._claimed is None and identity_of is not None and self.mechanism is not None:
             self._claimed = identity_of(self.mechanism, token)
@@ -250,7 +290,9 @@ class SaslSession:
                 _authenticated(header, ErrorCode.SASL_AUTHENTICATION_FAILED, message), message
             )
         lifetime = self._lifetime(outcome.expires_at_ms, now_ms)
-        if lifetime and header.api_version >= 1:
+        # A v0 client cannot be told the lifetime (no SessionLifetimeMs): it cannot
+        # re-authenticate, so only an expiring credential closes its connection.
+        if lifetime and (header.api_version >= 1 or outcome.expires_at_ms is not None):
             self.deadline_ms = now_ms + lifetime
         else:
             self.deadline_ms = None
@@ -260,12 +302,14 @@ class SaslSession:
         )
 
     def _lifetime(self, expires_at_ms: int | None, now_ms: int) -> int:
+        """The session's lifetime (0: unbounded): ``reauth_ms``, and never past the
+        credential's expiry. Kafka lets a token's session outlive the token unless
+        ``connections.max.reauth.ms`` is set; here it ends with it."""
         reauth = self.policy.reauth_ms
-        if reauth is None:
-            return 0
         if expires_at_ms is not None:
-            return max(min(reauth, expires_at_ms - now_ms), 1)
-        return reauth
+            left = max(expires_at_ms - now_ms, 1)
+            return left if reauth is None else min(reauth, left)
+        return reauth or 0
 
     def _succeeded(self, principal: str) -> None:
         self._go(AuthEvent.AUTHENTICATED)
@@ -289,6 +333,20 @@ class SaslSession:
         self.proven = True
         self._authenticated_once = True
         return None
+
+
+def _token_size(header: RequestHeader, frame: bytes | bytearray, offset: int) -> int:
+    """The length of a SaslAuthenticate's ``auth_bytes``, read off its length prefix
+    (a negative or unreadable one counts as the whole rest of the frame)."""
+    rest = len(frame) - offset
+    try:
+        if header.api_version >= 2:  # compact bytes: uvarint length + 1
+            length, _ = read_uvarint(frame, offset)
+            return max(length - 1, 0)
+        (length,) = _INT32.unpack_from(frame, offset)
+    except (ProtocolError, struct.error):
+        return rest
+    return length if 0 <= length <= rest else rest
 
 
 def _refused(header: RequestHeader, exc: AuthenticationFailed) -> SaslStep:

@@ -185,6 +185,15 @@ class ServerConnection:
     def max_request_bytes(self) -> int:
         return self._max_request_bytes
 
+    @property
+    def frame_limit(self) -> int:
+        """The largest frame taken now: ``max_request_bytes``, or less (Kafka's
+        ``sasl.server.max.receive.size``) until a client that must authenticate has."""
+        sasl = self.sasl
+        if sasl.policy.requires_sasl and not sasl.proven:
+            return min(self._max_request_bytes, sasl.policy.max_receive_bytes)
+        return self._max_request_bytes
+
     def should_pause(self) -> bool:
         """Stop reading: too many requests in flight, no budget for the next one, or a
         SASL derivation under way."""
@@ -223,6 +232,7 @@ class ServerConnection:
         """Results for every request completed by ``data``, in arrival order."""
         if self._closed:
             return []
+        self._decoder.max_frame_bytes = self.frame_limit
         try:
             frames = self._decoder.feed(data)
         except FrameTooLarge as exc:
@@ -251,9 +261,15 @@ class ServerConnection:
 
         ``receive_data`` does this itself; a shell that frames on its own calls it
         before allocating the frame's buffer, and again after ``on_readable``.
+        Raises ``FrameTooLarge`` (and closes) for a frame over ``frame_limit`` that a
+        framer checking ``max_request_bytes`` alone would take (before authentication).
         """
         if size > self._max_request_bytes:
             return True  # the framer rejects it without buffering
+        limit = self.frame_limit
+        if size > limit:
+            self._close(CloseReason.FRAME_TOO_LARGE, f"frame of {size} bytes before authentication")
+            raise FrameTooLarge(size, limit)
         return self._charge(size)
 
     def _charge(self, size: int) -> bool:
@@ -295,6 +311,9 @@ class ServerConnection:
         self._release(len(frame))
         self._pending_charged = False
         self._last_request_ms = now_ms
+        limit = self.frame_limit
+        if len(frame) > limit:  # a shell that frames itself buffered it: never parsed
+            return self._close(CloseReason.FRAME_TOO_LARGE, str(FrameTooLarge(len(frame), limit)))
         try:
             header, offset = parse_request_header(frame)  # type: ignore[arg-type]
         except (ProtocolError, UnsupportedApi) as exc:
@@ -508,6 +527,11 @@ class ServerConnection:
         return Close(reason, detail)
 
     def connection_lost(self) -> None:
-        """The transport closed: return any reserved budget."""
+        """The transport closed: return any reserved budget and drop what is buffered
+        (a partial frame, held frames, answers not written) at once, not whenever a
+        garbage collection gets to the connection's objects."""
         self._closed = True
         self._settle_reservation()
+        self._decoder.clear()
+        self._held.clear()
+        self._done.clear()

@@ -1,0 +1,50 @@
+"""The gateway's log lines are written by a thread: a stalled stderr never blocks the
+caller, and what cannot wait is dropped and counted, in order otherwise."""
+
+from __future__ import annotations
+
+import io
+import json
+import threading
+import time
+
+from clientmetrics.logs import BackgroundWriter
+
+
+class StuckStream(io.StringIO):
+    """A stderr whose reader has stopped reading, until ``unblock`` is set."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.unblock = threading.Event()
+
+    def write(self, text: str) -> int:
+        self.unblock.wait()
+        return super().write(text)
+
+
+def test_writing_never_waits_for_a_stuck_stream_and_drops_are_counted() -> None:
+    stream = StuckStream()
+    writer = BackgroundWriter(stream, max_lines=10)
+    started = time.monotonic()
+    for i in range(100):
+        writer.write(f"line {i}")
+    assert time.monotonic() - started < 1.0  # 100 writes against a stream that blocks
+    stream.unblock.set()
+    writer.close()
+    lines = stream.getvalue().splitlines()
+    kept = [line for line in lines if line.startswith("line ")]
+    assert kept == sorted(kept, key=lambda line: int(line.split()[1]))  # in order
+    (report,) = [json.loads(line) for line in lines if line.startswith("{")]
+    assert report["event"] == "log_lines_dropped"
+    assert len(kept) + report["count"] == 100
+    assert 10 <= len(kept) <= 12  # the queue's bound, and the line the thread was writing
+
+
+def test_close_writes_everything_queued() -> None:
+    stream = io.StringIO()
+    writer = BackgroundWriter(stream)
+    for i in range(500):
+        writer.write(f"{i}")
+    writer.close()
+    assert stream.getvalue().splitlines() == [str(i) for i in range(500)]
