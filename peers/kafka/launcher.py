@@ -311,41 +311,34 @@ class KafkaBroker:
 
     def jmx_values(self, object_name: str) -> dict[str, float]:
         """The numeric attributes of one MBean, read once through Kafka's ``JmxTool``."""
-        if not self.jmx:
-            raise ValueError("start the broker with jmx=True to read JMX")
-        url = f"service:jmx:rmi:///jndi/rmi://127.0.0.1:{self.jmx_port}/jmxrmi"
-        proc = run_tool(
-            "org.apache.kafka.tools.JmxTool",
-            *("--jmx-url", url, "--object-name", object_name, "--one-time", "true"),
-            *("--report-format", "properties"),
-            check=True,
-        )
-        values: dict[str, float] = {}
         prefix = f"{object_name}:"
-        for line in proc.stdout.splitlines():
-            key, _, value = line.rpartition("=")
-            if key.startswith(prefix):
-                values[key[len(prefix) :]] = float(value)
-        return values
+        return {
+            key[len(prefix) :]: float(value)
+            for key, value in self._jmx_read("--object-name", object_name)
+            if key.startswith(prefix)
+        }
 
     def jmx_counts(self, pattern: str, attribute: str = "Count") -> dict[str, float]:
         """``attribute`` of every MBean matching ``pattern`` (``*`` wildcards), by name."""
+        suffix = f":{attribute}"
+        return {
+            key[: -len(suffix)]: float(value)
+            for key, value in self._jmx_read("--object-name", pattern, "--attributes", attribute)
+            if key.endswith(suffix)
+        }
+
+    def _jmx_read(self, *args: str) -> list[tuple[str, str]]:
+        """``JmxTool`` once with ``args``: its ``name:attribute=value`` lines."""
         if not self.jmx:
             raise ValueError("start the broker with jmx=True to read JMX")
         url = f"service:jmx:rmi:///jndi/rmi://127.0.0.1:{self.jmx_port}/jmxrmi"
         proc = run_tool(
             "org.apache.kafka.tools.JmxTool",
-            *("--jmx-url", url, "--object-name", pattern, "--attributes", attribute),
-            *("--one-time", "true", "--report-format", "properties"),
+            *("--jmx-url", url, *args, "--one-time", "true", "--report-format", "properties"),
             check=True,
         )
-        suffix = f":{attribute}"
-        values: dict[str, float] = {}
-        for line in proc.stdout.splitlines():
-            key, _, value = line.rpartition("=")
-            if key.endswith(suffix):
-                values[key[: -len(suffix)]] = float(value)
-        return values
+        lines = (line.rpartition("=") for line in proc.stdout.splitlines())
+        return [(key, value) for key, _, value in lines]
 
     # -- internals ---------------------------------------------------------------------
 
