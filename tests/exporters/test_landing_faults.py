@@ -122,8 +122,11 @@ async def test_failed_conversion_is_retried_until_the_rows_are_visible(
         disk.full = False
         # Visible within about roll_seconds of recovery (the retry backoff is capped
         # there), plus the converter child's first start, slow on a loaded machine.
-        for _ in range(600):
-            if read_landing(tmp_path).num_rows == 4:
+        for _ in range(600):  # the rows show before the converter's gauge is set
+            if (
+                read_landing(tmp_path).num_rows == 4
+                and exporter.counters()["landing_converting_ok"] == 1.0
+            ):
                 break
             await asyncio.sleep(0.05)
         assert sorted(read_landing(tmp_path).column("client_id").to_pylist()) == [
