@@ -6,7 +6,8 @@ record (the required topic exporter). The tests run in file order: a change
 through either gateway reaches both gateways' clients; idle gateways send the
 cluster a few requests a minute (counted by the broker's own request log, before
 any gateway stops: a stopped client's held fetch is logged when it expires); a
-gateway SIGKILLed under load leaves every acknowledged push on the topic, once; a
+gateway SIGKILLed under load leaves every acknowledged push on the topic, once; two
+stores writing one subscription at once lose no update (compare-and-set on the log); a
 hung cluster gets clients a retriable answer, with the waiting pushes bounded.
 """
 
@@ -34,6 +35,7 @@ from peers.kafka import KafkaBroker
 
 from clientmetrics.reporter.protocol import get_request, push_request
 from clientmetrics.reporter.sim_net import open_connection
+from clientmetrics.store.topic import TopicSubscriptionStore
 from clientmetrics.wire import ErrorCode
 from tests.kadmin import describe_subscription, set_subscription
 from tests.kafka import kafka_broker
@@ -269,6 +271,39 @@ def scrape(gw: GatewayProcess) -> str:
     url = f"http://127.0.0.1:{gw.metrics_port}/metrics"
     with urllib.request.urlopen(url, timeout=5) as response:
         return str(response.read().decode())
+
+
+async def test_concurrent_updates_from_two_gateways_all_land(kafka: KafkaBroker) -> None:
+    """Compare-and-set on the log: no append is lost, whichever store wrote it.
+
+    (On Apache Kafka: the stores trust the offsets of the produce answers, which a
+    stand-in broker has been seen to get wrong under two producers at once.)"""
+    topic = f"subs-{uuid.uuid4().hex[:6]}"
+    stores = [TopicSubscriptionStore(kafka.bootstrap, topic, fetch_wait_ms=500) for _ in range(2)]
+    for store in stores:
+        await store.start(lambda n, c: None)
+
+    def append(item: str) -> Callable[[dict[str, str]], dict[str, str]]:
+        def change(stored: dict[str, str]) -> dict[str, str]:
+            listed = [m for m in stored.get("metrics", "").split(",") if m]
+            return {**stored, "metrics": ",".join([*listed, item])}
+
+        return change
+
+    async def writer(store: TopicSubscriptionStore, who: int) -> None:
+        for i in range(15):
+            await store.update("shared", append(f"s{who}.m{i}"))
+
+    try:
+        await asyncio.gather(*(writer(store, who) for who, store in enumerate(stores)))
+        expected = {f"s{w}.m{i}" for w in range(2) for i in range(15)}
+        reopened = TopicSubscriptionStore(kafka.bootstrap, topic, fetch_wait_ms=500)
+        state = await reopened.start(lambda n, c: None)
+        await reopened.close()
+        assert set(state["shared"]["metrics"].split(",")) == expected
+    finally:
+        for store in stores:
+            await store.close()
 
 
 async def test_a_hung_cluster_gets_clients_a_retriable_answer_and_bounds_the_wait(

@@ -5,7 +5,6 @@ from __future__ import annotations
 import asyncio
 import time
 import uuid
-from collections.abc import Callable
 
 import pytest
 
@@ -63,39 +62,6 @@ async def test_change_through_one_store_reaches_another_quickly(tansu: TansuProc
     finally:
         await writer.close()
         await follower.close()
-
-
-async def test_concurrent_updates_from_two_gateways_all_land(tansu: TansuProcess) -> None:
-    """Compare-and-set on the log: no append is lost, whichever store wrote it."""
-    topic = f"subs-{uuid.uuid4().hex[:6]}"
-    stores = [
-        TopicSubscriptionStore(tansu.bootstrap, topic, fetch_wait_ms=TANSU_FETCH_WAIT_MS)
-        for _ in range(2)
-    ]
-    for store in stores:
-        await store.start(lambda n, c: None)
-
-    def append(item: str) -> Callable[[dict[str, str]], dict[str, str]]:
-        def change(stored: dict[str, str]) -> dict[str, str]:
-            listed = [m for m in stored.get("metrics", "").split(",") if m]
-            return {**stored, "metrics": ",".join([*listed, item])}
-
-        return change
-
-    async def writer(store: TopicSubscriptionStore, who: int) -> None:
-        for i in range(15):
-            await store.update("shared", append(f"s{who}.m{i}"))
-
-    try:
-        await asyncio.gather(*(writer(store, who) for who, store in enumerate(stores)))
-        expected = {f"s{w}.m{i}" for w in range(2) for i in range(15)}
-        reopened = TopicSubscriptionStore(tansu.bootstrap, topic, fetch_wait_ms=TANSU_FETCH_WAIT_MS)
-        state = await reopened.start(lambda n, c: None)
-        await reopened.close()
-        assert set(state["shared"]["metrics"].split(",")) == expected
-    finally:
-        for store in stores:
-            await store.close()
 
 
 def test_a_record_computed_from_a_replaced_state_is_rejected_by_every_reader() -> None:
