@@ -15,6 +15,8 @@ from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from peers.ports import free_port
+
 BIN = Path(sys.executable).parent
 
 
@@ -125,38 +127,6 @@ def wait_for(
             return
         time.sleep(interval)
     raise AssertionError(f"timed out after {timeout}s waiting for {what}")
-
-
-def free_port() -> int:
-    """A port nothing listens on right now (bind to 0, read it, release it)."""
-    import socket
-
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
-
-
-def free_port_block(size: int, *, low: int = 20000, high: int = 60000) -> int:
-    """The first port of ``size`` consecutive ports that are all free right now."""
-    import random
-    import socket
-
-    rng = random.Random()
-    for _ in range(200):
-        base = rng.randrange(low, high - size)
-        socks = []
-        try:
-            for port in range(base, base + size):
-                sock = socket.socket()
-                socks.append(sock)
-                sock.bind(("127.0.0.1", port))
-            return base
-        except OSError:
-            continue
-        finally:
-            for sock in socks:
-                sock.close()
-    raise RuntimeError(f"no {size} consecutive free ports")
 
 
 def tansu_binary() -> Path:

@@ -19,7 +19,6 @@ from __future__ import annotations
 
 import os
 import signal
-import socket
 import subprocess
 import time
 from collections.abc import Mapping, Sequence
@@ -27,6 +26,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from peers.build import ROOT, PeerUnavailable, javac_jar, maven_dependencies, maven_project, require
+from peers.ports import free_port
 
 HERE = Path(__file__).resolve().parent
 #: The clientmetrics broker plugin users install (docs/kafka-plugin.md).
@@ -111,12 +111,6 @@ class TlsFiles:
     private_key: Path
 
 
-def _free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
-
-
 def _pkcs8(key_pem: bytes) -> bytes:
     """Kafka's PEM key store takes PKCS#8 keys only; trustme writes traditional ones."""
     from cryptography.hazmat.primitives import serialization
@@ -188,12 +182,12 @@ class KafkaBroker:
         if self.listener.endswith("SSL") and self.tls is None:
             raise ValueError(f"a {self.listener} listener needs tls=TlsFiles(...)")
         self.workdir.mkdir(parents=True, exist_ok=True)
-        self.port = self.port or _free_port()
+        self.port = self.port or free_port()
         if self.also_plaintext:
-            self.plaintext_port = self.plaintext_port or _free_port()
-        self.controller_port = self.controller_port or _free_port()
+            self.plaintext_port = self.plaintext_port or free_port()
+        self.controller_port = self.controller_port or free_port()
         if self.jmx:
-            self.jmx_port = self.jmx_port or _free_port()
+            self.jmx_port = self.jmx_port or free_port()
         config = self.workdir / "server.properties"
         config.write_text(self._server_properties())
         if not (self.workdir / "data" / "meta.properties").exists():

@@ -15,6 +15,7 @@ from collections.abc import AsyncIterator
 from pathlib import Path
 
 import pytest
+from peers.ports import free_port_block
 
 from clientmetrics.exporters.memory import InMemoryExporter
 from clientmetrics.gateway.config import Address, GatewayConfig, Listener
@@ -24,7 +25,6 @@ from clientmetrics.wire import ErrorCode, RequestHeader, encode_request, request
 from clientmetrics.wire.server import ListenerPolicy
 from tests.frames import read_frame
 from tests.gateway.test_sasl_terminate import PlainServerForTests
-from tests.procs import free_port_block
 from tests.proxy.fake_upstream import NODE, FakeUpstream
 from tests.proxy.test_sasl_passthrough import authenticate, plain_identity
 

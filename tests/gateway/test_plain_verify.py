@@ -16,6 +16,7 @@ from collections.abc import AsyncIterator, Callable
 from pathlib import Path
 
 import pytest
+from peers.ports import free_port_block
 
 from clientmetrics.exporters.memory import InMemoryExporter
 from clientmetrics.gateway.config import Address, GatewayConfig, Listener
@@ -31,7 +32,6 @@ from clientmetrics.wire import (
     request_type,
 )
 from clientmetrics.wire.server import ListenerPolicy
-from tests.procs import free_port_block
 from tests.proxy.test_session import NODE, FakeUpstream, read_frame
 from tests.security.conftest import MemoryCredentials
 

@@ -13,11 +13,12 @@ import uuid
 from pathlib import Path
 
 import pytest
+from peers.ports import free_port_block
 
 from clientmetrics.wire import RequestHeader, decode_response, encode_request, request_type
 from tests.frames import get_then_push, recv_frame
 from tests.kadmin import set_subscription
-from tests.procs import GatewayProcess, free_port, free_port_block, wait_for
+from tests.procs import GatewayProcess, free_port, wait_for
 
 pytestmark = pytest.mark.integration
 

@@ -20,13 +20,14 @@ from pathlib import Path
 import pytest
 from confluent_kafka import Producer
 from peers.kafka import KafkaBroker
+from peers.ports import free_port_block
 
 from clientmetrics.dashboard.inventory import with_landed_clients
 from tests.kadmin import set_subscription
 from tests.kafka import kafka_broker
 from tests.landed import landed_table
 from tests.peers.clients import Row, franz, java, names, node_labels, rows_by_client
-from tests.procs import GatewayProcess, free_port_block, wait_for
+from tests.procs import GatewayProcess, wait_for
 
 pytestmark = [pytest.mark.kafka, pytest.mark.integration]
 

@@ -7,8 +7,9 @@ from collections.abc import AsyncIterator, Callable, Iterator
 from pathlib import Path
 
 import pytest
+from peers.ports import free_port_block
 
-from tests.procs import GatewayProcess, TansuProcess, free_port_block
+from tests.procs import GatewayProcess, TansuProcess
 from tests.proxy.fake_upstream import FakeUpstream
 
 TANSU_NODE = 111  # Tansu's fixed node id

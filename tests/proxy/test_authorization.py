@@ -7,9 +7,10 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+from peers.ports import free_port_block
 
 from tests.admin.tool import run_tool
-from tests.procs import TansuProcess, free_port_block, wait_for
+from tests.procs import TansuProcess, wait_for
 from tests.proxy.conftest import FAST_LANDING, TANSU_NODE, ProxyGateway
 
 pytestmark = pytest.mark.integration

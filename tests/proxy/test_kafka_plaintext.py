@@ -25,12 +25,13 @@ import pytest
 from confluent_kafka import Consumer, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic  # type: ignore[attr-defined]
 from peers.kafka import KafkaBroker, PeerUnavailable, minimal_plugin
+from peers.ports import free_port_block
 
 from tests.admin.tool import run_tool
 from tests.kadmin import set_subscription
 from tests.kafka import kafka_broker
 from tests.landed import rows_of
-from tests.procs import GatewayProcess, free_port_block, wait_for
+from tests.procs import GatewayProcess, wait_for
 from tests.proxy.conftest import FAST_LANDING
 
 pytestmark = [pytest.mark.integration, pytest.mark.kafka]

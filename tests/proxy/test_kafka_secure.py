@@ -34,12 +34,13 @@ from confluent_kafka.admin import (  # type: ignore[attr-defined]
     ResourceType,
 )
 from peers.kafka import KafkaBroker
+from peers.ports import free_port_block
 
 from tests.admin.tool import run_tool
 from tests.kafka import broker_tls, kafka_broker
 from tests.landed import rows_of
 from tests.peers.clients import java
-from tests.procs import BIN, GatewayProcess, free_port_block, wait_for
+from tests.procs import BIN, GatewayProcess, wait_for
 from tests.proxy.conftest import FAST_LANDING
 from tests.tlsfiles import Pem, TestCA
 

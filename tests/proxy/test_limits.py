@@ -8,13 +8,13 @@ from collections.abc import AsyncIterator, Awaitable, Callable
 from pathlib import Path
 
 import pytest
+from peers.ports import free_port_block
 
 from clientmetrics.exporters.memory import InMemoryExporter
 from clientmetrics.gateway.config import Address, GatewayConfig, Listener
 from clientmetrics.gateway.server import Gateway
 from clientmetrics.store.memory import MemorySubscriptionStore
 from tests.frames import read_frame
-from tests.procs import free_port_block
 from tests.proxy.fake_upstream import NODE, FakeUpstream, raw_request
 
 KiB = 1024

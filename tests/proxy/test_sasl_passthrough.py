@@ -13,6 +13,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from peers.ports import free_port_block
 
 from clientmetrics.exporters.memory import InMemoryExporter
 from clientmetrics.gateway.config import Address, GatewayConfig, Listener
@@ -32,7 +33,6 @@ from clientmetrics.wire.build import build
 from clientmetrics.wire.headers import request_header_version
 from clientmetrics.wire.server import ListenerPolicy
 from tests.frames import read_frame
-from tests.procs import free_port_block
 from tests.proxy.fake_upstream import NODE, FakeUpstream, raw_request
 
 

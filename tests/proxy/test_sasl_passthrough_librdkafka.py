@@ -17,10 +17,11 @@ from typing import Any
 
 import pytest
 from confluent_kafka import Consumer, Producer
+from peers.ports import free_port_block
 
 from tests.admin.tool import run_tool
 from tests.landed import rows_of
-from tests.procs import TansuProcess, free_port_block, wait_for
+from tests.procs import TansuProcess, wait_for
 from tests.proxy.conftest import FAST_LANDING, TANSU_NODE, ProxyGateway
 
 pytestmark = pytest.mark.integration

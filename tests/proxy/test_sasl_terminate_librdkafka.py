@@ -16,11 +16,12 @@ from typing import Any
 
 import pytest
 from confluent_kafka import Producer
+from peers.ports import free_port_block
 
 from tests.kadmin import set_subscription
 from tests.landed import landed_rows
 from tests.plain_flood import add_user
-from tests.procs import TansuProcess, free_port_block, wait_for
+from tests.procs import TansuProcess, wait_for
 from tests.proxy.conftest import FAST_LANDING, TANSU_NODE, ProxyGateway
 
 pytestmark = pytest.mark.integration

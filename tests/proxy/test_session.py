@@ -9,6 +9,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from peers.ports import free_port_block
 
 from clientmetrics.exporters.memory import InMemoryExporter
 from clientmetrics.gateway.config import Address, GatewayConfig, Listener
@@ -27,7 +28,6 @@ from clientmetrics.wire import (
 )
 from clientmetrics.wire.build import build
 from tests.frames import read_frame
-from tests.procs import free_port_block
 from tests.proxy.fake_upstream import NODE, FakeUpstream, raw_request
 
 
