@@ -7,26 +7,19 @@ tool reads (a Java properties file, ``--command-config``).
 from __future__ import annotations
 
 import json
-import os
-import signal
-import subprocess
-import threading
-import time
 from collections.abc import Iterator
 from datetime import datetime
 from pathlib import Path
 from typing import Any
 
-import pyarrow.compute as pc
 import pytest
 from confluent_kafka import Producer
 from confluent_kafka.admin import AdminClient, NewTopic
 from peers.kafka import KafkaBroker
 from pyspark.sql import SparkSession
 
-from clientmetrics.pipeline.jobs.job import PipelineConfig, PipelineJob
+from clientmetrics.pipeline.jobs.job import PipelineJob
 from clientmetrics.pipeline.jobs.sources import KafkaSource
-from clientmetrics.pipeline.spark.session import FAST_START_JAVA_OPTIONS
 from tests.kafka import kafka_broker
 from tests.pipeline.conftest import KAFKA_SOURCE_MISSING
 from tests.pipeline.golden import (
@@ -37,9 +30,8 @@ from tests.pipeline.golden import (
     read_table,
 )
 from tests.pipeline.test_golden import golden_config
-from tests.pipeline.topic_records import produce, topic_records
-from tests.procs import BIN, wait_for
-from tests.synthetic import Push, landing_table, points_per_producer_payload, producer_payload
+from tests.pipeline.topic_records import produce
+from tests.synthetic import landing_table
 
 pytestmark = [pytest.mark.kafka, pytest.mark.spark, pytest.mark.integration]
 
@@ -114,124 +106,3 @@ def _in_millis(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
 
     coarse = [{k: millis(v) if k in _RECEIVED else v for k, v in row.items()} for row in rows]
     return sorted(coarse, key=lambda row: json.dumps(row, sort_keys=True))
-
-
-class _Load:
-    """Pushes produced to the topic until stopped, counting those the cluster acknowledged."""
-
-    def __init__(self, broker: KafkaBroker, topic: str, instances: int = 40) -> None:
-        self._producer = Producer({**broker.client_config(), "linger.ms": 5})
-        self._topic = topic
-        self._instances = [f"00000000-0000-0000-0000-{n:012d}" for n in range(instances)]
-        self._stop = threading.Event()
-        self.acked = 0
-        self.failed = 0
-        self._thread = threading.Thread(target=self._run, daemon=True)
-
-    def _delivered(self, error: object, _: object) -> None:
-        if error is None:
-            self.acked += 1
-        else:
-            self.failed += 1
-
-    def _run(self) -> None:
-        step = 0
-        while not self._stop.is_set():
-            at_us = T0_US + step * 1_000_000
-            pushes = [
-                Push(at_us, instance, producer_payload(at_us * 1000, step), push_interval_ms=1000)
-                for instance in self._instances
-            ]
-            for key, value, headers in topic_records(landing_table(pushes)):
-                self._producer.produce(
-                    self._topic, value, key, headers=headers, on_delivery=self._delivered
-                )
-            self._producer.poll(0)
-            step += 1
-            time.sleep(0.2)
-        self._producer.flush(30)
-
-    def __enter__(self) -> _Load:
-        self._thread.start()
-        return self
-
-    def __exit__(self, *_: object) -> None:
-        self._stop.set()
-        self._thread.join(60)
-
-
-def _stream(broker: KafkaBroker, topic: str, data: Path) -> list[str]:
-    """``clientmetrics pipeline stream`` from the topic, as an operator runs it."""
-    return [
-        str(BIN / "clientmetrics"),
-        "pipeline",
-        "stream",
-        "--source",
-        "kafka",
-        "--bootstrap-servers",
-        broker.bootstrap,
-        "--topic",
-        topic,
-        "--command-config",
-        str(broker.command_config()),
-        "--data-dir",
-        str(data),
-        "--master",
-        "local[2]",
-        "--conf",
-        "spark.ui.enabled=false",
-        "--conf",
-        f"spark.driver.extraJavaOptions={FAST_START_JAVA_OPTIONS}",
-        "--trigger-seconds",
-        "1",
-    ]
-
-
-def _batches_done(data: Path) -> int:
-    """How many micro-batches have published (the newest progress state's batch id + 1)."""
-    done = (data / "tables" / "_state" / "progress").glob("batch=*/_SUCCESS")
-    return max((int(path.parent.name.removeprefix("batch=")) + 1 for path in done), default=0)
-
-
-def test_a_driver_killed_under_load_and_restarted_leaves_every_record_once(
-    spark_kafka: SparkSession, broker: KafkaBroker, tmp_path: Path
-) -> None:
-    topic = _topic(broker, "kills", 2)
-    data = tmp_path / "data"
-    log = tmp_path / "driver.log"
-    with _Load(broker, topic) as load, log.open("wb") as output:
-        driver = subprocess.Popen(
-            _stream(broker, topic, data),
-            env={**os.environ, "SPARK_LOCAL_IP": "127.0.0.1"},
-            start_new_session=True,  # the driver and the JVM it starts: one group to kill
-            stdout=output,
-            stderr=subprocess.STDOUT,
-        )
-        try:
-            try:
-                wait_for(lambda: _batches_done(data) > 0, 120, what="a batch")
-            except AssertionError:
-                print(log.read_text(errors="replace")[-4000:])
-                raise
-            time.sleep(0.6)  # somewhere inside the next batch, under load
-        finally:
-            os.killpg(driver.pid, signal.SIGKILL)
-            driver.wait(30)
-    assert load.acked > 0
-    assert load.failed == 0
-    # Restarted (here, in the test's Spark session): it resumes from the checkpoint.
-    config = PipelineConfig(
-        input_path=str(data / "landing" / "pushes"),
-        output_path=str(data / "tables"),
-        checkpoint_path=str(data / "checkpoints" / "pipeline"),
-        alert_sink=str(data / "alerts.jsonl"),
-        flush_windows=True,
-        kafka=_source(broker, topic),
-    )
-    PipelineJob(spark_kafka, config).run()
-    points = read_table(data / "tables", "points")
-    assert points.num_rows == load.acked * points_per_producer_payload()
-    keys = pc.binary_join_element_wise(
-        points.column("series"), pc.cast(points.column("event_time"), "string"), "@"
-    )
-    assert pc.count_distinct(keys).as_py() == points.num_rows
