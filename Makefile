@@ -1,10 +1,10 @@
 # One command each: `make run` (the demo), `make serve`, `make upstream`, `make kafka`, `make test`,
-# `make lint`, `make peers`, `make system`, `make bench`.
+# `make coverage`, `make lint`, `make peers`, `make system`, `make bench`.
 VENV ?= .venv
 PYTHON ?= python3
 BIN = $(VENV)/bin
 
-.PHONY: install run serve upstream kafka peers system test lint bench clean
+.PHONY: install run serve upstream kafka peers system test coverage lint bench clean
 
 $(VENV)/.installed: pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -68,10 +68,17 @@ lint: install
 	$(BIN)/mypy
 
 # A peer that cannot be built (no JDK, Maven or Go; a registry refused) is named by `make peers`
-# and its tests skip with the reason; the slowest tests are listed at the end.
+# and its tests skip with the reason; the slowest tests are listed at the end. The tests run
+# in TEST_WORKERS processes, a test file at a time each (its one broker stays in one process);
+# most of their time is spent waiting on servers, so two share two cores well.
+TEST_WORKERS ?= 2
 test: lint system
 	$(MAKE) --no-print-directory peers || echo "make test: a peer above could not be built: its tests will skip"
-	$(BIN)/pytest --durations=25
+	$(BIN)/pytest -n $(TEST_WORKERS) --dist loadfile --durations=25
+
+# The suite with the processes the tests start measured too (slower): see pyproject.toml.
+coverage: install
+	CLIENTMETRICS_COVER_CHILDREN=1 $(BIN)/pytest -n $(TEST_WORKERS) --dist loadfile -q
 
 bench: install
 	$(BIN)/python bench/ingest.py

@@ -30,10 +30,11 @@ from pathlib import Path
 
 import pyarrow.parquet as pq
 import pytest
+from peers.ports import free_port_block
 
 from clientmetrics.exporters.landing_options import LandingOptions
 from clientmetrics.gateway.config import load_config
-from tests.procs import free_port, free_port_block
+from tests.procs import free_port
 
 pytestmark = [pytest.mark.integration, pytest.mark.spark]
 
@@ -49,7 +50,7 @@ OPTION = re.compile(r'(\w+)=(?:"([^"]*)"|(\S+))')
 #: itself (Debian's packages as root, the peers) and prints the slowest tests.
 MAKE_RUNS = {
     "run": ("clientmetrics demo",),
-    "test": ("apt-get install", "-m peers", "pytest --durations="),
+    "test": ("apt-get install", "-m peers", "pytest -n", "--durations="),
     "serve": ("clientmetrics serve",),
 }
 
