@@ -15,7 +15,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from peers.ports import free_port
+from peers.free_ports import free_port
 
 BIN = Path(sys.executable).parent
 

@@ -26,7 +26,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from peers.build import ROOT, PeerUnavailable, javac_jar, maven_dependencies, maven_project, require
-from peers.ports import free_port
+from peers.free_ports import free_port
 
 HERE = Path(__file__).resolve().parent
 #: The clientmetrics broker plugin users install (docs/kafka-plugin.md).

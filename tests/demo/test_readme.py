@@ -30,7 +30,7 @@ from pathlib import Path
 
 import pyarrow.parquet as pq
 import pytest
-from peers.ports import free_port_block
+from peers.free_ports import free_port_block
 
 from clientmetrics.exporters.landing_options import LandingOptions
 from clientmetrics.gateway.config import load_config

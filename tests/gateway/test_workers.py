@@ -13,7 +13,7 @@ import uuid
 from pathlib import Path
 
 import pytest
-from peers.ports import free_port_block
+from peers.free_ports import free_port_block
 
 from clientmetrics.wire import RequestHeader, decode_response, encode_request, request_type
 from tests.frames import get_then_push, recv_frame

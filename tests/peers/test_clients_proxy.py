@@ -19,8 +19,8 @@ from pathlib import Path
 
 import pytest
 from confluent_kafka import Producer
+from peers.free_ports import free_port_block
 from peers.kafka import KafkaBroker
-from peers.ports import free_port_block
 
 from clientmetrics.dashboard.inventory import with_landed_clients
 from tests.kadmin import set_subscription

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from peers import ports
+from peers import free_ports as ports
 
 
 def test_each_worker_has_its_own_slice_below_the_ephemeral_range(

@@ -7,7 +7,7 @@ from collections.abc import AsyncIterator, Callable, Iterator
 from pathlib import Path
 
 import pytest
-from peers.ports import free_port_block
+from peers.free_ports import free_port_block
 
 from tests.procs import GatewayProcess, TansuProcess
 from tests.proxy.fake_upstream import FakeUpstream

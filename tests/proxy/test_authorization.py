@@ -7,7 +7,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from peers.ports import free_port_block
+from peers.free_ports import free_port_block
 
 from tests.admin.tool import run_tool
 from tests.procs import TansuProcess, wait_for

@@ -24,8 +24,8 @@ from typing import Any
 import pytest
 from confluent_kafka import Consumer, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic  # type: ignore[attr-defined]
+from peers.free_ports import free_port_block
 from peers.kafka import KafkaBroker, PeerUnavailable, minimal_plugin
-from peers.ports import free_port_block
 
 from tests.admin.tool import run_tool
 from tests.kadmin import set_subscription

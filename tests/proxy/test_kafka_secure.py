@@ -33,8 +33,8 @@ from confluent_kafka.admin import (  # type: ignore[attr-defined]
     ResourcePatternType,
     ResourceType,
 )
+from peers.free_ports import free_port_block
 from peers.kafka import KafkaBroker
-from peers.ports import free_port_block
 
 from tests.admin.tool import run_tool
 from tests.kafka import broker_tls, kafka_broker

@@ -8,7 +8,7 @@ from collections.abc import AsyncIterator, Awaitable, Callable
 from pathlib import Path
 
 import pytest
-from peers.ports import free_port_block
+from peers.free_ports import free_port_block
 
 from clientmetrics.exporters.memory import InMemoryExporter
 from clientmetrics.gateway.config import Address, GatewayConfig, Listener

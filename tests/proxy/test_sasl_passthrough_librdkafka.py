@@ -17,7 +17,7 @@ from typing import Any
 
 import pytest
 from confluent_kafka import Consumer, Producer
-from peers.ports import free_port_block
+from peers.free_ports import free_port_block
 
 from tests.admin.tool import run_tool
 from tests.landed import rows_of

@@ -16,7 +16,7 @@ from typing import Any
 
 import pytest
 from confluent_kafka import Producer
-from peers.ports import free_port_block
+from peers.free_ports import free_port_block
 
 from tests.kadmin import set_subscription
 from tests.landed import landed_rows

@@ -9,7 +9,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from peers.ports import free_port_block
+from peers.free_ports import free_port_block
 
 from clientmetrics.exporters.memory import InMemoryExporter
 from clientmetrics.gateway.config import Address, GatewayConfig, Listener

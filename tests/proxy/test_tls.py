@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 from confluent_kafka import Consumer, Producer
-from peers.ports import free_port_block
+from peers.free_ports import free_port_block
 
 from tests.gateway.test_tls import api_versions_over_tls
 from tests.kadmin import set_subscription
