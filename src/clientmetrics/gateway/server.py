@@ -101,6 +101,7 @@ class Gateway:
             queued_max_request_bytes=config.queued_max_request_bytes,
             idle_ms=config.connections_max_idle_ms,
             max_connections_per_ip=config.max_connections_per_ip,
+            connection_creation_rate_per_ip=config.connection_creation_rate_per_ip,
         )
         self.manager = ClientMetricsManager(config.telemetry, rng=random.SystemRandom())
         #: The authorizer in force; ``reload_security`` (SIGHUP) swaps its ACLs.
@@ -532,6 +533,7 @@ class Gateway:
         values.update({k: float(v) for k, v in self._stats.items()})
         values["connections"] = float(len(self._connections))
         values["request_budget_used_bytes"] = float(self.limits.budget.used)
+        values["connections_throttled"] = float(self.limits.throttled)
         values.update(self.loop_lag.snapshot())
         for exporter in self._exporters or []:
             if isinstance(exporter, HealthReporting):
