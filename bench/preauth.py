@@ -15,9 +15,13 @@ attack (``tests/preauth_attacks.py``, in a process of its own):
 
 It prints the clean client's rate beside each attack as a share of its rate
 alone (aim: 80 % or more), what the attackers were answered, and the gateway's
-RSS. The machine may be shared: compare runs of the same session.
+RSS. The attackers connect from ``--source`` (127.0.0.2), the clean client from
+127.0.0.1, as from two hosts; ``--creation-rate N`` sets the gateway's
+``connection_creation_rate_per_ip``. The machine may be shared: compare runs
+of the same session.
 
     python bench/preauth.py --seconds 5 --attackers 4 --connections 900
+    python bench/preauth.py --seconds 5 --attackers 4 --connections 900 --creation-rate 20
 """
 
 from __future__ import annotations
@@ -52,7 +56,7 @@ ATTACKER_NICENESS = 19
 
 
 def start_gateway(
-    work: Path, core: int | None, nice: int
+    work: Path, core: int | None, nice: int, creation_rate: int
 ) -> tuple[subprocess.Popen[bytes], int, int, Path]:
     """The gateway, pinned to ``core``: (process, SASL_PLAINTEXT port, SSL port, CA file)."""
     data = work / "data"
@@ -66,6 +70,7 @@ def start_gateway(
     config.write_text(
         f'[gateway]\nlisten = ["SASL_PLAINTEXT://127.0.0.1:{sasl_port}", '
         f'"SSL://127.0.0.1:{ssl_port}"]\nmax_connections_per_ip = 5000\n'
+        f"connection_creation_rate_per_ip = {creation_rate}\n"
         f'[tls]\ncertificate = "{pem.certificate}"\nprivate_key = "{pem.private_key}"\n'
         '[sasl]\nmechanisms = ["PLAIN", "SCRAM-SHA-512", "OAUTHBEARER"]\n'
         f'[sasl.oauthbearer]\njwks = "{jwks}"\nissuer = "{ISSUER}"\naudience = "{AUDIENCE}"\n'
@@ -103,6 +108,7 @@ def floods(args: argparse.Namespace, proc: subprocess.Popen[bytes], port: int) -
             kind,
             *(f"--port={port}", f"--size={size}", f"--threads={args.attackers}"),
             f"--seconds={args.seconds + 1.5}",
+            f"--source={args.source}",
             niceness=ATTACKER_NICENESS,
         )
         time.sleep(0.5)
@@ -126,7 +132,7 @@ def parked(args: argparse.Namespace, proc: subprocess.Popen[bytes], ports: tuple
     attack = preauth_attacks.start(
         "park",
         *(f"--port={ssl_port}", f"--connections={args.connections}", f"--tls-ca={ca}"),
-        *("--declared=1000000", "--size=900000"),
+        *("--declared=1000000", "--size=900000", f"--source={args.source}"),
     )
     assert attack.stdout is not None
     assert attack.stdin is not None
@@ -161,15 +167,30 @@ def main() -> None:
     parser.add_argument(
         "--nice", type=int, default=0, help="priority of the gateway and the clients (root)"
     )
+    parser.add_argument(
+        "--source",
+        default="127.0.0.2",
+        help="the attackers' address (the clean client's is 127.0.0.1; the same address "
+        "puts both behind one per-address limit)",
+    )
+    parser.add_argument(
+        "--creation-rate",
+        type=int,
+        default=0,
+        help="the gateway's connection_creation_rate_per_ip (0: no limit, the default)",
+    )
     args = parser.parse_args()
     gateway_core, client_core = cores()
     pin(client_core, args.nice)  # the clean client; the attackers inherit it
     with tempfile.TemporaryDirectory(prefix="cm-preauth-") as tmp:
-        proc, sasl_port, ssl_port, ca = start_gateway(Path(tmp), gateway_core, args.nice)
+        proc, sasl_port, ssl_port, ca = start_gateway(
+            Path(tmp), gateway_core, args.nice, args.creation_rate
+        )
         try:
             print(
                 f"load average {os.getloadavg()[0]:.1f}; gateway on core {gateway_core}, "
-                f"clients on {client_core}, nice {args.nice}; gateway RSS "
+                f"clients on {client_core}, nice {args.nice}; attackers from {args.source}; "
+                f"connection_creation_rate_per_ip {args.creation_rate}; gateway RSS "
                 f"{rss_mib(proc.pid):.0f} MiB"
             )
             floods(args, proc, sasl_port)
