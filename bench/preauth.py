@@ -147,7 +147,7 @@ def parked(args: argparse.Namespace, proc: subprocess.Popen[bytes], ports: tuple
     rate = clean_rate(sasl_port, args.seconds)
     attack.stdin.write("close\n")
     attack.stdin.flush()
-    attack.stdout.readline()
+    ended = attack.stdout.readline().strip()
     closed_at = time.monotonic()
     after = []
     for at in (1, 3, 5, 10):
@@ -161,7 +161,7 @@ def parked(args: argparse.Namespace, proc: subprocess.Popen[bytes], ports: tuple
         f"{again:7.1f} req/s alone before / after, {rate:7.1f} beside ({rate / base:6.1%}); "
         f"gateway RSS {before:.0f} -> {during:.0f} MiB"
     )
-    print(f"  after they were reset: RSS {', '.join(after)} MiB (start {before:.0f} MiB)")
+    print(f"  {ended}; after they were reset: RSS {', '.join(after)} MiB (start {before:.0f} MiB)")
 
 
 def main() -> None:

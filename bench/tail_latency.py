@@ -8,7 +8,8 @@ then
 
 1. **saturation**: keeps ``--window`` pushes in flight per connection for
    ``--saturation-seconds`` and counts accepted pushes/s: the worker's saturation;
-2. **open loop** at each ``--fractions`` of that rate for ``--seconds``: push *i* is
+2. **open loop** at each ``--fractions`` of that rate (and at each ``--rates``
+   pushes/s: the same load for two versions) for ``--seconds``: push *i* is
    due at ``start + i / rate`` and sent then whatever the answers do; its latency
    is from its due time to its answer (coordinated omission corrected: a stall
    delays every push due during it, and each is counted from when it was due).
@@ -589,8 +590,9 @@ def standalone(args: argparse.Namespace, work: Path) -> None:
                 f"{saturation:,.0f} accepted pushes/s with {cpu:.0%} of a core "
                 f"({saturation / max(cpu, 0.01):,.0f} per CPU-second); answers {codes}"
             )
-            for fraction in args.fractions:
-                rate = saturation * fraction
+            phases = [(saturation * f, f"{f:.0%}") for f in args.fractions]
+            phases += [(float(r), "fixed") for r in args.rates]
+            for rate, what in phases:
                 time.sleep(1.5)  # the instances' push interval, and a quiet loop
                 cpu, started = cpu_seconds(proc.pid), time.monotonic()
                 probe_phase(proc.pid)
@@ -598,7 +600,7 @@ def standalone(args: argparse.Namespace, work: Path) -> None:
                     latencies, codes, late = gen.open_loop(rate, args.seconds)
                 probed = probe_phase(proc.pid)
                 cpu = (cpu_seconds(proc.pid) - cpu) / (time.monotonic() - started)
-                label = f"open loop {fraction:.0%} ({rate:,.0f}/s)"
+                label = f"open loop {what} ({rate:,.0f}/s)"
                 report(label, latencies, codes, args.seconds, late)
                 print(f"  {lag.line()}; gateway CPU {cpu:.0%} of a core{probe_line(probed)}")
             print(f"gateway RSS: {rss_start:.0f} MiB after the handshake, "
@@ -688,7 +690,14 @@ def main() -> None:
     )
     parser.add_argument("--seconds", type=float, default=20.0, help="per open-loop phase")
     parser.add_argument("--saturation-seconds", type=float, default=8.0)
-    parser.add_argument("--fractions", type=float, nargs="+", default=[0.7])
+    parser.add_argument("--fractions", type=float, nargs="*", default=[0.7])
+    parser.add_argument(
+        "--rates",
+        type=float,
+        nargs="*",
+        default=[],
+        help="open-loop phases at these pushes/s as well (the same load for two versions)",
+    )
     parser.add_argument("--instances", type=int, default=20_000)
     parser.add_argument("--connections", type=int, default=32)
     parser.add_argument("--window", type=int, default=16, help="saturation: in flight/connection")
