@@ -8,13 +8,17 @@ then
 
 1. **saturation**: keeps ``--window`` pushes in flight per connection for
    ``--saturation-seconds`` and counts accepted pushes/s: the worker's saturation;
-2. **open loop** at each ``--fractions`` of that rate for ``--seconds``: push *i* is
+2. **open loop** at each ``--fractions`` of that rate (and at each ``--rates``
+   pushes/s: the same load for two versions) for ``--seconds``: push *i* is
    due at ``start + i / rate`` and sent then whatever the answers do; its latency
    is from its due time to its answer (coordinated omission corrected: a stall
    delays every push due during it, and each is counted from when it was due).
 
 It prints, per rate, p50 / p99 / p99.9 / max in ms, the answers by error code,
-and the gateway's own loop-lag gauges from ``/metrics`` when it has them.
+how late the generator itself sent the pushes (counted in the latencies: on a
+busy host the generator's core is late too), the gateway's loop lag and longest
+busy stretch in that phase (``bench/loop_probe``, injected into the gateway;
+``--no-probe`` leaves it out) and its own loop-lag gauges from ``/metrics``.
 
 ``--proxy``: the same gateway in proxy mode in front of a Tansu broker; a
 producer (librdkafka, one record at a time, acks=all) sends through the proxy
@@ -274,8 +278,12 @@ class Fleet:
         await done
         return counted[0] / (stop - measure_from), codes
 
-    async def open_loop(self, rate: float, seconds: float) -> tuple[list[float], dict[int, int]]:
-        """Push *i* is sent at its due time; latency from due time to answer (ms)."""
+    async def open_loop(
+        self, rate: float, seconds: float
+    ) -> tuple[list[float], dict[int, int], list[float]]:
+        """Push *i* is sent at its due time; latency from due time to answer (ms), and
+        how late each push was sent (ms): a generator not given its core when due
+        delays every push it owes, and the latency counts that too."""
         loop = asyncio.get_running_loop()
         latencies: list[float] = []
         codes: dict[int, int] = {}
@@ -298,11 +306,13 @@ class Fleet:
 
         t0 = clock() + 0.05
         i = 0
+        late: list[float] = []
         while i < total:
             now = clock()
             while i < total and t0 + i / rate <= now:
                 pipe, frame = templates[i % len(templates)]
                 self.send(pipe, frame, waiter(t0 + i / rate))
+                late.append((clock() - t0 - i / rate) * 1000)
                 i += 1
             if i < total:
                 # Never spin: what falls due meanwhile is sent together, and timed from
@@ -310,7 +320,8 @@ class Fleet:
                 await asyncio.sleep(max(t0 + i / rate - clock(), 0.0005))
         await asyncio.wait_for(done, 120)
         latencies.sort()
-        return latencies, codes
+        late.sort()
+        return latencies, codes, late
 
 
 def generator_main(
@@ -334,8 +345,8 @@ def generator_main(
                 rate, codes = await fleet.saturate(command[1], args["window"])
                 out.put(("saturation", rate, codes))
             elif command[0] == "open":
-                latencies, codes = await fleet.open_loop(command[1], command[2])
-                out.put(("open", latencies, codes))
+                latencies, codes, late = await fleet.open_loop(command[1], command[2])
+                out.put(("open", latencies, codes, late))
             else:
                 return
 
@@ -378,10 +389,13 @@ class Generator:
         _, rate, codes = self._get(seconds + 300)
         return float(rate), dict(codes)
 
-    def open_loop(self, rate: float, seconds: float) -> tuple[list[float], dict[int, int]]:
+    def open_loop(
+        self, rate: float, seconds: float
+    ) -> tuple[list[float], dict[int, int], list[float]]:
+        """(latencies, answers by code, send lateness), ms sorted."""
         self.go.put(("open", rate, seconds))
-        _, latencies, codes = self._get(seconds + 300)
-        return list(latencies), dict(codes)
+        _, latencies, codes, late = self._get(seconds + 300)
+        return list(latencies), dict(codes), list(late)
 
     def close(self) -> None:
         self.go.put(("stop",))
@@ -526,18 +540,28 @@ class LagWatch:
         if not self.maxima:
             return "loop lag: (no gauge on /metrics)"
         return (
-            f"gateway's loop lag (last minute): max {max(self.maxima):.1f} ms, p99 up to "
+            "gateway's loop lag (/metrics, last minute: the phase before too): max "
+            f"{max(self.maxima):.1f} ms, p99 up to "
             f"{max(self.p99, default=float('nan')):.1f} ms; longest busy stretch (CPU) "
             f"{max(self.busy, default=float('nan')):.1f} ms"
         )
 
 
-def report(label: str, latencies: list[float], codes: dict[int, int], seconds: float) -> None:
+def report(
+    label: str, latencies: list[float], codes: dict[int, int], seconds: float, late: list[float]
+) -> None:
     print(
         f"{label}: {len(latencies) / seconds:8,.0f} answered/s; from due time: "
         f"p50 {percentile(latencies, 0.5):7.2f} ms  p99 {percentile(latencies, 0.99):7.2f} ms  "
         f"p99.9 {percentile(latencies, 0.999):7.2f} ms  "
         f"max {latencies[-1] if latencies else 0:7.1f} ms; answers {codes}"
+    )
+    # The generator's own lateness is in the figures above: on a busy host they say
+    # as much about the generator's core as about the gateway.
+    print(
+        f"  the generator sent them late by p50 {percentile(late, 0.5):.2f} ms, p99 "
+        f"{percentile(late, 0.99):.2f} ms, p99.9 {percentile(late, 0.999):.2f} ms, max "
+        f"{late[-1] if late else 0:.1f} ms (included above)"
     )
 
 
@@ -566,16 +590,18 @@ def standalone(args: argparse.Namespace, work: Path) -> None:
                 f"{saturation:,.0f} accepted pushes/s with {cpu:.0%} of a core "
                 f"({saturation / max(cpu, 0.01):,.0f} per CPU-second); answers {codes}"
             )
-            for fraction in args.fractions:
-                rate = saturation * fraction
+            phases = [(saturation * f, f"{f:.0%}") for f in args.fractions]
+            phases += [(float(r), "fixed") for r in args.rates]
+            for rate, what in phases:
                 time.sleep(1.5)  # the instances' push interval, and a quiet loop
                 cpu, started = cpu_seconds(proc.pid), time.monotonic()
                 probe_phase(proc.pid)
                 with LagWatch(admin) as lag:
-                    latencies, codes = gen.open_loop(rate, args.seconds)
+                    latencies, codes, late = gen.open_loop(rate, args.seconds)
                 probed = probe_phase(proc.pid)
                 cpu = (cpu_seconds(proc.pid) - cpu) / (time.monotonic() - started)
-                report(f"open loop {fraction:.0%} ({rate:,.0f}/s)", latencies, codes, args.seconds)
+                label = f"open loop {what} ({rate:,.0f}/s)"
+                report(label, latencies, codes, args.seconds, late)
                 print(f"  {lag.line()}; gateway CPU {cpu:.0%} of a core{probe_line(probed)}")
             print(f"gateway RSS: {rss_start:.0f} MiB after the handshake, "
                   f"{rss_mib(proc.pid):.0f} MiB at the end")  # fmt: skip
@@ -648,8 +674,8 @@ def proxy(args: argparse.Namespace, work: Path) -> None:
                 f"produce through the proxy {label:15s}: {len(times):6d} records, "
                 f"p50 {percentile(times, 0.5):6.2f} ms  p99 {percentile(times, 0.99):6.2f} ms"
             )
-        latencies, codes = box["r"]
-        report("fleet pushes", latencies, codes, args.seconds + 2)
+        latencies, codes, late = box["r"]
+        report("fleet pushes", latencies, codes, args.seconds + 2, late)
         print(f"gateway CPU beside the fleet: {cpu:.0%} of a core")
         base = max(percentile(alone, 0.99), percentile(again, 0.99))
         print(f"produce p99 with the fleet - alone (the worse of both): "
@@ -664,7 +690,14 @@ def main() -> None:
     )
     parser.add_argument("--seconds", type=float, default=20.0, help="per open-loop phase")
     parser.add_argument("--saturation-seconds", type=float, default=8.0)
-    parser.add_argument("--fractions", type=float, nargs="+", default=[0.7])
+    parser.add_argument("--fractions", type=float, nargs="*", default=[0.7])
+    parser.add_argument(
+        "--rates",
+        type=float,
+        nargs="*",
+        default=[],
+        help="open-loop phases at these pushes/s as well (the same load for two versions)",
+    )
     parser.add_argument("--instances", type=int, default=20_000)
     parser.add_argument("--connections", type=int, default=32)
     parser.add_argument("--window", type=int, default=16, help="saturation: in flight/connection")
@@ -676,8 +709,10 @@ def main() -> None:
     )
     parser.add_argument(
         "--probe",
-        action="store_true",
-        help="measure the gateway's loop with bench/loop_probe (any version of it)",
+        action=argparse.BooleanOptionalAction,
+        default=True,
+        help="measure the gateway's loop per phase with bench/loop_probe (any version of "
+        "it; the /metrics gauges cover the last minute, the phase before included)",
     )
     parser.add_argument(
         "--nice",

@@ -11,7 +11,9 @@
 
 ``scram`` and ``oauthbearer`` loop over new connections with ``--threads``
 threads for ``--seconds`` and print how many attempts were answered, how many
-were closed without an answer, and the error codes seen. Used by
+were closed without an answer, and the error codes seen. ``--source`` binds
+the attackers to another loopback address (127.0.0.2: the gateway's per-address
+limits then tell them from a clean client on 127.0.0.1). Used by
 ``bench/preauth.py`` and the tests:
 
     python -m tests.preauth_attacks scram --port P --size 2097152 --seconds 5
@@ -22,6 +24,7 @@ from __future__ import annotations
 import argparse
 import base64
 import collections
+import contextlib
 import json
 import os
 import socket
@@ -37,6 +40,7 @@ from clientmetrics.wire import RequestHeader, decode_response, encode_request, r
 from tests.frames import recv_frame
 
 ROOT = Path(__file__).resolve().parents[1]
+_TCP_ESTABLISHED = 1
 
 
 def handshake(mechanism: str) -> bytes:
@@ -64,9 +68,14 @@ def oauthbearer_first(size: int) -> bytes:
     return b"n,,\x01auth=Bearer " + token + b"\x01\x01"
 
 
-def attempt(port: int, mechanism: str, token: bytes) -> int | None:
+def connect(port: int, source: str | None) -> socket.socket:
+    bind = (source, 0) if source else None
+    return socket.create_connection(("127.0.0.1", port), timeout=30, source_address=bind)
+
+
+def attempt(port: int, mechanism: str, token: bytes, source: str | None = None) -> int | None:
     """One login: the SaslAuthenticate error code, or None if closed without one."""
-    with socket.create_connection(("127.0.0.1", port), timeout=30) as sock:
+    with connect(port, source) as sock:
         sock.sendall(handshake(mechanism))
         try:
             recv_frame(sock)
@@ -77,7 +86,9 @@ def attempt(port: int, mechanism: str, token: bytes) -> int | None:
         return int(answer.error_code)
 
 
-def flood(port: int, kind: str, size: int, seconds: float, threads: int) -> dict[str, object]:
+def flood(
+    port: int, kind: str, size: int, seconds: float, threads: int, source: str | None = None
+) -> dict[str, object]:
     mechanism, token = (
         ("SCRAM-SHA-512", scram_first(size))
         if kind == "scram"
@@ -89,7 +100,7 @@ def flood(port: int, kind: str, size: int, seconds: float, threads: int) -> dict
     def attacker() -> None:
         while time.monotonic() < deadline:
             try:
-                code = attempt(port, mechanism, token)
+                code = attempt(port, mechanism, token, source)
             except OSError:
                 code = None
             codes["closed" if code is None else str(code)] += 1
@@ -102,22 +113,43 @@ def flood(port: int, kind: str, size: int, seconds: float, threads: int) -> dict
     return {"attempts": sum(codes.values()), "codes": dict(codes)}
 
 
-def park(port: int, connections: int, declared: int, size: int, ca: str | None) -> None:
+def park(
+    port: int, connections: int, declared: int, size: int, ca: str | None, source: str | None
+) -> None:
     """Open and park ``connections``; close them (RST) on a line from stdin."""
     context = ssl.create_default_context(cafile=ca) if ca else None
     head = struct.pack(">i", declared) + b"\x00\x12\x00\x03"
     socks: list[socket.socket] = []
+    refused = 0
     for _ in range(connections):
-        raw = socket.create_connection(("127.0.0.1", port), timeout=30)
-        sock = context.wrap_socket(raw, server_hostname="localhost") if context else raw
-        sock.sendall(head + b"\x00" * (size - 4))
-        socks.append(sock)
-    print(f"parked {len(socks)}", flush=True)
+        try:
+            raw = connect(port, source)
+            socks.append(raw)
+            sock = context.wrap_socket(raw, server_hostname="localhost") if context else raw
+            socks[-1] = sock
+            sock.sendall(head + b"\x00" * (size - 4))
+        except OSError:  # closed by the gateway (a per-address limit)
+            refused += 1
+    print(f"parked {connections - refused} (closed by the gateway: {refused})", flush=True)
     sys.stdin.readline()
+    # A connection the gateway held unread and closed took its bytes into the kernel's
+    # buffers all the same (sendall returned): count those the gateway ended meanwhile.
+    ended = sum(1 for sock in socks if closed_by_peer(sock))
     for sock in socks:
-        sock.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
+        with contextlib.suppress(OSError):
+            sock.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
         sock.close()
-    print("closed", flush=True)
+    print(f"closed (the gateway had closed {ended} of them)", flush=True)
+
+
+def closed_by_peer(sock: socket.socket) -> bool:
+    """Whether the peer has closed or reset ``sock`` (Linux: the TCP state is no longer
+    ESTABLISHED), without reading: a TLS socket may have unread session tickets."""
+    try:
+        state = sock.getsockopt(socket.IPPROTO_TCP, socket.TCP_INFO, 1)[0]
+    except OSError:
+        return True
+    return state != _TCP_ESTABLISHED
 
 
 def start(*args: str, niceness: int = 0) -> subprocess.Popen[str]:
@@ -143,11 +175,12 @@ def main() -> None:
     parser.add_argument("--connections", type=int, default=900)
     parser.add_argument("--declared", type=int, default=1_000_000)
     parser.add_argument("--tls-ca")
+    parser.add_argument("--source", help="the local address to connect from (e.g. 127.0.0.2)")
     args = parser.parse_args()
     if args.kind == "park":
-        park(args.port, args.connections, args.declared, args.size, args.tls_ca)
+        park(args.port, args.connections, args.declared, args.size, args.tls_ca, args.source)
         return
-    result = flood(args.port, args.kind, args.size, args.seconds, args.threads)
+    result = flood(args.port, args.kind, args.size, args.seconds, args.threads, args.source)
     print(json.dumps(result), flush=True)
 
 

@@ -272,3 +272,34 @@ async def test_cancelled_export_does_not_disturb_its_batch(
     await exporter.close(timeout_s=10)
     # The record was already in the WAL when its waiter went away; it still lands.
     assert read_landing(tmp_path).num_rows == 10
+
+
+async def test_a_large_group_commit_is_answered_a_slice_per_loop_turn(
+    tmp_path: Path, exporters: list[LandingExporter], make_push: PushFactory
+) -> None:
+    """Thousands of pushes behind one fsync (a slow disk) resumed in one turn held the
+    event loop for tens of ms; each turn now resumes at most ANSWER_SLICE of them."""
+    exporter = await _start(exporters, tmp_path, commit_interval_ms=200)
+    loop = asyncio.get_running_loop()
+    turn = [0]
+    counting = [True]
+
+    def count_turns() -> None:
+        turn[0] += 1
+        if counting[0]:
+            loop.call_soon(count_turns)
+
+    answered_in: list[int] = []
+
+    async def push(i: int) -> None:
+        await exporter.export(make_push(i))
+        answered_in.append(turn[0])
+
+    count_turns()
+    count = 4 * landing.ANSWER_SLICE
+    await asyncio.gather(*(push(i) for i in range(count)))
+    counting[0] = False
+    assert exporter.stats.pushes == count
+    per_turn = [answered_in.count(t) for t in set(answered_in)]
+    assert max(per_turn) <= landing.ANSWER_SLICE
+    assert len(per_turn) >= 4

@@ -176,6 +176,54 @@ def test_connections_over_the_per_address_cap_are_refused_with_a_log_line(
             sock.close()
 
 
+def test_new_connections_over_the_per_address_rate_are_held_unread_then_closed(
+    tmp_path: Path,
+) -> None:
+    """Kafka's per-IP connection creation quota: one over it gets no answer, is closed
+    within a second, and the address's open connections are served meanwhile."""
+    with gateway(tmp_path, "[gateway]\nconnection_creation_rate_per_ip = 2\n") as gw:
+        clean = socket.create_connection(("127.0.0.1", gw.port), timeout=5)
+        second = socket.create_connection(("127.0.0.1", gw.port), timeout=5)
+        flooding = [socket.create_connection(("127.0.0.1", gw.port), timeout=5) for _ in range(3)]
+        for index, sock in enumerate(flooding):
+            sock.sendall(api_versions_frame(index))
+        for sock in flooding:  # not one answered: closed unread (a reset, or EOF)
+            sock.settimeout(5)
+            with contextlib.suppress(ConnectionError):
+                assert sock.recv(65536) == b""
+            sock.close()
+        for index, sock in enumerate((clean, second, clean)):
+            sock.sendall(api_versions_frame(10 + index))
+            assert decode_response(18, 3, recv_frame(sock))[0] == 10 + index
+        # Another address has a rate of its own.
+        other = socket.create_connection(("127.0.0.1", gw.port), 5, ("127.0.0.2", 0))
+        other.sendall(api_versions_frame(20))
+        assert decode_response(18, 3, recv_frame(other))[0] == 20
+        wait_for(lambda: gw.events("connection_throttled"), 5, what="throttle log line")
+        line = gw.events("connection_throttled")[0]
+        assert (line["reason"], line["limit"], line["peer"]) == (
+            "connection_creation_rate_per_ip",
+            2,
+            "127.0.0.1",
+        )
+        assert 0 < int(str(line["close_in_ms"])) <= 1000
+        assert metric(gw, "connections_throttled_total") >= 3
+        wait_for(lambda: served_quietly(gw.port), 5, what="a connection once a token is due")
+        for sock in (clean, second, other):
+            sock.close()
+
+
+def metric(gw: GatewayProcess, name: str) -> float:
+    import urllib.request
+
+    url = f"http://127.0.0.1:{gw.metrics_port}/metrics"
+    with urllib.request.urlopen(url, timeout=5) as response:
+        for line in response.read().decode().splitlines():
+            if line.startswith(f"kafka_server_client_metrics_{name} "):
+                return float(line.split()[1])
+    raise AssertionError(f"{name} is not on /metrics")
+
+
 def served_quietly(port: int) -> bool:
     try:
         return served(port)
@@ -204,10 +252,17 @@ def test_limit_settings_load_from_toml_with_defaults_by_mode(tmp_path: Path) -> 
     toml.write_text(
         "[gateway]\nmax_request_bytes = 5000000\nqueued_max_request_bytes = 9000000\n"
         "'connections.max.idle.ms' = 1000\nmax_connections_per_ip = 7\n"
+        "connection_creation_rate_per_ip = 50\n"
     )
     loaded = load_config(toml, data_dir=tmp_path, environ={})
     assert (loaded.request_size_limit, loaded.queued_max_request_bytes) == (5_000_000, 9_000_000)
     assert (loaded.connections_max_idle_ms, loaded.max_connections_per_ip) == (1000, 7)
+    assert (standalone.connection_creation_rate_per_ip, loaded.connection_creation_rate_per_ip) == (
+        0,
+        50,
+    )
+    with pytest.raises(ConfigurationError, match="connection_creation_rate_per_ip"):
+        GatewayConfig(tmp_path, connection_creation_rate_per_ip=-1)
     with pytest.raises(ConfigurationError, match="queued_max_request_bytes"):
         GatewayConfig(tmp_path, max_request_bytes=10 * MiB, queued_max_request_bytes=MiB)
 

@@ -16,6 +16,7 @@ import pytest
 from clientmetrics.wire import decode_response
 from tests import preauth_attacks
 from tests.frames import recv_frame
+from tests.gateway.test_limits import metric
 from tests.plain_flood import CleanClient, add_user
 from tests.procs import GatewayProcess, wait_for
 from tests.security.jwts import AUDIENCE, ISSUER, Signer
@@ -139,3 +140,43 @@ def test_another_accounts_login_does_not_reset_a_users_failed_login_delay(
     # Held 400 ms (100 ms, doubling per failure of the source): a reset would be 100 ms.
     assert seconds >= 0.35
     assert answered_in("alice", PASSWORD)[0] == 0
+
+
+def test_a_flood_over_the_connection_creation_rate_is_held_off_and_a_clean_client_served(
+    tmp_path_factory: pytest.TempPathFactory,
+) -> None:
+    """Attackers reconnecting in a loop (from 127.0.0.2, as from another host) to send
+    2 MiB SCRAM messages: past ``connection_creation_rate_per_ip`` their connections
+    are held unread, then closed, so they get about one try per throttle, while a
+    clean client on 127.0.0.1 is not held up."""
+    work = tmp_path_factory.mktemp("creation-rate")
+    add_user(work / "data", "alice", PASSWORD)
+    config = (
+        "[gateway]\nconnection_creation_rate_per_ip = 5\n"
+        '[sasl]\nmechanisms = ["PLAIN", "SCRAM-SHA-512"]\n'
+    )
+    gw = GatewayProcess(work / "data", config, listen_protocol="SASL_PLAINTEXT").start()
+    try:
+        clean = CleanClient(gw.port, "alice", PASSWORD)  # connected before the flood
+        attack = preauth_attacks.start(
+            "scram", f"--port={gw.port}", f"--size={2 * 1024 * 1024}", "--threads=4",
+            "--seconds=4", "--source=127.0.0.2",
+        )  # fmt: skip
+        try:
+            times = clean.latencies(3.0)  # asserts every answer's correlation id
+        finally:
+            clean.close()
+            result = json.loads(attack.communicate(timeout=120)[0].splitlines()[-1])
+        assert len(times) >= 20
+        assert set(result["codes"]) == {"closed"}
+        # 5 a second, 5 at once: about 25 let in to be read over the 4 s (a little
+        # slack for the attack's start-up); every other try was held, then closed.
+        throttled = metric(gw, "connections_throttled_total")
+        assert throttled >= 1
+        assert result["attempts"] - throttled <= 5 + 5 * 7, (result, throttled)
+        wait_for(lambda: gw.events("connection_throttled"), 10, what="the throttle log line")
+        (line, *_) = gw.events("connection_throttled")
+        assert (line["peer"], line["limit"]) == ("127.0.0.2", 5)
+    finally:
+        gw.stop()
+    assert gw.tracebacks() == []

@@ -53,6 +53,9 @@ RETRY_MAX_S = 5.0
 #: Bytes the WAL probe writes and fsyncs: about a large push, so that a disk with
 #: a few bytes free is not taken for a healed one.
 PROBE_BYTES = 64 * 1024
+#: Pushes of one group commit answered per turn of the event loop (each resumes its
+#: handler, which encodes and writes the answer: ~16 us): a few ms a turn at most.
+ANSWER_SLICE = 128
 
 
 @dataclass(frozen=True, slots=True)
@@ -83,9 +86,10 @@ class _Segment:
 
 
 class _Batch:
-    """Records that will share one fsync, and the future their pushes wait on."""
+    """Records that will share one fsync; ``future`` is its outcome, which its pushes
+    are told ``ANSWER_SLICE`` per turn of the event loop (``wait``)."""
 
-    __slots__ = ("chunks", "count", "future", "sealed", "started")
+    __slots__ = ("chunks", "count", "future", "sealed", "started", "waiters")
 
     def __init__(self, future: asyncio.Future[None]) -> None:
         self.future = future
@@ -93,6 +97,31 @@ class _Batch:
         self.sealed: list[_Segment] = []
         self.count = 0
         self.started = 0.0
+        self.waiters: list[asyncio.Future[None]] = []
+        future.add_done_callback(self._answer)
+
+    def wait(self) -> asyncio.Future[None]:
+        """A push's own future, resolved like ``future`` a slice at a time."""
+        waiter = self.future.get_loop().create_future()
+        self.waiters.append(waiter)
+        return waiter
+
+    def _answer(self, future: asyncio.Future[None], start: int = 0) -> None:
+        # All at once, thousands of pushes resuming in one turn held the loop: 42 ms
+        # measured for the 2,585 pushes behind a 715 ms fdatasync.
+        error = None if future.cancelled() else future.exception()
+        end = min(start + ANSWER_SLICE, len(self.waiters))
+        for waiter in self.waiters[start:end]:
+            if waiter.done():  # its push was cancelled; the record is in the WAL anyway
+                continue
+            if future.cancelled():
+                waiter.cancel()
+            elif error is not None:
+                waiter.set_exception(error)
+            else:
+                waiter.set_result(None)
+        if end < len(self.waiters):
+            future.get_loop().call_soon(self._answer, future, end)
 
     def add(self, segment: _Segment, record: bytes, now: float) -> None:
         if not self.chunks or self.chunks[-1][0] is not segment:
@@ -202,7 +231,7 @@ class LandingExporter:
         await self._acquire_slot()
         try:
             batch = self._append(push)
-            await asyncio.shield(batch.future)
+            await batch.wait()
         finally:
             self._release_slot()
 
@@ -370,7 +399,7 @@ class LandingExporter:
                 continue
             if not failed.future.done():
                 failed.future.set_exception(ExportError(f"landing WAL write failed: {exc}"))
-                failed.future.exception()  # retrieved: waiters see it through shield
+                failed.future.exception()  # retrieved: the waiters are told it
             segments += [seg for seg, _ in failed.chunks] + failed.sealed
         if self._current is not None:
             segments.append(self._current)

@@ -76,10 +76,12 @@ class ExportPath:
             exporter.offer(push)
 
     async def _gate(self, exporter: Exporter, push: AcceptedPush) -> None:
-        if isinstance(exporter, Counted):  # counts for itself
+        # Told apart once, when the path was made: an isinstance check against a
+        # runtime-checkable Protocol costs ~15 us, on the loop, for every push.
+        stats = self._stats.get(exporter.name)
+        if stats is None:  # counts for itself (``Counted``)
             await exporter.export(push)
             return
-        stats = self._stats[exporter.name]
         stats.received += 1
         started = time.perf_counter()
         try:

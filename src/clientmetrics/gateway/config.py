@@ -105,6 +105,10 @@ class GatewayConfig:
     connections_max_idle_ms: int = 600_000
     #: Kafka's ``max.connections.per.ip``: the next connection from that address is refused.
     max_connections_per_ip: int = 1000
+    #: Kafka's per-IP ``connection_creation_rate`` quota (KIP-612): new connections a
+    #: second from one address; one over it is held unread for up to a second, then
+    #: closed. 0: no limit (Kafka's default).
+    connection_creation_rate_per_ip: int = 0
     #: KIP-368 ``connections.max.reauth.ms`` for SASL listeners; 0: no re-authentication
     #: (an OAUTHBEARER session still ends when its token expires).
     connections_max_reauth_ms: int = 0
@@ -165,6 +169,8 @@ class GatewayConfig:
             raise ConfigurationError("connections_max_idle_ms must be positive")
         if self.max_connections_per_ip < 1:
             raise ConfigurationError("max_connections_per_ip must be at least 1")
+        if self.connection_creation_rate_per_ip < 0:
+            raise ConfigurationError("connection_creation_rate_per_ip must not be negative")
         if self.connections_max_reauth_ms < 0:
             raise ConfigurationError("connections_max_reauth_ms must not be negative")
         if self.loop_stall_log_ms < 1:
@@ -540,6 +546,7 @@ _GATEWAY_SETTINGS: dict[str, tuple[str, Callable[[str, Any], Any]]] = {
             "queued_max_request_bytes",
             "connections_max_idle_ms",
             "max_connections_per_ip",
+            "connection_creation_rate_per_ip",
             "connections_max_reauth_ms",
             "loop_stall_log_ms",
             "subscriptions_fetch_wait_ms",

@@ -14,11 +14,12 @@ says ``Forward``.
 * ``Verify``: SASL's costly check runs on the verifier's threads; the client is
   not read meanwhile.
 
-Every connection policy lives here, once: the per-address limit and the TLS
-identity at accept, back-pressure (the core says when to stop reading; a client
-that does not read its responses stops them), the delay before a failed login
-is answered, rate-limited logs of rejected requests, failed handlers and
-closes, and one connection id counter.
+Every connection policy lives here, once: the per-address limits (open
+connections, new connections a second) and the TLS identity at accept,
+back-pressure (the core says when to stop reading; a client that does not read
+its responses stops them), the delay before a failed login is answered,
+rate-limited logs of rejected requests, failed handlers and closes, and one
+connection id counter.
 """
 
 from __future__ import annotations
@@ -117,6 +118,8 @@ class Connection:
         self._gone = False
         self._closing: Close | None = None
         self._holding = False  # a failed login's answer waits for the source's delay
+        #: The address of a connection throttled at accept (held unread until closed).
+        self._held: str | None = None
         #: Answers under way (upstream responses, ``AnswerLater``s): a close waits for them.
         self._pending = 0
         self._later: set[asyncio.Future[bytes]] = set()
@@ -128,6 +131,12 @@ class Connection:
         identity = identify(self._listener, transport, self._services.tls)
         if identity is None or not self._limits.accept(host):
             transport.abort()
+            return
+        hold_s = self._limits.throttle(host)
+        if hold_s > 0:  # too many new connections from there: unread, then closed
+            self._held = host
+            self.protocol.pause_reading()
+            asyncio.get_running_loop().call_later(hold_s, self.protocol.abort)
             return
         conn = ConnectionState(
             next(_connection_ids),
@@ -160,6 +169,10 @@ class Connection:
         self._throttle()
 
     def _lost(self, exc: Exception | None) -> None:
+        if self._held is not None:  # throttled at accept: no task, nothing read
+            self._limits.release(self._held)
+            self._held = None
+            return
         if isinstance(exc, ProtocolError):  # the framer refused (the core may have closed)
             reason = (
                 CloseReason.FRAME_TOO_LARGE

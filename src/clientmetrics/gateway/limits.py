@@ -17,7 +17,7 @@ import structlog
 
 from clientmetrics.gateway.verify import Verifier
 from clientmetrics.security.throttle import FailureThrottle
-from clientmetrics.wire.limits import RequestBudget, SourceLimit, WarningLimiter
+from clientmetrics.wire.limits import CreationRate, RequestBudget, SourceLimit, WarningLimiter
 from clientmetrics.wire.server import ListenerPolicy
 
 __all__ = ["ConnectionLimits", "now_ms", "raise_fd_limit"]
@@ -65,22 +65,28 @@ class ConnectionLimits:
     queued_max_request_bytes: int
     idle_ms: int
     max_connections_per_ip: int
+    #: New connections a second per address (0: no limit); see ``throttle``.
+    connection_creation_rate_per_ip: int = 0
     policy: ListenerPolicy = field(default_factory=ListenerPolicy)
     #: The open-files limit, and the files open before any client (store, logs...).
     fd_limit: int = 0
     base_fds: int = 0
     budget: RequestBudget = field(init=False)
     sources: SourceLimit = field(init=False)
+    creation: CreationRate = field(init=False)
     warnings: WarningLimiter = field(init=False)
     #: Failed authentications per source: their answers are held back longer and longer.
     failures: FailureThrottle = field(default_factory=FailureThrottle)
     #: Runs SASL's costly checks (PLAIN's PBKDF2) off the event loop, a few at a time.
     verifier: Verifier = field(default_factory=Verifier)
     open_connections: int = 0
+    #: Connections held unread and closed for coming too fast from their address.
+    throttled: int = 0
 
     def __post_init__(self) -> None:
         self.budget = RequestBudget(self.queued_max_request_bytes)
         self.sources = SourceLimit(self.max_connections_per_ip)
+        self.creation = CreationRate(self.connection_creation_rate_per_ip)
         self.warnings = WarningLimiter()
 
     def warn(self, source: str, event: str, *, level: str = "warning", **fields: Any) -> None:
@@ -128,6 +134,26 @@ class ConnectionLimits:
                 fd_limit=self.fd_limit,
             )
         return True
+
+    def throttle(self, host: str) -> float:
+        """Seconds to hold a new connection from ``host`` unread before closing it, for
+        coming over ``connection_creation_rate_per_ip`` (with a log line); 0: go on.
+
+        Kafka's acceptor does the same: the client learns nothing until the close,
+        and one that reconnects in a loop is slowed to a try per throttle. A held
+        connection still counts against ``max_connections_per_ip``.
+        """
+        delay_ms = self.creation.throttle_ms(host, now_ms())
+        if delay_ms:
+            self.throttled += 1
+            self.warn(
+                host,
+                "connection_throttled",
+                reason="connection_creation_rate_per_ip",
+                limit=self.creation.per_second,
+                close_in_ms=delay_ms,
+            )
+        return delay_ms / 1000
 
     def release(self, host: str) -> None:
         """Forget a connection ``accept`` counted."""

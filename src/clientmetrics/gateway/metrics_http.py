@@ -39,6 +39,10 @@ METRICS: dict[str, tuple[str, str]] = {
     "push": ("counter", "PushTelemetry requests answered"),
     "get_subscriptions": ("counter", "GetTelemetrySubscriptions requests answered"),
     "connections": ("gauge", "Open client connections"),
+    "connections_throttled": (
+        "counter",
+        "Connections held unread, then closed, over connection_creation_rate_per_ip",
+    ),
     "request_budget_used_bytes": (
         "gauge",
         "Bytes reserved for large requests still arriving (queued_max_request_bytes)",

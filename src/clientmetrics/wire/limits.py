@@ -5,6 +5,8 @@
   when the budget is spent it stops reading until another request completes.
 * ``SourceLimit``: at most N connections per source address
   (``max.connections.per.ip``).
+* ``CreationRate``: at most N new connections a second per source address
+  (Kafka's per-IP ``connection_creation_rate`` quota, KIP-612).
 * ``WarningLimiter``: the first few warnings per source and kind, then one
   summary per interval with the count of those suppressed.
 
@@ -13,12 +15,14 @@ Times are milliseconds passed in by the caller.
 
 from __future__ import annotations
 
+import math
 from collections import deque
 from collections.abc import Callable
 from dataclasses import dataclass
 
 __all__ = [
     "SMALL_REQUEST_BYTES",
+    "CreationRate",
     "LogDecision",
     "RequestBudget",
     "SourceLimit",
@@ -103,6 +107,52 @@ class SourceLimit:
 
     def count(self, source: str) -> int:
         return self._counts.get(source, 0)
+
+
+class CreationRate:
+    """New connections per second per source address, as Kafka's per-IP quota (KIP-612).
+
+    A token bucket per source: ``per_second`` tokens a second, at most one second's
+    worth saved up (a client may open that many at once). A connection that finds
+    no token is throttled: ``throttle_ms`` says how long until one is due (at most
+    1000 ms, Kafka's bound of one quota window), and the caller holds it unread for
+    that long, then closes it, as Kafka's acceptor does. A throttled attempt takes
+    no token (Kafka un-records it), so a source that keeps trying is let in at the
+    rate, no slower. ``per_second`` 0: no limit. At most ``max_sources`` buckets are
+    kept; the source seen least recently is forgotten first (a full bucket again).
+    """
+
+    __slots__ = ("_buckets", "_max_sources", "_rate")
+
+    def __init__(self, per_second: int, *, max_sources: int = 10_000) -> None:
+        if per_second < 0:
+            raise ValueError("the connection creation rate must not be negative")
+        self._rate = per_second
+        self._max_sources = max_sources
+        #: source -> (tokens, when they were counted, ms); in order of last use.
+        self._buckets: dict[str, tuple[float, int]] = {}
+
+    @property
+    def per_second(self) -> int:
+        return self._rate
+
+    def throttle_ms(self, source: str, now_ms: int) -> int:
+        """0: a new connection from ``source`` may go on (it takes a token); else how
+        many milliseconds to hold it before closing it."""
+        rate = self._rate
+        if rate == 0:
+            return 0
+        tokens, then = self._buckets.pop(source, (float(rate), now_ms))
+        tokens = min(float(rate), tokens + max(now_ms - then, 0) * rate / 1000)
+        throttle = 0
+        if tokens >= 1:
+            tokens -= 1
+        else:
+            throttle = max(1, math.ceil((1 - tokens) * 1000 / rate))
+        self._buckets[source] = (tokens, now_ms)
+        if len(self._buckets) > self._max_sources:
+            del self._buckets[next(iter(self._buckets))]
+        return throttle
 
 
 @dataclass(frozen=True, slots=True)
