@@ -116,6 +116,22 @@ class GatewayProcess:
     def events(self, name: str) -> list[dict[str, object]]:
         return [line for line in self.log_lines if line.get("event") == name]
 
+    def metric(self, name: str) -> float:
+        """The value of ``kafka_server_client_metrics_<name>`` on the gateway's /metrics."""
+        import urllib.request
+
+        url = f"http://127.0.0.1:{self.metrics_port}/metrics"
+        with urllib.request.urlopen(url, timeout=5) as response:
+            return metric_value(response.read().decode(), name)
+
+
+def metric_value(text: str, name: str) -> float:
+    """The value of ``kafka_server_client_metrics_<name>`` in a /metrics page."""
+    for line in text.splitlines():
+        if line.startswith(f"kafka_server_client_metrics_{name} "):
+            return float(line.split()[1])
+    raise AssertionError(f"{name} is not on /metrics")
+
 
 def wait_for(
     predicate: object, timeout: float, interval: float = 0.2, what: str = "condition"

@@ -46,18 +46,6 @@ def closed_by_peer(sock: socket.socket, timeout: float) -> bool:
     return True
 
 
-def budget_used(gw: GatewayProcess) -> float:
-    import urllib.request
-
-    url = f"http://127.0.0.1:{gw.metrics_port}/metrics"
-    with urllib.request.urlopen(url, timeout=5) as response:
-        text = response.read().decode()
-    for line in text.splitlines():
-        if line.startswith("kafka_server_client_metrics_request_budget_used_bytes "):
-            return float(line.split()[1])
-    raise AssertionError("no request budget gauge")
-
-
 def rss_bytes(pid: int) -> int:
     for line in Path(f"/proc/{pid}/status").read_text().splitlines():
         if line.startswith("VmRSS:"):
@@ -108,7 +96,7 @@ def test_parked_partial_frames_do_not_grow_memory_past_the_budget(tmp_path: Path
         print(f"sent {sum(sent.values()) / MiB:.0f} MiB; RSS growth {growth / MiB:.0f} MiB")
         assert growth < 512 * MiB
         # Two 99 MiB requests fit the default 256 MiB budget; the other 18 wait.
-        assert budget_used(gw) == 2 * frame_size
+        assert gw.metric("request_budget_used_bytes") == 2 * frame_size
         # Connections over budget were paused, not refused: fewer bytes got in than sent.
         assert sum(sent.values()) < 20 * per_client
         assert served(gw.port)
@@ -207,21 +195,10 @@ def test_new_connections_over_the_per_address_rate_are_held_unread_then_closed(
             "127.0.0.1",
         )
         assert 0 < int(str(line["close_in_ms"])) <= 1000
-        assert metric(gw, "connections_throttled_total") >= 3
+        assert gw.metric("connections_throttled_total") >= 3
         wait_for(lambda: served_quietly(gw.port), 5, what="a connection once a token is due")
         for sock in (clean, second, other):
             sock.close()
-
-
-def metric(gw: GatewayProcess, name: str) -> float:
-    import urllib.request
-
-    url = f"http://127.0.0.1:{gw.metrics_port}/metrics"
-    with urllib.request.urlopen(url, timeout=5) as response:
-        for line in response.read().decode().splitlines():
-            if line.startswith(f"kafka_server_client_metrics_{name} "):
-                return float(line.split()[1])
-    raise AssertionError(f"{name} is not on /metrics")
 
 
 def served_quietly(port: int) -> bool:

@@ -17,6 +17,7 @@ from clientmetrics.gateway.looplag import GcPauses, LagWindow
 from clientmetrics.gateway.server import Gateway
 from clientmetrics.store.memory import MemorySubscriptionStore
 from tests.gateway.test_health import get
+from tests.procs import metric_value
 
 
 def test_the_window_keeps_its_last_seconds_and_reads_max_and_p99() -> None:
@@ -60,10 +61,7 @@ async def gateway(tmp_path: Path) -> AsyncIterator[Gateway]:
 
 
 def metric(text: bytes, name: str) -> float:
-    for line in text.decode().splitlines():
-        if line.startswith(f"kafka_server_client_metrics_{name} "):
-            return float(line.split()[1])
-    raise AssertionError(f"{name} is not on /metrics")
+    return metric_value(text.decode(), name)
 
 
 async def test_a_stall_shows_on_metrics_and_in_the_log(gateway: Gateway) -> None:

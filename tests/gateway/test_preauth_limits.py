@@ -16,7 +16,6 @@ import pytest
 from clientmetrics.wire import decode_response
 from tests import preauth_attacks
 from tests.frames import recv_frame
-from tests.gateway.test_limits import metric
 from tests.plain_flood import CleanClient, add_user
 from tests.procs import GatewayProcess, wait_for
 from tests.security.jwts import AUDIENCE, ISSUER, Signer
@@ -171,7 +170,7 @@ def test_a_flood_over_the_connection_creation_rate_is_held_off_and_a_clean_clien
         assert set(result["codes"]) == {"closed"}
         # 5 a second, 5 at once: about 25 let in to be read over the 4 s (a little
         # slack for the attack's start-up); every other try was held, then closed.
-        throttled = metric(gw, "connections_throttled_total")
+        throttled = gw.metric("connections_throttled_total")
         assert throttled >= 1
         assert result["attempts"] - throttled <= 5 + 5 * 7, (result, throttled)
         wait_for(lambda: gw.events("connection_throttled"), 10, what="the throttle log line")
