@@ -96,6 +96,17 @@ def clean_rate(port: int, seconds: float) -> float:
         client.close()
 
 
+def beside(alone: float, rate: float, again: float) -> str:
+    """The clean client's rate beside an attack, as a share of its rate alone: the mean
+    of a run before and one after (on a shared host its own rate drifts by more than an
+    attack costs)."""
+    share = rate / ((alone + again) / 2)
+    return (
+        f"clean {alone:7.1f} / {again:7.1f} req/s alone before / after, "
+        f"{rate:7.1f} beside ({share:6.1%})"
+    )
+
+
 def floods(args: argparse.Namespace, proc: subprocess.Popen[bytes], port: int) -> None:
     for kind, size in (
         ("scram", 2 * 1024 * 1024),
@@ -117,13 +128,9 @@ def floods(args: argparse.Namespace, proc: subprocess.Popen[bytes], port: int) -
         cpu = (cpu_seconds(proc.pid) - cpu) / (time.monotonic() - started)
         out, _ = attack.communicate(timeout=args.seconds + 120)
         result = json.loads(out.strip().splitlines()[-1])
-        # Alone once more after it: on a shared host the clean client's own rate drifts
-        # by more than an attack costs; the share is of the mean of both.
-        again = clean_rate(port, args.seconds)
-        base = (alone + again) / 2
+        clean = beside(alone, rate, clean_rate(port, args.seconds))
         print(
-            f"{args.attackers} x {kind:11s} {size / 1024:6.0f} KiB: clean {alone:7.1f} / "
-            f"{again:7.1f} req/s alone before / after, {rate:7.1f} beside ({rate / base:6.1%}); "
+            f"{args.attackers} x {kind:11s} {size / 1024:6.0f} KiB: {clean}; "
             f"attempts {result['attempts']}, answers {result['codes']}; gateway CPU {cpu:.0%}, "
             f"RSS {rss_mib(proc.pid):.0f} MiB"
         )
@@ -154,11 +161,9 @@ def parked(args: argparse.Namespace, proc: subprocess.Popen[bytes], ports: tuple
         time.sleep(max(0.0, closed_at + at - time.monotonic()))
         after.append(f"+{at} s {rss_mib(proc.pid):.0f}")
     attack.wait(30)
-    again = clean_rate(sasl_port, args.seconds)
-    base = (alone + again) / 2
+    clean = beside(alone, rate, clean_rate(sasl_port, args.seconds))
     print(
-        f"{line} TLS connections, 900 KB of a 1 MB request each: clean {alone:7.1f} / "
-        f"{again:7.1f} req/s alone before / after, {rate:7.1f} beside ({rate / base:6.1%}); "
+        f"{line} TLS connections, 900 KB of a 1 MB request each: {clean}; "
         f"gateway RSS {before:.0f} -> {during:.0f} MiB"
     )
     print(f"  {ended}; after they were reset: RSS {', '.join(after)} MiB (start {before:.0f} MiB)")
