@@ -240,6 +240,16 @@ class Fleet:
                     self.templates.append((pipe, bytearray(push)))
 
         await asyncio.gather(*(one(pipe) for pipe in self.pipes))
+        # Push i goes to connection i mod connections, as independent clients' pushes
+        # would spread; in handshake order, 64 pushes in a row went to one connection.
+        by_pipe: dict[int, list[tuple[Pipe, bytearray]]] = {}
+        for pipe, frame in self.templates:
+            by_pipe.setdefault(id(pipe), []).append((pipe, frame))
+        columns = list(by_pipe.values())
+        self.templates = [
+            column[row] for row in range(max(map(len, columns))) for column in columns
+            if row < len(column)
+        ]  # fmt: skip
 
     async def saturate(self, seconds: float, window: int) -> tuple[float, dict[int, int]]:
         """Closed loop, ``window`` pushes in flight per connection: accepted pushes/s."""
