@@ -12,7 +12,8 @@ from landing_helpers import build_push
 from prometheus_client.parser import text_string_to_metric_families
 
 from clientmetrics.errors import ConfigurationError
-from clientmetrics.exporters import ExportError, InMemoryExporter
+from clientmetrics.exporters import ExportError, InMemoryExporter, LandingExporter
+from clientmetrics.exporters.landing_options import LandingOptions
 from clientmetrics.exporters.path import ExportPath
 from clientmetrics.exporters.queued import ExporterStats, QueuedExporter, QueueOptions
 from clientmetrics.gateway.config import load_config
@@ -211,3 +212,37 @@ def test_in_proxy_mode_the_topic_exporter_reaches_the_upstream_as_the_gateway_do
         "sasl.password": "pw",
         "linger.ms": 5,
     }
+
+
+async def test_submit_tells_the_outcome_and_offers_after_the_gate(tmp_path: Path) -> None:
+    """The hot path (``submit``): the landing exporter's outcome is told through the
+    callback, the push is offered to the fail-open exporters only once landed, and a
+    refusal at once (a full disk) is told before ``submit`` returns."""
+    landing = LandingExporter(tmp_path, LandingOptions(max_pending=1, commit_interval_ms=20))
+    sink = GateSink()
+    sink.release.set()
+    queued = QueuedExporter("otlp", sink, QueueOptions())
+    await started(landing, queued)
+    path = ExportPath([landing, queued])
+    told: list[BaseException | None] = []
+    path.submit(push(0), told.append)
+    path.submit(push(1), told.append)  # no slot: export's task waits for one
+    assert told == []
+    assert queued.stats.received == 0
+    for _ in range(300):
+        await asyncio.sleep(0.01)
+        if len(told) == 2:
+            break
+    assert told == [None, None]
+    assert queued.stats.received == 2
+    landing._failure = OSError(28, "No space left on device")
+    path.submit(push(2), told.append)
+    assert isinstance(told[2], ExportError)
+    assert "No space left" in str(told[2])
+    stats = {s.name: s for s in path.stats()}
+    assert (stats["landing"].received, stats["landing"].exported) == (3, 2)
+    assert stats["landing"].failed == 1
+    assert queued.stats.received == 2
+    landing._failure = None
+    await landing.close(5)
+    await queued.close(1)

@@ -16,7 +16,7 @@ a plugin implements a ``queued.Sink`` and returns it wrapped in a
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from typing import Protocol, runtime_checkable
 
 from clientmetrics.errors import ClientMetricsError
@@ -25,6 +25,10 @@ from clientmetrics.telemetry.model import AcceptedPush
 
 class ExportError(ClientMetricsError):
     """An exporter could not land a push."""
+
+
+#: Told a push's outcome: None once it is durable, else why it was not landed.
+Landed = Callable[[BaseException | None], None]
 
 
 @runtime_checkable

@@ -200,7 +200,7 @@ class TelemetryHandlers:
         result = self._manager.finish_push(started, code, payload)
         if result.accepted is None:
             return Answer(self._pushed(header, result.error_code))
-        return AnswerLater(self._landed(header, result.accepted))
+        return AnswerLater(self._land(header, result.accepted))
 
     async def _decoded(
         self, header: RequestHeader, started: PendingPush, compression_type: int, metrics: bytes
@@ -212,10 +212,43 @@ class TelemetryHandlers:
         result = self._manager.finish_push(started, code, payload)
         if result.accepted is None:
             return self._pushed(header, result.error_code)
-        return await self._landed(header, result.accepted)
+        return await self._land(header, result.accepted)
 
-    async def _landed(self, header: RequestHeader, push: AcceptedPush) -> bytes:
-        return self._pushed(header, await self._export(push))
+    def _land(self, header: RequestHeader, push: AcceptedPush) -> asyncio.Future[bytes]:
+        """Land the push in the gating exporters; its answer once all have it durably.
+
+        The fail-open exporters (Prometheus, OTLP, topic) are offered it afterwards
+        and never delay or fail the answer (``ExportPath``).
+
+        An exporter failure is answered with THROTTLING_QUOTA_EXCEEDED, not Kafka's
+        INVALID_RECORD: the data was not landed, and 89 makes a client retry after
+        its interval instead of disabling telemetry for good over a full disk.
+        """
+        answer: asyncio.Future[bytes] = asyncio.get_running_loop().create_future()
+        started = time.perf_counter()
+
+        def landed(error: BaseException | None) -> None:
+            if answer.done():
+                return
+            elapsed_ms = (time.perf_counter() - started) * 1000
+            if error is None:
+                self._manager.record_export(elapsed_ms, ok=True)
+                answer.set_result(self._pushed(header, ErrorCode.NONE))
+            elif isinstance(error, ExportError):
+                self._manager.record_export(elapsed_ms, ok=False)
+                log.error(
+                    "export_failed",
+                    error=str(error),
+                    client_instance_id=str(push.client_instance_id),
+                )
+                answer.set_result(self._pushed(header, ErrorCode.THROTTLING_QUOTA_EXCEEDED))
+            elif isinstance(error, asyncio.CancelledError):
+                answer.cancel()
+            else:  # a bug: the driver's one error policy answers it
+                answer.set_exception(error)
+
+        self._exporters.submit(push, landed)
+        return answer
 
     @staticmethod
     def _pushed(header: RequestHeader, code: ErrorCode) -> bytes:
@@ -232,25 +265,3 @@ class TelemetryHandlers:
         blank = blank_entity(cls)
         defaults = {f.name: getattr(blank, f.name) for f in fields(blank)}
         return encode_response(header, build(cls, {**defaults, **values}))
-
-    async def _export(self, push: AcceptedPush) -> ErrorCode:
-        """Land the push in the gating exporters; answer NONE once all have it durably.
-
-        The fail-open exporters (Prometheus, OTLP, topic) are offered it afterwards
-        and never delay or fail the answer (``ExportPath``).
-
-        An exporter failure is answered with THROTTLING_QUOTA_EXCEEDED, not Kafka's
-        INVALID_RECORD: the data was not landed, and 89 makes a client retry after
-        its interval instead of disabling telemetry for good over a full disk.
-        """
-        started = time.perf_counter()
-        try:
-            await self._exporters.export(push)
-        except ExportError as exc:
-            self._manager.record_export((time.perf_counter() - started) * 1000, ok=False)
-            log.error(
-                "export_failed", error=str(exc), client_instance_id=str(push.client_instance_id)
-            )
-            return ErrorCode.THROTTLING_QUOTA_EXCEEDED
-        self._manager.record_export((time.perf_counter() - started) * 1000, ok=True)
-        return ErrorCode.NONE
