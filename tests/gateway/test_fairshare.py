@@ -76,3 +76,20 @@ async def test_a_cancelled_waiter_leaves_its_place() -> None:
         await waiting
     assert share.waiting == 0
     await asyncio.wait_for(share.turn("c"), 1)  # the share moves on
+
+
+async def test_a_source_with_nothing_waiting_goes_straight_on_while_the_turn_has_share() -> None:
+    """Another source's waiting or just-granted requests no longer make every new
+    request wait: under steady load that made each request cost its connection two
+    turns of the loop, and pushes queued for 50-130 ms at 70 % of saturation."""
+    share = FairShare(per_turn=4)
+    flood = [asyncio.ensure_future(share.turn("10.0.0.1")) for _ in range(5)]
+    await asyncio.sleep(0)  # four go on, the fifth waits
+    assert share.waiting == 1
+    await asyncio.sleep(0)  # the next turn grants it; it runs in the one after
+    assert share.waiting == 0
+    assert not flood[4].done()
+    clean = share.turn("10.0.0.2")  # stepped by hand, before the granted one resumes
+    with pytest.raises(StopIteration):
+        clean.send(None)  # it did not wait
+    await asyncio.gather(*flood)
