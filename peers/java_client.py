@@ -15,6 +15,7 @@ Client ids are ``ID-producer`` and ``ID-consumer`` for ``--client-id ID``.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from pathlib import Path
 
 from peers.build import maven_project, require
@@ -51,6 +52,11 @@ class JavaClient(PeerProcess):
         return {str(k): str(v) for k, v in found.items()}
 
 
+def debug_log(logger: str) -> str:
+    """The JVM option that logs ``logger`` (a class or package name) at DEBUG to stderr."""
+    return f"-Dorg.slf4j.simpleLogger.log.{logger}=debug"
+
+
 def _roles(started: dict[str, object]) -> tuple[str, ...]:
     options = started.get("options")
     role = "both"
@@ -60,12 +66,19 @@ def _roles(started: dict[str, object]) -> tuple[str, ...]:
     return ("producer", "consumer") if role == "both" else (role,)
 
 
-def java_client(bootstrap: str, *args: str, log_path: Path | None = None) -> JavaClient:
-    """A Java client peer for ``bootstrap`` with the program's options ``args`` (not started)."""
+def java_client(
+    bootstrap: str, *args: str, log_path: Path | None = None, jvm_options: Sequence[str] = ()
+) -> JavaClient:
+    """A Java client peer for ``bootstrap`` with the program's options ``args`` (not started).
+
+    ``jvm_options`` come after ``JVM_OPTIONS``: e.g. a client logger's level, which
+    slf4j-simple takes as ``-Dorg.slf4j.simpleLogger.log.<logger>=debug`` (``debug_log``).
+    """
     java = require("java", "a JDK (apt-get install openjdk-17-jdk-headless)")
     jars = java_client_jars()
-    argv = [java, *JVM_OPTIONS, "-cp", f"{jars}/*", MAIN, "--bootstrap", bootstrap, *args]
+    classpath = ["-cp", f"{jars}/*", MAIN]
+    argv = [java, *JVM_OPTIONS, *jvm_options, *classpath, "--bootstrap", bootstrap, *args]
     return JavaClient(argv, log_path=log_path)
 
 
-__all__ = ["JavaClient", "java_client", "java_client_jars"]
+__all__ = ["JavaClient", "debug_log", "java_client", "java_client_jars"]

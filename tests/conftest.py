@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 from collections.abc import Iterator
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -15,6 +16,15 @@ def spark(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Any]:
     from tests.spark import spark_session
 
     yield from spark_session(tmp_path_factory)
+
+
+@pytest.fixture
+def small_disk(tmp_path: Path) -> Iterator[Path]:
+    """``tmp_path/data/landing`` on a 4 MiB tmpfs (tests/disk.py; skipped where not allowed)."""
+    from tests.disk import small_tmpfs
+
+    with small_tmpfs(tmp_path / "data" / "landing") as landing:
+        yield landing
 
 
 def _weight(item: pytest.Item) -> int:

@@ -1,19 +1,15 @@
 """A real full disk under the landing zone: 89 while full, healed without a restart.
 
-The landing directory is a small tmpfs (we mount it; the test is skipped, with
-the reason, where mounting is not allowed; tests/exporters/test_landing_faults.py
-injects the same fault everywhere).
+The landing directory is a small tmpfs (tests/disk.py mounts it; the test is skipped,
+with the reason, where mounting is not allowed; tests/exporters/test_landing_faults.py
+injects the same fault everywhere). tests/peers/test_java_disk_full.py runs the real
+Java client through the same fault.
 """
 
 from __future__ import annotations
 
-import contextlib
-import errno
-import os
-import subprocess
 import urllib.error
 import urllib.request
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -21,6 +17,7 @@ import pytest
 from clientmetrics.wire import (
     ErrorCode,
 )
+from tests.disk import fill, heal
 from tests.frames import get_then_push
 from tests.landed import landed_rows
 from tests.procs import GatewayProcess, wait_for
@@ -36,25 +33,6 @@ roll_seconds = 0.3
 """
 
 
-@pytest.fixture
-def small_disk(tmp_path: Path) -> Iterator[Path]:
-    landing = tmp_path / "data" / "landing"
-    landing.mkdir(parents=True)
-    mounted = subprocess.run(
-        ["mount", "-t", "tmpfs", "-o", "size=4m", "tmpfs", str(landing)],
-        capture_output=True,
-        text=True,
-        check=False,
-    )
-    if mounted.returncode != 0:
-        pytest.skip(f"cannot mount a tmpfs here ({mounted.stderr.strip()}); "
-                    "test_landing_faults.py covers the same fault by injection")  # fmt: skip
-    try:
-        yield landing
-    finally:
-        subprocess.run(["umount", "-l", str(landing)], check=False)
-
-
 def push(port: int, client_id: str) -> int:
     """Get then push the golden payload on a new connection; the push's error code."""
     return get_then_push(port, client_id, PAYLOAD)
@@ -66,27 +44,6 @@ def http(port: int | None, path: str) -> tuple[int, str]:
             return response.status, response.read().decode()
     except urllib.error.HTTPError as exc:
         return exc.code, exc.read().decode()
-
-
-def fill(directory: Path) -> Path:
-    """Write a file until the filesystem has no byte left."""
-    filler = directory / "filler"
-    fd = os.open(filler, os.O_WRONLY | os.O_CREAT, 0o644)
-    try:
-        for size in (65536, 4096, 1):
-            with contextlib.suppress(OSError):
-                while True:
-                    os.write(fd, b"\0" * size)
-    finally:
-        os.close(fd)
-    probe = os.open(directory / "probe", os.O_WRONLY | os.O_CREAT)
-    try:
-        with pytest.raises(OSError, match="No space left") as full:
-            os.write(probe, b"x" * 4096)
-    finally:
-        os.close(probe)
-    assert full.value.errno == errno.ENOSPC
-    return filler
 
 
 def test_full_disk_answers_89_reports_not_ready_and_heals_by_itself(small_disk: Path) -> None:
@@ -106,8 +63,7 @@ def test_full_disk_answers_89_reports_not_ready_and_heals_by_itself(small_disk: 
         assert "No space left" in reason
         assert http(gw.metrics_port, "/healthz") == (200, "ok\n")
 
-        filler.unlink()
-        (small_disk / "probe").unlink(missing_ok=True)
+        heal(small_disk, filler)
         wait_for(lambda: http(gw.metrics_port, "/readyz")[0] == 200, 15, what="ready again")
         after = {f"after{i}" for i in range(5) if push(gw.port, f"after{i}") == ErrorCode.NONE}
         assert len(after) == 5

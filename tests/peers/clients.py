@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import socket
 import uuid
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from pathlib import Path
 
@@ -38,10 +38,14 @@ def running(peer: Callable[[], PeerProcess]) -> Iterator[PeerProcess]:
 
 
 @contextmanager
-def java(bootstrap: str, tmp: Path, *args: str) -> Iterator[JavaClient]:
-    """The Java client peer with ``args``, its stderr in ``tmp``."""
+def java(
+    bootstrap: str, tmp: Path, *args: str, jvm_options: Sequence[str] = ()
+) -> Iterator[JavaClient]:
+    """The Java client peer with ``args``, its stderr (the client's log) in ``tmp``."""
     log = tmp / f"java-{uuid.uuid4().hex[:6]}.log"
-    with running(lambda: java_client(bootstrap, *args, log_path=log)) as process:
+    with running(
+        lambda: java_client(bootstrap, *args, log_path=log, jvm_options=jvm_options)
+    ) as process:
         assert isinstance(process, JavaClient)
         yield process
 
