@@ -23,8 +23,8 @@ busy stretch in that phase (``bench/loop_probe``, injected into the gateway;
 ``--proxy``: the same gateway in proxy mode in front of a Tansu broker; a
 producer (librdkafka, one record at a time, acks=all) sends through the proxy
 alone, then while the fleet pushes at ``--fractions[0]`` of the proxy's
-saturation, then alone again; it prints produce p50 / p99 for each and the
-difference (aim: p99 with the fleet at most 1 ms above alone).
+saturation (or at ``--rates[0]`` pushes/s), then alone again; it prints produce
+p50 / p99 for each and the difference (aim: p99 with the fleet at most 1 ms above alone).
 
     python bench/tail_latency.py --seconds 20
     python bench/tail_latency.py --proxy --seconds 15
@@ -662,7 +662,9 @@ def proxy(args: argparse.Namespace, work: Path) -> None:
             pin(gen_core, args.nice)  # the producer runs in this process
             try:
                 saturation, _ = gen.saturation(args.saturation_seconds)
-                rate = saturation * args.fractions[0]
+                # --rates: the same fleet for two versions (a fraction of each one's
+                # own saturation is a different load for each).
+                rate = args.rates[0] if args.rates else saturation * args.fractions[0]
                 print(f"proxy saturation: {saturation:,.0f} pushes/s; fleet at {rate:,.0f}/s")
                 bootstrap = f"127.0.0.1:{port}"
                 alone = produce_latencies(bootstrap, args.seconds)
