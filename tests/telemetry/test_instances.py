@@ -182,3 +182,28 @@ def test_instances_are_out_of_the_garbage_collectors_reach_and_freed_by_refcount
     registry.remove(instance)
     del instance
     assert sys.getrefcount(ctx) == held
+
+
+def test_expiry_looks_at_a_bounded_slice_per_call_and_misses_nothing() -> None:
+    """Instances created together are filed together; re-filing all of them in one
+    call held the gateway's loop (237 ms for 200,000). With a limit, each call looks
+    at that many at most, and the calls together do what one would."""
+    registry = InstanceRegistry(max_instances=10_000, min_expiry_ms=0)
+    plan = resolve_plan([], 1000)  # expiry 3 x 1000 ms
+    instances = [ClientInstance((i + 1) << 64, make_ctx(), plan, 0) for i in range(5000)]
+    for instance in instances:
+        registry.add(instance)
+        registry.arm(instance, 0)  # all filed in the bucket of 3000
+    for instance in instances[1000:]:
+        registry.arm(instance, 2000)  # still used: deadline 5000, filed where it was
+    assert registry.expiry_due(3000)
+    removed = [registry.expire(3000, limit=2000)]
+    while registry.expiry_due(3000):
+        removed.append(registry.expire(3000, limit=2000))
+    assert removed == [1000, 0, 0]  # 2000 + 2000 + 1000 looked at
+    assert len(registry) == 4000
+    assert not registry.expiry_due(4999)
+    assert registry.expire(4999) == 0
+    assert registry.expire(5000, limit=1500) == 1500
+    assert registry.expire(5000) == 2500
+    assert len(registry) == 0

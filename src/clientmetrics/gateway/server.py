@@ -70,6 +70,9 @@ if TYPE_CHECKING:
 log = structlog.get_logger("clientmetrics.gateway")
 #: How often long-lived objects are moved out of the cyclic GC's reach.
 FREEZE_EVERY_S = 10.0
+#: Instances the expiry task looks at per turn of the event loop: about 1-2.5 ms
+#: (in one go, 200,000 instances created together took 237 ms to re-file).
+EXPIRE_SLICE = 1000
 
 
 class Gateway:
@@ -450,7 +453,10 @@ class Gateway:
         while True:
             await asyncio.sleep(self.config.expiry_check_ms / 1000)
             now = now_ms()
-            removed = self.manager.expire(now)
+            removed = self.manager.expire(now, EXPIRE_SLICE)
+            while self.manager.expiry_due(now):  # a slice per turn: others are served between
+                await asyncio.sleep(0)
+                removed += self.manager.expire(now, EXPIRE_SLICE)
             if removed:
                 log.debug("instances_expired", count=removed)
             self._close_expired(now)

@@ -201,13 +201,28 @@ class InstanceRegistry:
         instance.wheel_slot = bucket.slot
         bucket.keys.append(instance.key)
 
-    def expire(self, now_ms: int) -> int:
-        """Remove every instance whose deadline is at or before ``now_ms``; return how many."""
+    def expire(self, now_ms: int, limit: int | None = None) -> int:
+        """Remove every instance whose deadline is at or before ``now_ms``; return how many.
+
+        With ``limit``, look at no more than that many filed entries and leave the
+        rest of the due buckets for the next call (``expiry_due`` says whether any
+        is left): instances created together are filed together, and re-filing them
+        in one call held the event loop 14 ms for 20,000 and 237 ms for 200,000.
+        """
         removed = 0
+        budget = limit if limit is not None else -1
         not_yet: list[ClientInstance] = []
-        while self._due and self._due[0] * self._bucket_ms <= now_ms:
+        while self._due and self._due[0] * self._bucket_ms <= now_ms and budget != 0:
             slot = heapq.heappop(self._due)
-            for key in self._wheel.pop(slot).keys:
+            bucket = self._wheel.pop(slot)
+            keys = bucket.keys
+            if 0 < budget < len(keys):  # the rest of the bucket waits for the next call
+                bucket.keys = keys[budget:]
+                keys = keys[:budget]
+                self._wheel[slot] = bucket
+                heapq.heappush(self._due, slot)
+            budget -= len(keys) if budget > 0 else 0
+            for key in keys:
                 instance = self._by_key.get(key)
                 if instance is None or instance.wheel_slot != slot:
                     continue  # removed, or re-filed into an earlier bucket
@@ -220,6 +235,10 @@ class InstanceRegistry:
         for instance in not_yet:
             self._file(instance, self._slot(self.deadline(instance)))
         return removed
+
+    def expiry_due(self, now_ms: int) -> bool:
+        """Whether a bucket due at ``now_ms`` is still to be looked at."""
+        return bool(self._due) and self._due[0] * self._bucket_ms <= now_ms
 
     def connection_closed(self, connection_id: int) -> int:
         """Remove the instances ``connection_id`` created; return how many."""

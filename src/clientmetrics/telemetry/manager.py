@@ -259,11 +259,16 @@ class ClientMetricsManager:
         """Forget the instances created on a connection that has closed."""
         self._stats.instances_disconnected += self._registry.connection_closed(connection_id)
 
-    def expire(self, now_ms: int) -> int:
-        """Drop instances idle past their expiry; return how many (cheap when none are due)."""
-        removed = self._registry.expire(now_ms)
+    def expire(self, now_ms: int, limit: int | None = None) -> int:
+        """Drop instances idle past their expiry; return how many (cheap when none are
+        due). ``limit``: look at that many at most (``expiry_due``: more to look at)."""
+        removed = self._registry.expire(now_ms, limit)
         self._stats.instances_expired += removed
         return removed
+
+    def expiry_due(self, now_ms: int) -> bool:
+        """Whether ``expire`` has more to look at for ``now_ms``."""
+        return self._registry.expiry_due(now_ms)
 
     # -- GetTelemetrySubscriptions -------------------------------------------
 
