@@ -91,6 +91,10 @@ class ExportPath:
             await self._gate(self._gating[0], push)
         elif self._gating:
             await asyncio.gather(*(self._gate(e, push) for e in self._gating))
+        self._offer(push)
+
+    def _offer(self, push: AcceptedPush) -> None:
+        """Hand a landed push to the fail-open exporters (never waits)."""
         for exporter in self._offered:
             exporter.offer(push)
 
@@ -109,14 +113,9 @@ class ExportPath:
 
             def gated(error: BaseException | None) -> None:
                 if stats is not None:
-                    stats.timed(time.perf_counter() - started)
-                    if error is None:
-                        stats.exported += 1
-                    else:
-                        stats.failed += 1
+                    _counted(stats, started, error)
                 if error is None:
-                    for offered in self._offered:
-                        offered.offer(push)
+                    self._offer(push)
                 landed(error)
 
             try:
@@ -147,12 +146,10 @@ class ExportPath:
         started = time.perf_counter()
         try:
             await exporter.export(push)
-        except BaseException:
-            stats.failed += 1
+        except BaseException as exc:
+            _counted(stats, started, exc)
             raise
-        finally:
-            stats.timed(time.perf_counter() - started)
-        stats.exported += 1
+        _counted(stats, started, None)
 
     def stats(self) -> list[ExporterStats]:
         """Every exporter's counters, queue depths filled in, in configuration order."""
@@ -163,3 +160,12 @@ class ExportPath:
             else:
                 out.append(self._stats[exporter.name])
         return out
+
+
+def _counted(stats: ExporterStats, started: float, error: BaseException | None) -> None:
+    """Count one gated export that began at ``started`` (``time.perf_counter``)."""
+    stats.timed(time.perf_counter() - started)
+    if error is None:
+        stats.exported += 1
+    else:
+        stats.failed += 1
