@@ -263,7 +263,7 @@ class LandingExporter:
         False, and nothing done, when no slot is free (``max_pending``): await
         ``export``, which queues for one. Raises ``ExportError`` as ``export`` does.
         """
-        if self._pending >= self._options.max_pending or self._waiters:
+        if not self._slot_free():
             return False
         batch = self._append(push)
         self._pending += 1
@@ -275,8 +275,12 @@ class LandingExporter:
         batch.then(released)
         return True
 
+    def _slot_free(self) -> bool:
+        """Whether a push may wait on the WAL now (none queues for a slot before it)."""
+        return self._pending < self._options.max_pending and not self._waiters
+
     async def _acquire_slot(self) -> None:
-        if self._pending < self._options.max_pending and not self._waiters:
+        if self._slot_free():
             self._pending += 1
             return
         waiter = asyncio.get_running_loop().create_future()
