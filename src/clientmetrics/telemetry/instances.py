@@ -210,18 +210,19 @@ class InstanceRegistry:
         in one call held the event loop 14 ms for 20,000 and 237 ms for 200,000.
         """
         removed = 0
-        budget = limit if limit is not None else -1
+        left = limit  # entries this call may still look at (None: all)
         not_yet: list[ClientInstance] = []
-        while self._due and self._due[0] * self._bucket_ms <= now_ms and budget != 0:
+        while self.expiry_due(now_ms) and left != 0:
             slot = heapq.heappop(self._due)
             bucket = self._wheel.pop(slot)
             keys = bucket.keys
-            if 0 < budget < len(keys):  # the rest of the bucket waits for the next call
-                bucket.keys = keys[budget:]
-                keys = keys[:budget]
-                self._wheel[slot] = bucket
-                heapq.heappush(self._due, slot)
-            budget -= len(keys) if budget > 0 else 0
+            if left is not None:
+                if left < len(keys):  # the rest of the bucket waits for the next call
+                    bucket.keys = keys[left:]
+                    keys = keys[:left]
+                    self._wheel[slot] = bucket
+                    heapq.heappush(self._due, slot)
+                left -= len(keys)
             for key in keys:
                 instance = self._by_key.get(key)
                 if instance is None or instance.wheel_slot != slot:
