@@ -25,7 +25,14 @@ import pickle
 import signal
 import sys
 
-__all__ = ["BACKGROUND_NICENESS", "child_started", "run_child", "step_aside"]
+__all__ = [
+    "BACKGROUND_NICENESS",
+    "child_started",
+    "leave_parent_cores",
+    "lower_priority",
+    "run_child",
+    "step_aside",
+]
 
 _PR_SET_PDEATHSIG = 1
 #: How much lower a background child's priority is than its worker's.
@@ -35,8 +42,20 @@ BACKGROUND_NICENESS = 10
 def step_aside(niceness: int = BACKGROUND_NICENESS) -> None:
     """Lower this process's priority by ``niceness``, and move it off the cores it
     inherited (its parent's) when there are other cores to run on."""
+    lower_priority(niceness)
+    leave_parent_cores()
+
+
+def lower_priority(niceness: int = BACKGROUND_NICENESS) -> None:
+    """Lower this process's CPU priority by ``niceness`` (not undone: only root may)."""
     with contextlib.suppress(OSError):
         os.nice(niceness)
+
+
+def leave_parent_cores() -> None:
+    """Move off the cores inherited from the parent when there are others to run on.
+
+    Call it once: a second call would move back to the parent's cores."""
     if not hasattr(os, "sched_setaffinity"):
         return
     try:
@@ -48,7 +67,12 @@ def step_aside(niceness: int = BACKGROUND_NICENESS) -> None:
         pass
 
 
-def child_started(parent_pid: int, quiet_stdout: bool = False, background: bool = False) -> None:
+def child_started(
+    parent_pid: int,
+    quiet_stdout: bool = False,
+    background: bool = False,
+    niceness: int = BACKGROUND_NICENESS,
+) -> None:
     """Die with ``parent_pid``; exit at once if it is already gone; leave Ctrl-C to it.
 
     ``quiet_stdout`` points file descriptor 1 at /dev/null: a child holding the
@@ -57,11 +81,13 @@ def child_started(parent_pid: int, quiet_stdout: bool = False, background: bool 
     its children in order (a child that installs its own handler, as a gateway
     worker does, still gets it), so the default one, which would print a
     ``KeyboardInterrupt`` traceback from the middle of the child's work, is off.
-    ``background``: ``step_aside`` (a converter or exporter child).
+    ``background``: ``step_aside(niceness)`` (a converter or exporter child); a
+    child that has its imports still to do may pass 0 and ``lower_priority``
+    after them, so that its start does not starve behind a busy machine's work.
     """
     signal.signal(signal.SIGINT, signal.SIG_IGN)
     if background:
-        step_aside()
+        step_aside(niceness)
     if quiet_stdout:
         os.dup2(os.open(os.devnull, os.O_WRONLY), 1)
     if sys.platform == "linux":

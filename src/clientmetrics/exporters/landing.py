@@ -578,14 +578,17 @@ class _Converter:
             try:
                 context = multiprocessing.get_context("spawn")
                 # The initializer lives in a module that imports nothing heavy, so the
-                # child is bound to this process before it imports pyarrow.
+                # child is bound to this process, and off its cores, before it imports
+                # pyarrow. Those imports (0.6 s of CPU) run at the worker's priority:
+                # niced, behind a busy machine's other work, they took 20 s, and the
+                # rows waited. Only then does the child lower its priority.
                 pool = ProcessPoolExecutor(
                     1,
                     mp_context=context,
                     initializer=child_started,
-                    initargs=(os.getpid(), True, True),
+                    initargs=(os.getpid(), True, True, 0),
                 )
-                pool.submit(os.getpid).result()  # spawned here, not on the first submit
+                pool.submit(files.converter_ready).result()  # spawned and imported here
                 self._pool = pool
             except (OSError, AssertionError, ValueError, BrokenProcessPool) as exc:
                 # e.g. a daemonic parent
