@@ -347,6 +347,41 @@ async def test_a_submitted_push_is_told_two_turns_after_its_fsync_returns(
     assert told[0][0] == told[1][0] <= returned[0] + 2
 
 
+async def test_commits_wait_while_the_converter_is_a_backlog_behind(
+    tmp_path: Path,
+    exporters: list[LandingExporter],
+    make_push: PushFactory,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Sealed segments waiting for conversion are bounded: past the backlog, commits
+    wait (pushes wait for their fsync), and they go on when conversions do. One
+    segment is with the converter, a backlog waits, and the commit that found the
+    backlog full waits to hand its segment over (its push was answered)."""
+    converting = asyncio.Event()
+    convert = landing._Converter.convert
+
+    async def held(self: object, *args: object) -> object:
+        await converting.wait()
+        return await convert(self, *args)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(landing._Converter, "convert", held)
+    # Each push seals a segment of its own, and is a commit of its own.
+    exporter = await _start(exporters, tmp_path, roll_bytes=1, commit_interval_ms=0)
+    count = landing._SEALED_BACKLOG + 5
+    pushes = []
+    for i in range(count):
+        pushes.append(asyncio.create_task(exporter.export(make_push(i))))
+        await asyncio.sleep(0.02)
+    try:
+        assert exporter.stats.pushes == landing._SEALED_BACKLOG + 2
+        assert [p.done() for p in pushes].count(False) == count - exporter.stats.pushes
+    finally:
+        converting.set()
+    await asyncio.wait_for(asyncio.gather(*pushes), 30)
+    await exporter.flush(timeout_s=30)
+    assert read_landing(tmp_path).num_rows == count
+
+
 async def test_submit_says_no_when_no_slot_is_free_and_fails_fast_on_a_bad_disk(
     tmp_path: Path, exporters: list[LandingExporter], make_push: PushFactory
 ) -> None:
