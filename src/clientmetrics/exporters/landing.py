@@ -602,33 +602,37 @@ class _Converter:
             self._pool = None
 
 
+#: A segment's writes return once their data is on stable storage (O_DSYNC): one
+#: system call per batch where a write, an fdatasync and an fstat were three, and
+#: after each the WAL thread waits for the interpreter lock (up to 0.5 ms under load).
+_SEGMENT_FLAGS = os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_APPEND | os.O_CLOEXEC | os.O_DSYNC
+
+
 def _write_batch(batch: _Batch) -> int:
-    """Append a batch to its segment files and fsync them; runs on the WAL thread."""
-    touched: list[_Segment] = []
+    """Append a batch to its segment files, durably; runs on the WAL thread.
+
+    Returns the synced writes (and directory fsyncs) it took."""
+    written: dict[_Segment, int] = {}
     new_dirs: set[Path] = set()
     for segment, records in batch.chunks:
         if segment.fd is None:
-            flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_APPEND | os.O_CLOEXEC
-            segment.fd = os.open(segment.path, flags, 0o644)
+            segment.fd = os.open(segment.path, _SEGMENT_FLAGS, 0o644)
             _write_all(segment.fd, MAGIC)
+            segment.durable = len(MAGIC)  # no record yet: nothing to keep if it fails
             new_dirs.add(segment.path.parent)
-        _write_all(segment.fd, b"".join(records))
-        if segment not in touched:
-            touched.append(segment)
-    for segment in touched:
-        assert segment.fd is not None
-        os.fdatasync(segment.fd)
+        data = b"".join(records)
+        _write_all(segment.fd, data)
+        written[segment] = written.get(segment, 0) + len(data)
     for directory in new_dirs:
         # A new segment's directory entry must be durable too, or its records are.
         files.fsync_dir(directory)
-    for segment in touched:
-        assert segment.fd is not None
-        segment.durable = os.fstat(segment.fd).st_size
+    for segment, size in written.items():
+        segment.durable += size
     for segment in batch.sealed:
         if segment.fd is not None:
             os.close(segment.fd)
             segment.fd = None
-    return len(touched) + len(new_dirs)
+    return len(batch.chunks) + len(new_dirs)
 
 
 def _abandon(segments: list[_Segment]) -> list[_Segment]:
