@@ -33,7 +33,7 @@ from clientmetrics.exporters.base import Exporter, ExportError
 from clientmetrics.exporters.queued import ExporterStats, QueuedExporter
 from clientmetrics.exporters.registry import load_exporter
 from clientmetrics.exporters.wal import RECORD_HEADER, check_record, decode_record, encode_record
-from clientmetrics.lifeline import child_started
+from clientmetrics.lifeline import child_started, lower_priority
 from clientmetrics.telemetry.model import AcceptedPush
 
 log = structlog.get_logger(__name__)
@@ -212,9 +212,11 @@ _LEVELS = {"debug": 10, "info": 20, "warning": 30, "error": 40, "critical": 50}
 
 
 def child_main(parent_pid: int, sock: socket.socket, specs: Specs, data_dir: str) -> None:
-    """The child process: die with the gateway, step out of its way (lower priority,
-    other cores), then run the exporters until the stream ends."""
-    child_started(parent_pid, background=True)
+    """The child process: die with the gateway, step out of its way (other cores at
+    once; a lower priority once its exporters have started: niced, behind a busy
+    machine's work, their imports held the gateway's start for seconds), then run
+    the exporters until the stream ends."""
+    child_started(parent_pid, background=True, niceness=0)
     asyncio.run(_serve(sock, specs, Path(data_dir)))
 
 
@@ -238,6 +240,7 @@ async def _serve(sock: socket.socket, specs: Specs, data_dir: Path) -> None:
         await writer.drain()
         writer.close()
         return
+    lower_priority()
     send({"t": "started"})
     reporter = asyncio.create_task(_report(send, exporters))
     try:
