@@ -37,7 +37,7 @@ from peers.kafka import (
 
 from tests.kafka import broker_tls
 from tests.plugin.records import Pushed, Record, TopicReader, witnessed
-from tests.procs import free_port
+from tests.procs import free_port, wait_for
 from tests.tlsfiles import TestCA
 
 EVERY_LABEL = (
@@ -98,7 +98,17 @@ class Cluster:
         resource = ConfigResource(ResourceType.BROKER, "1", incremental_configs=entries)
         config: dict[str, str | int | float | bool] = {**self.broker.client_config()}
         admin = AdminClient(config)
+        before = self._reconfigured()
         admin.incremental_alter_configs([resource])[resource].result(30)
+        # The controller has taken the change; the broker hands it to the plugin a
+        # little later (0.9 s seen on a busy machine), and pushes meanwhile go by the
+        # old settings.
+        wait_for(lambda: self._reconfigured() > before, 30, what="the plugin's reconfigure")
+
+    def _reconfigured(self) -> int:
+        """How often the broker's plugin has logged that it took new settings."""
+        log = self.broker.log_path.read_text(errors="replace")
+        return log.count("clientmetrics: reconfigured:")
 
 
 @pytest.fixture(scope="package")
