@@ -1,13 +1,14 @@
 """One group commit's system calls on the WAL thread, with the event loop busy.
 
-Run by hand: ``.venv/bin/python bench/wal_sync.py [--dir D] [--batches N]``.
+Run by hand: ``.venv/bin/python bench/wal_sync.py [--dir D] [--batches N]
+[--switch-interval-ms MS]``.
 
 Every system call the WAL thread makes gives up the interpreter lock, and it waits
-to get it back (up to the gateway's switch interval, 0.5 ms) while the event loop
-runs Python. This times a group commit (``--records`` records of ``--size``
-bytes, appended to one file in ``--dir``) two ways, in alternating rounds, each
-with a thread spinning in Python beside it (the loop near saturation) and
-without:
+to get it back (up to the switch interval: the gateway's, or
+``--switch-interval-ms``) while the event loop runs Python. This times a group
+commit (``--records`` records of ``--size`` bytes, appended to one file in
+``--dir``) two ways, in alternating rounds, each with a thread spinning in Python
+beside it (the loop near saturation) and without:
 
 * **baseline**: write, fdatasync, fstat (the landing WAL until this bench);
 * **O_DSYNC**: one write to a file opened with O_DSYNC (the landing WAL now).
@@ -27,7 +28,8 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 
-SWITCH_INTERVAL_S = 0.0005  # the gateway's (clientmetrics.gateway.cli)
+from clientmetrics.gateway.cli import SWITCH_INTERVAL_S
+
 FLAGS = os.O_WRONLY | os.O_CREAT | os.O_APPEND | os.O_CLOEXEC
 
 
@@ -73,8 +75,13 @@ def main() -> None:
     parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument("--records", type=int, default=20)
     parser.add_argument("--size", type=int, default=400)
+    parser.add_argument(
+        "--switch-interval-ms", type=float, default=SWITCH_INTERVAL_S * 1000,
+        help="the interpreter's switch interval (default: the gateway's)",
+    )  # fmt: skip
     args = parser.parse_args()
-    sys.setswitchinterval(SWITCH_INTERVAL_S)
+    sys.setswitchinterval(args.switch_interval_ms / 1000)
+    print(f"switch interval {args.switch_interval_ms} ms")
     data = os.urandom(args.records * args.size)
     variants = {
         "baseline (write+fdatasync+fstat)": (FLAGS, _baseline),
