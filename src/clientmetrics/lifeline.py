@@ -9,10 +9,12 @@ checks the parent is still the one that started it, and only then imports and
 unpickles the real work.
 
 Background children (the landing converter, the exporter process) also step out
-of their gateway worker's way: a lower CPU priority, and, when the worker is
-pinned to some cores and the machine has others, those others only. A converter
-that inherits its worker's core takes that core's time in bursts, each one a
-burst of push latency.
+of their gateway worker's way: when the worker is pinned to some cores and the
+machine has others, those others only, from the start; and a lower CPU priority
+once they have started (``lower_priority``). A converter that inherits its
+worker's core takes that core's time in bursts, each one a burst of push
+latency; one that starts niced, behind a busy machine's other work, took 8-20 s
+over its imports while rows waited.
 """
 
 from __future__ import annotations
@@ -31,19 +33,11 @@ __all__ = [
     "leave_parent_cores",
     "lower_priority",
     "run_child",
-    "step_aside",
 ]
 
 _PR_SET_PDEATHSIG = 1
 #: How much lower a background child's priority is than its worker's.
 BACKGROUND_NICENESS = 10
-
-
-def step_aside(niceness: int = BACKGROUND_NICENESS) -> None:
-    """Lower this process's priority by ``niceness``, and move it off the cores it
-    inherited (its parent's) when there are other cores to run on."""
-    lower_priority(niceness)
-    leave_parent_cores()
 
 
 def lower_priority(niceness: int = BACKGROUND_NICENESS) -> None:
@@ -67,12 +61,7 @@ def leave_parent_cores() -> None:
         pass
 
 
-def child_started(
-    parent_pid: int,
-    quiet_stdout: bool = False,
-    background: bool = False,
-    niceness: int = BACKGROUND_NICENESS,
-) -> None:
+def child_started(parent_pid: int, quiet_stdout: bool = False, background: bool = False) -> None:
     """Die with ``parent_pid``; exit at once if it is already gone; leave Ctrl-C to it.
 
     ``quiet_stdout`` points file descriptor 1 at /dev/null: a child holding the
@@ -81,13 +70,13 @@ def child_started(
     its children in order (a child that installs its own handler, as a gateway
     worker does, still gets it), so the default one, which would print a
     ``KeyboardInterrupt`` traceback from the middle of the child's work, is off.
-    ``background``: ``step_aside(niceness)`` (a converter or exporter child); a
-    child that has its imports still to do may pass 0 and ``lower_priority``
-    after them, so that its start does not starve behind a busy machine's work.
+    ``background`` (a converter or exporter child): ``leave_parent_cores`` now; the
+    child calls ``lower_priority`` itself once it has started, so that its start
+    does not starve behind a busy machine's work.
     """
     signal.signal(signal.SIGINT, signal.SIG_IGN)
     if background:
-        step_aside(niceness)
+        leave_parent_cores()
     if quiet_stdout:
         os.dup2(os.open(os.devnull, os.O_WRONLY), 1)
     if sys.platform == "linux":

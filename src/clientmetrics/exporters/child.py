@@ -4,11 +4,11 @@ Decoding payloads, folding series, encoding OTLP and producing to a topic cost
 several times what landing a push does. Run on the gateway's event loop they
 would take its time, and so delay answers. So the gateway only frames each
 acknowledged push as a WAL record (``wal.encode_record``) and writes it to a
-socket; a spawned child process, at a lower CPU priority and off the worker's
-cores when there are others (``lifeline.step_aside``), runs the exporters on its
-own loop. When
-the socket backlog passes ``backlog_bytes`` the gateway drops the push and counts
-it, as each exporter's own queue does in the child: the push path never waits.
+socket; a spawned child process, off the worker's cores when there are others
+and at a lower CPU priority once its exporters have started (``lifeline``), runs
+the exporters on its own loop. When the socket backlog passes ``backlog_bytes``
+the gateway drops the push and counts it, as each exporter's own queue does in
+the child: the push path never waits.
 
 The child sends back, as JSON lines on the same socket, its exporters' counters
 (every ``STATS_EVERY_S``) and its log events, which the gateway logs as its own.
@@ -216,7 +216,7 @@ def child_main(parent_pid: int, sock: socket.socket, specs: Specs, data_dir: str
     once; a lower priority once its exporters have started: niced, behind a busy
     machine's work, their imports held the gateway's start for seconds), then run
     the exporters until the stream ends."""
-    child_started(parent_pid, background=True, niceness=0)
+    child_started(parent_pid, background=True)
     asyncio.run(_serve(sock, specs, Path(data_dir)))
 
 

@@ -548,9 +548,10 @@ class _Converter:
     (``spawn``: nothing of the parent's state is inherited) on a thread, not on
     the event loop: starting a process forks the whole gateway. It starts again
     if it dies; where no child can be started, the conversion runs on
-    ``fallback``, a thread. The child runs at a lower priority, off the worker's
-    cores when there are others (``lifeline.step_aside``): on the worker's core
-    it would take the loop's time in bursts every ``roll_seconds``.
+    ``fallback``, a thread. The child runs off the worker's cores when there are
+    others, and at a lower priority once started (``lifeline``,
+    ``files.converter_ready``): on the worker's core it would take the loop's
+    time in bursts every ``roll_seconds``.
     """
 
     def __init__(self, fallback: ThreadPoolExecutor) -> None:
@@ -586,7 +587,7 @@ class _Converter:
                     1,
                     mp_context=context,
                     initializer=child_started,
-                    initargs=(os.getpid(), True, True, 0),
+                    initargs=(os.getpid(), True, True),
                 )
                 pool.submit(files.converter_ready).result()  # spawned and imported here
                 self._pool = pool
