@@ -33,7 +33,10 @@ producer that does not go through the proxy is not the proxy's.
     python bench/tail_latency.py --proxy --seconds 15
 
 The machine this runs on may be shared: the figures are for comparing runs on
-the same machine (before / after), not absolute.
+the same machine (before / after), not absolute. Each phase also prints what the
+gateway's core did meanwhile (``/proc/stat``): how busy it was, how much of that was
+the gateway, and the hypervisor's steal. A phase with steal, or other processes on
+that core, measured the host too; compare only runs where both stayed near zero.
 """
 
 from __future__ import annotations
@@ -111,6 +114,42 @@ def cpu_seconds(pid: int) -> float:
     """User + system CPU time of ``pid`` (all its threads) so far."""
     fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
     return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+class CoreTicks:
+    """What a core did between ``CoreTicks(core)`` and ``line()`` (``/proc/stat``): how
+    busy it was, how much of that was the gateway, and the hypervisor's steal (time the
+    core's virtual CPU wanted to run and another guest had the real one). On a shared
+    host, steal and other processes on the gateway's core are in the latencies too: a run
+    with either well above zero measures the host as much as the gateway."""
+
+    def __init__(self, core: int | None, pid: int) -> None:
+        self.core, self.pid = core, pid
+        self.start, self.cpu = self._ticks(), cpu_seconds(pid)
+
+    def _ticks(self) -> list[int] | None:
+        if self.core is None:
+            return None
+        prefix = f"cpu{self.core} "
+        for line in Path("/proc/stat").read_text().splitlines():
+            if line.startswith(prefix):
+                return [int(v) for v in line.split()[1:]]
+        return None
+
+    def line(self) -> str:
+        end = self._ticks()
+        if self.start is None or end is None:
+            return "gateway's core: not pinned"
+        # user nice system idle iowait irq softirq steal ...
+        delta = [b - a for a, b in zip(self.start, end, strict=False)]
+        total = sum(delta[:8]) or 1
+        busy = sum(delta[:3]) + sum(delta[5:7])
+        gateway = (cpu_seconds(self.pid) - self.cpu) * os.sysconf("SC_CLK_TCK")
+        return (
+            f"gateway's core {self.core}: {busy / total:.0%} busy ({gateway / total:.0%} the "
+            f"gateway, {max(busy - gateway, 0) / total:.0%} anything else), steal "
+            f"{delta[7] / total:.0%}"
+        )
 
 
 def fsync_ms(directory: Path, count: int = 100) -> list[float]:
@@ -596,6 +635,7 @@ def standalone(args: argparse.Namespace, work: Path) -> None:
         try:
             rss_start = rss_mib(proc.pid)
             cpu, started = cpu_seconds(proc.pid), time.monotonic()
+            host = CoreTicks(gw_core, proc.pid)
             saturation, codes = gen.saturation(args.saturation_seconds)
             cpu = (cpu_seconds(proc.pid) - cpu) / (time.monotonic() - started)
             print(
@@ -603,12 +643,14 @@ def standalone(args: argparse.Namespace, work: Path) -> None:
                 f"{saturation:,.0f} accepted pushes/s with {cpu:.0%} of a core "
                 f"({saturation / max(cpu, 0.01):,.0f} per CPU-second); answers {codes}"
             )
+            print(f"  {host.line()}")
             phases = [(saturation * f, f"{f:.0%}") for f in args.fractions]
             phases += [(float(r), "fixed") for r in args.rates]
             for rate, what in phases:
                 time.sleep(1.5)  # the instances' push interval, and a quiet loop
                 cpu, started = cpu_seconds(proc.pid), time.monotonic()
                 probe_phase(proc.pid)
+                host = CoreTicks(gw_core, proc.pid)
                 with LagWatch(admin) as lag:
                     latencies, codes, late = gen.open_loop(rate, args.seconds)
                 probed = probe_phase(proc.pid)
@@ -616,6 +658,7 @@ def standalone(args: argparse.Namespace, work: Path) -> None:
                 label = f"open loop {what} ({rate:,.0f}/s)"
                 report(label, latencies, codes, args.seconds, late)
                 print(f"  {lag.line()}; gateway CPU {cpu:.0%} of a core{probe_line(probed)}")
+                print(f"  {host.line()}")
             print(f"gateway RSS: {rss_start:.0f} MiB after the handshake, "
                   f"{rss_mib(proc.pid):.0f} MiB at the end")  # fmt: skip
         finally:
@@ -678,8 +721,10 @@ def proxy(args: argparse.Namespace, work: Path) -> None:
                 fleet.start()
                 time.sleep(1.0)
                 cpu, started = cpu_seconds(proc.pid), time.monotonic()
+                host = CoreTicks(gw_core, proc.pid)
                 beside = produce_latencies(bootstrap, args.seconds)
                 cpu = (cpu_seconds(proc.pid) - cpu) / (time.monotonic() - started)
+                host_line = host.line()
                 direct_beside = produce_latencies(tansu.bootstrap, args.seconds)
                 fleet.join()
                 again = produce_latencies(bootstrap, args.seconds)
@@ -699,7 +744,7 @@ def proxy(args: argparse.Namespace, work: Path) -> None:
             )
         latencies, codes, late = box["r"]
         report("fleet pushes", latencies, codes, fleet_s, late)
-        print(f"gateway CPU beside the fleet: {cpu:.0%} of a core")
+        print(f"gateway CPU beside the fleet: {cpu:.0%} of a core; {host_line}")
         base = max(percentile(alone, 0.99), percentile(again, 0.99))
         print(f"produce p99 with the fleet - alone (the worse of both): "
               f"{percentile(beside, 0.99) - base:+.2f} ms")  # fmt: skip
