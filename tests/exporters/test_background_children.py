@@ -24,13 +24,13 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 os.sched_setaffinity(0, {int(sys.argv[1])})
 from clientmetrics.exporters.child import ChildExporters
-from clientmetrics.exporters.landing import _Converter
+from clientmetrics.exporters.landing_converter import Converter
 
 def seen(pid):
     nice = os.getpriority(os.PRIO_PROCESS, pid)
     return {"nice": nice, "cores": sorted(os.sched_getaffinity(pid))}
 
-converter = _Converter(ThreadPoolExecutor(1))
+converter = Converter(ThreadPoolExecutor(1))
 pool = converter._start_pool()
 (pid,) = pool._processes
 out = {"worker": seen(0), "converter": seen(pid)}

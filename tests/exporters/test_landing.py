@@ -19,8 +19,10 @@ from clientmetrics.exporters import (
     LandingExporter,
     LandingOptions,
     landing,
+    landing_wal,
 )
 from clientmetrics.exporters.landing import create
+from clientmetrics.exporters.landing_converter import Converter
 
 
 @pytest.fixture
@@ -245,7 +247,7 @@ async def test_wal_write_failure_fails_exports_and_close_still_returns(
     def broken_disk(batch: object) -> int:
         raise OSError(28, "No space left on device")
 
-    monkeypatch.setattr(landing, "_write_batch", broken_disk)
+    monkeypatch.setattr(landing_wal, "write_batch", broken_disk)
     exporter = LandingExporter(tmp_path)
     await exporter.start()
     results = await asyncio.gather(
@@ -296,12 +298,12 @@ async def test_a_large_group_commit_is_answered_a_slice_per_loop_turn(
         answered_in.append(turn[0])
 
     count_turns()
-    count = 4 * landing.ANSWER_SLICE
+    count = 4 * landing_wal.ANSWER_SLICE
     await asyncio.gather(*(push(i) for i in range(count)))
     counting[0] = False
     assert exporter.stats.pushes == count
     per_turn = [answered_in.count(t) for t in set(answered_in)]
-    assert max(per_turn) <= landing.ANSWER_SLICE
+    assert max(per_turn) <= landing_wal.ANSWER_SLICE
     assert len(per_turn) >= 4
 
 
@@ -319,7 +321,7 @@ async def test_a_submitted_push_is_told_two_turns_after_its_fsync_returns(
     turn = [0]
     counting = [True]
     returned: list[int] = []
-    write_batch = landing._write_batch
+    write_batch = landing_wal.write_batch
 
     def count_turns() -> None:
         turn[0] += 1
@@ -331,7 +333,7 @@ async def test_a_submitted_push_is_told_two_turns_after_its_fsync_returns(
         returned.append(turn[0])  # read off the loop thread: right to a turn
         return fsyncs
 
-    monkeypatch.setattr(landing, "_write_batch", timed_write)
+    monkeypatch.setattr(landing_wal, "write_batch", timed_write)
     told: list[tuple[int, BaseException | None]] = []
     count_turns()
     assert exporter.submit(make_push(0), lambda error: told.append((turn[0], error)))
@@ -358,13 +360,13 @@ async def test_commits_wait_while_the_converter_is_a_backlog_behind(
     segment is with the converter, a backlog waits, and the commit that found the
     backlog full waits to hand its segment over (its push was answered)."""
     converting = asyncio.Event()
-    convert = landing._Converter.convert
+    convert = Converter.convert
 
     async def held(self: object, *args: object) -> object:
         await converting.wait()
         return await convert(self, *args)  # type: ignore[arg-type]
 
-    monkeypatch.setattr(landing._Converter, "convert", held)
+    monkeypatch.setattr(Converter, "convert", held)
     # Each push seals a segment of its own, and is a commit of its own.
     exporter = await _start(exporters, tmp_path, roll_bytes=1, commit_interval_ms=0)
     count = landing._SEALED_BACKLOG + 5

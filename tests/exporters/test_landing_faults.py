@@ -14,7 +14,8 @@ from typing import Any
 import pytest
 from landing_helpers import PushFactory, read_landing
 
-from clientmetrics.exporters import ExportError, LandingExporter, LandingOptions, landing
+from clientmetrics.exporters import ExportError, LandingExporter, LandingOptions, landing_wal
+from clientmetrics.exporters.landing_converter import Converter
 
 ENOSPC = OSError(errno.ENOSPC, "No space left on device")
 
@@ -31,13 +32,13 @@ def disk(monkeypatch: pytest.MonkeyPatch) -> Disk:
     """WAL writes and the probe fail while ``disk.full``; a failing batch leaves its
     records written but not fsynced, as a full disk can."""
     state = Disk()
-    real_write, real_probe = landing._write_batch, landing._probe
+    real_write, real_probe = landing_wal.write_batch, landing_wal.probe
 
     def write_batch(batch: Any) -> int:
         if state.full:
             for segment, records in batch.chunks:
                 if segment.fd is not None:
-                    landing._write_all(segment.fd, b"".join(records)[:-3])  # torn, unsynced
+                    landing_wal.write_all(segment.fd, b"".join(records)[:-3])  # torn, unsynced
             raise ENOSPC
         return real_write(batch)
 
@@ -46,8 +47,8 @@ def disk(monkeypatch: pytest.MonkeyPatch) -> Disk:
             raise ENOSPC
         real_probe(writer_dir)
 
-    monkeypatch.setattr(landing, "_write_batch", write_batch)
-    monkeypatch.setattr(landing, "_probe", probe)
+    monkeypatch.setattr(landing_wal, "write_batch", write_batch)
+    monkeypatch.setattr(landing_wal, "probe", probe)
     return state
 
 
@@ -99,14 +100,14 @@ async def test_failed_conversion_is_retried_until_the_rows_are_visible(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, make_push: PushFactory
 ) -> None:
     disk = Disk()
-    real_convert = landing._Converter.convert
+    real_convert = Converter.convert
 
     async def convert(self: Any, loop: Any, layout: Any, path: Path) -> Any:
         if disk.full:
             raise ENOSPC
         return await real_convert(self, loop, layout, path)
 
-    monkeypatch.setattr(landing._Converter, "convert", convert)
+    monkeypatch.setattr(Converter, "convert", convert)
     exporter = LandingExporter(tmp_path, LandingOptions(roll_seconds=0.5))
     await exporter.start()
     try:

@@ -3,10 +3,10 @@
 It implements docs/landing.md. ``export`` frames the push as a WAL record, adds it
 to the open batch and waits; the committer task writes and fsyncs each batch on a
 worker thread (group commit: one fsync answers every push that arrived while the
-previous one ran) and then wakes all its pushes at once. Segments are sealed by
+previous one ran; ``landing_wal``) and then wakes all its pushes at once. Segments are sealed by
 size, age, UTC hour and on flush; the converter task turns each sealed segment
-into one Parquet file in a child process (``_Converter``: off the event loop's
-GIL). On start, segments left by dead writers (crashed processes) are
+into one Parquet file in a child process (``landing_converter``: off the event
+loop's GIL). On start, segments left by dead writers (crashed processes) are
 converted first.
 
 Faults heal without a restart. A failed WAL write (a full disk) fails the pushes
@@ -23,23 +23,23 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import multiprocessing
 import os
 import secrets
 from collections import deque
 from collections.abc import Mapping
-from concurrent.futures import ProcessPoolExecutor, ThreadPoolExecutor
-from concurrent.futures.process import BrokenProcessPool
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
 
 import structlog
 
 from clientmetrics.exporters import landing_files as files
+from clientmetrics.exporters import landing_wal
 from clientmetrics.exporters.base import Exporter, ExportError, Landed
+from clientmetrics.exporters.landing_converter import Converter
 from clientmetrics.exporters.landing_options import LandingOptions
-from clientmetrics.exporters.wal import MAGIC, SUFFIX, encode_record, segment_name, utc_hour
-from clientmetrics.lifeline import child_started
+from clientmetrics.exporters.landing_wal import Batch, Segment
+from clientmetrics.exporters.wal import SUFFIX, encode_record, segment_name, utc_hour
 from clientmetrics.telemetry.model import AcceptedPush
 from clientmetrics.telemetry.push_arrow import LANDING_DIR
 
@@ -50,12 +50,6 @@ RECOVER_EVERY_S = 30.0
 #: Backoff of the WAL probe and of conversion retries: first wait, and the cap.
 RETRY_FIRST_S = 0.1
 RETRY_MAX_S = 5.0
-#: Bytes the WAL probe writes and fsyncs: about a large push, so that a disk with
-#: a few bytes free is not taken for a healed one.
-PROBE_BYTES = 64 * 1024
-#: Pushes of one group commit answered per turn of the event loop (each resumes its
-#: handler, which encodes and writes the answer: ~16 us): a few ms a turn at most.
-ANSWER_SLICE = 128
 
 
 @dataclass(frozen=True, slots=True)
@@ -67,94 +61,6 @@ class LandingStats:
     fsyncs: int
     files: int
     recovered_files: int
-
-
-class _Segment:
-    """The exporter's view of one WAL segment file (mutated by loop and committer)."""
-
-    __slots__ = ("durable", "fd", "hour", "name", "opened_at", "path", "size")
-
-    def __init__(self, name: str, path: Path, hour: int, opened_at: float) -> None:
-        self.name = name
-        self.path = path
-        self.hour = hour
-        self.opened_at = opened_at
-        self.size = 0
-        self.fd: int | None = None
-        #: Bytes of the file known fsynced (set on the WAL thread after each batch).
-        self.durable = 0
-
-
-class _Batch:
-    """Records that will share one fsync; ``future`` is its outcome. Its pushes are
-    told it by ``finish``, ``ANSWER_SLICE`` per turn of the event loop, each through
-    the callback it was added with (``then``; ``wait`` makes one for a future)."""
-
-    __slots__ = ("callbacks", "chunks", "count", "future", "sealed", "started")
-
-    def __init__(self, future: asyncio.Future[None]) -> None:
-        self.future = future
-        self.chunks: list[tuple[_Segment, list[bytes]]] = []
-        self.sealed: list[_Segment] = []
-        self.count = 0
-        self.started = 0.0
-        self.callbacks: list[Landed] = []
-
-    def then(self, landed: Landed) -> None:
-        """Call ``landed(None)`` once the batch is fsynced, ``landed(error)`` if not."""
-        self.callbacks.append(landed)
-
-    def wait(self) -> asyncio.Future[None]:
-        """A push's own future, resolved like ``future``."""
-        waiter = self.future.get_loop().create_future()
-
-        def settle(error: BaseException | None) -> None:
-            if waiter.done():  # its push was cancelled; the record is in the WAL anyway
-                return
-            if error is None:
-                waiter.set_result(None)
-            elif isinstance(error, asyncio.CancelledError):
-                waiter.cancel()
-            else:
-                waiter.set_exception(error)
-
-        self.callbacks.append(settle)
-        return waiter
-
-    def finish(self, error: BaseException | None) -> None:
-        """Settle ``future`` and start telling the pushes, the first slice now."""
-        if self.future.done():
-            return
-        if error is None:
-            self.future.set_result(None)
-        else:
-            self.future.set_exception(error)
-            self.future.exception()  # retrieved: the pushes are told it
-        self._answer(error, 0)
-
-    def _answer(self, error: BaseException | None, start: int) -> None:
-        # All at once, thousands of pushes resuming in one turn held the loop: 42 ms
-        # measured for the 2,585 pushes behind a 715 ms fdatasync.
-        end = min(start + ANSWER_SLICE, len(self.callbacks))
-        for landed in self.callbacks[start:end]:
-            try:
-                landed(error)
-            except Exception:  # one push's answer must not keep the others waiting
-                log.exception("landing.answer_failed")
-        if end < len(self.callbacks):
-            self.future.get_loop().call_soon(self._answer, error, end)
-
-    def add(self, segment: _Segment, record: bytes, now: float) -> None:
-        if not self.chunks or self.chunks[-1][0] is not segment:
-            self.chunks.append((segment, []))
-        self.chunks[-1][1].append(record)
-        if self.count == 0:
-            self.started = now
-        self.count += 1
-
-    @property
-    def empty(self) -> bool:
-        return not self.chunks and not self.sealed
 
 
 class LandingExporter:
@@ -169,9 +75,9 @@ class LandingExporter:
         self._writer_dir = self._layout.wal / self.writer_id
         self._lock_fd: int | None = None
         self._sequence = 0
-        self._current: _Segment | None = None
-        self._batch: _Batch | None = None
-        self._inflight: _Batch | None = None
+        self._current: Segment | None = None
+        self._batch: Batch | None = None
+        self._inflight: Batch | None = None
         self._wake = asyncio.Event()
         # Back-pressure: at most max_pending pushes wait on the WAL; the others queue
         # FIFO and each freed slot is handed to the next one directly. (Python 3.11's
@@ -179,11 +85,11 @@ class LandingExporter:
         # when a group commit frees thousands of slots at once.)
         self._pending = 0
         self._waiters: deque[asyncio.Future[None]] = deque()
-        self._sealed: asyncio.Queue[_Segment] = asyncio.Queue(_SEALED_BACKLOG)
+        self._sealed: asyncio.Queue[Segment] = asyncio.Queue(_SEALED_BACKLOG)
         self._tasks: list[asyncio.Task[None]] = []
         self._wal_thread = ThreadPoolExecutor(1, thread_name_prefix="landing-wal")
         self._file_thread = ThreadPoolExecutor(1, thread_name_prefix="landing-files")
-        self._converter = _Converter(self._file_thread)
+        self._converter = Converter(self._file_thread)
         #: Set while WAL writes fail: pushes are refused until a probe write succeeds.
         self._failure: BaseException | None = None
         self._faulted = asyncio.Event()  # wakes the probe
@@ -225,7 +131,7 @@ class LandingExporter:
             await loop.run_in_executor(self._file_thread, self._claim_and_recover)
         except OSError as exc:
             raise ExportError(f"landing zone {self._layout.root}: {exc}") from exc
-        self._batch = _Batch(loop.create_future())
+        self._batch = Batch(loop.create_future())
         self._tasks = [
             asyncio.create_task(self._commit_loop(), name="landing-commit"),
             asyncio.create_task(self._roll_loop(), name="landing-roll"),
@@ -302,7 +208,7 @@ class LandingExporter:
                 return
         self._pending -= 1
 
-    def _append(self, push: AcceptedPush) -> _Batch:
+    def _append(self, push: AcceptedPush) -> Batch:
         if self._failure is not None:
             # Fail fast while the disk is bad: the client retries after its interval.
             raise ExportError(f"landing exporter failed: {self._failure}") from self._failure
@@ -319,7 +225,7 @@ class LandingExporter:
         if segment is None:
             name = segment_name(push.received_at_ms, self.writer_id, self._sequence)
             self._sequence += 1
-            segment = _Segment(name, self._writer_dir / f"{name}{SUFFIX}", hour, now)
+            segment = Segment(name, self._writer_dir / f"{name}{SUFFIX}", hour, now)
             self._current = segment
         batch.add(segment, record, now)
         segment.size += len(record)
@@ -398,10 +304,12 @@ class LandingExporter:
             if batch is None or batch.empty:
                 continue
             await self._gather(batch, loop)
-            self._batch = _Batch(loop.create_future())
+            self._batch = Batch(loop.create_future())
             self._inflight = batch
             try:
-                fsyncs = await loop.run_in_executor(self._wal_thread, _write_batch, batch)
+                fsyncs = await loop.run_in_executor(
+                    self._wal_thread, landing_wal.write_batch, batch
+                )
             except OSError as exc:
                 await self._wal_failed(exc, batch)
                 continue
@@ -414,7 +322,7 @@ class LandingExporter:
             for segment in batch.sealed:
                 await self._sealed.put(segment)
 
-    async def _gather(self, batch: _Batch, loop: asyncio.AbstractEventLoop) -> None:
+    async def _gather(self, batch: Batch, loop: asyncio.AbstractEventLoop) -> None:
         # Let pushes that are already on their way join this fsync, but never make
         # the first one wait longer than commit_interval_ms.
         deadline = batch.started + self._options.commit_interval_ms / 1000
@@ -424,7 +332,7 @@ class LandingExporter:
             if batch.count == seen:
                 return
 
-    async def _wal_failed(self, exc: OSError, batch: _Batch) -> None:
+    async def _wal_failed(self, exc: OSError, batch: Batch) -> None:
         """Fail the unacknowledged pushes, set the WAL straight, refuse pushes until healed.
 
         Every segment the failed batch (or the batch filling behind it) touched is
@@ -436,7 +344,7 @@ class LandingExporter:
         self._failure = exc
         self._faulted.set()
         pending = self._batch
-        segments: list[_Segment] = []
+        segments: list[Segment] = []
         for failed in (batch, pending):
             if failed is None:
                 continue
@@ -445,10 +353,10 @@ class LandingExporter:
         if self._current is not None:
             segments.append(self._current)
         self._current = None
-        self._batch = _Batch(asyncio.get_running_loop().create_future())
+        self._batch = Batch(asyncio.get_running_loop().create_future())
         unique = list({id(seg): seg for seg in segments}.values())
         loop = asyncio.get_running_loop()
-        kept = await loop.run_in_executor(self._wal_thread, _abandon, unique)
+        kept = await loop.run_in_executor(self._wal_thread, landing_wal.abandon, unique)
         for segment in kept:
             await self._sealed.put(segment)
 
@@ -464,7 +372,7 @@ class LandingExporter:
                 continue
             await asyncio.sleep(delay)
             try:
-                await loop.run_in_executor(self._wal_thread, _probe, self._writer_dir)
+                await loop.run_in_executor(self._wal_thread, landing_wal.probe, self._writer_dir)
             except OSError as exc:
                 delay = min(delay * 2, RETRY_MAX_S)
                 log.warning("landing.wal.still_failing", error=str(exc), retry_in_s=delay)
@@ -503,7 +411,7 @@ class LandingExporter:
             finally:
                 self._sealed.task_done()
 
-    async def _convert(self, segment: _Segment) -> None:
+    async def _convert(self, segment: Segment) -> None:
         """Convert one sealed segment, retrying with backoff while the disk fails.
 
         An I/O error (a full disk) is retried: the rows are acknowledged and must
@@ -536,151 +444,6 @@ class LandingExporter:
                 self._counts["files"] += 1
                 self._faults["rows"] += result.rows
             return
-
-
-class _Converter:
-    """Turns sealed segments into Parquet files in a child process, off the event loop's GIL.
-
-    Decoding a segment is a Python loop over its records; on a thread of the
-    gateway process it would take the GIL from the event loop in 5 ms slices
-    for a whole segment, and every push in flight would wait (measured:
-    100-200 ms latency spikes each time a segment rolled). The child is started
-    (``spawn``: nothing of the parent's state is inherited) on a thread, not on
-    the event loop: starting a process forks the whole gateway. It starts again
-    if it dies; where no child can be started, the conversion runs on
-    ``fallback``, a thread. The child runs off the worker's cores when there are
-    others, and at a lower priority once started (``lifeline``,
-    ``files.converter_ready``): on the worker's core it would take the loop's
-    time in bursts every ``roll_seconds``.
-    """
-
-    def __init__(self, fallback: ThreadPoolExecutor) -> None:
-        self._fallback = fallback
-        self._pool: ProcessPoolExecutor | None = None
-        self._usable = True
-
-    async def convert(
-        self, loop: asyncio.AbstractEventLoop, layout: files.Layout, path: Path
-    ) -> files.Converted:
-        pool = self._pool
-        if pool is None and self._usable:
-            pool = await loop.run_in_executor(self._fallback, self._start_pool)
-        if pool is not None:
-            try:
-                return await loop.run_in_executor(pool, files.convert_segment, layout, path)
-            except BrokenProcessPool:
-                log.warning("landing.converter_died", segment=path.name)
-                self._pool = None
-        return await loop.run_in_executor(self._fallback, files.convert_segment, layout, path)
-
-    def _start_pool(self) -> ProcessPoolExecutor | None:
-        """The child, started and answering (runs on a thread: the spawn forks)."""
-        if self._pool is None and self._usable:
-            try:
-                context = multiprocessing.get_context("spawn")
-                # The initializer lives in a module that imports nothing heavy, so the
-                # child is bound to this process, and off its cores, before it imports
-                # pyarrow. Those imports (0.6 s of CPU) run at the worker's priority:
-                # niced, behind a busy machine's other work, they took 20 s, and the
-                # rows waited. Only then does the child lower its priority.
-                pool = ProcessPoolExecutor(
-                    1,
-                    mp_context=context,
-                    initializer=child_started,
-                    initargs=(os.getpid(), True, True),
-                )
-                pool.submit(files.converter_ready).result()  # spawned and imported here
-                self._pool = pool
-            except (OSError, AssertionError, ValueError, BrokenProcessPool) as exc:
-                # e.g. a daemonic parent
-                log.warning("landing.converter_unavailable", error=repr(exc))
-                self._usable = False
-        return self._pool
-
-    def shutdown(self) -> None:
-        if self._pool is not None:
-            self._pool.shutdown(wait=True)
-            self._pool = None
-
-
-#: A segment's writes return once their data is on stable storage (O_DSYNC): one
-#: system call per batch where a write, an fdatasync and an fstat were three, and
-#: after each the WAL thread waits for the interpreter lock (up to 0.5 ms under load).
-_SEGMENT_FLAGS = os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_APPEND | os.O_CLOEXEC | os.O_DSYNC
-
-
-def _write_batch(batch: _Batch) -> int:
-    """Append a batch to its segment files, durably; runs on the WAL thread.
-
-    Returns the synced writes (and directory fsyncs) it took."""
-    written: dict[_Segment, int] = {}
-    new_dirs: set[Path] = set()
-    for segment, records in batch.chunks:
-        if segment.fd is None:
-            segment.fd = os.open(segment.path, _SEGMENT_FLAGS, 0o644)
-            _write_all(segment.fd, MAGIC)
-            segment.durable = len(MAGIC)  # no record yet: nothing to keep if it fails
-            new_dirs.add(segment.path.parent)
-        data = b"".join(records)
-        _write_all(segment.fd, data)
-        written[segment] = written.get(segment, 0) + len(data)
-    for directory in new_dirs:
-        # A new segment's directory entry must be durable too, or its records are.
-        files.fsync_dir(directory)
-    for segment, size in written.items():
-        segment.durable += size
-    for segment in batch.sealed:
-        if segment.fd is not None:
-            os.close(segment.fd)
-            segment.fd = None
-    return len(batch.chunks) + len(new_dirs)
-
-
-def _abandon(segments: list[_Segment]) -> list[_Segment]:
-    """After a failed write: trim each segment to its fsynced bytes and close it.
-
-    Returns the segments that still hold records (to convert); empty ones are
-    removed. Runs on the WAL thread.
-    """
-    kept: list[_Segment] = []
-    for segment in segments:
-        if segment.fd is None:
-            continue  # never opened: no file, nothing to convert
-        try:
-            if segment.durable > len(MAGIC):
-                os.ftruncate(segment.fd, segment.durable)
-                os.fdatasync(segment.fd)
-                kept.append(segment)
-            else:
-                segment.path.unlink(missing_ok=True)
-        except OSError as exc:
-            # Left as it is: a torn tail after the last fsynced record is dropped
-            # when the segment is decoded, which is all a trim would have done.
-            log.warning("landing.wal.trim_failed", segment=segment.name, error=str(exc))
-            kept.append(segment)
-        finally:
-            os.close(segment.fd)
-            segment.fd = None
-    return kept
-
-
-def _probe(writer_dir: Path) -> None:
-    """Write, fsync and remove a scratch file in the WAL: raises OSError while that fails."""
-    path = writer_dir / f"probe-{secrets.token_hex(4)}.tmp"
-    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_CLOEXEC, 0o644)
-    try:
-        _write_all(fd, bytes(PROBE_BYTES))
-        os.fdatasync(fd)
-    finally:
-        os.close(fd)
-        path.unlink(missing_ok=True)
-
-
-def _write_all(fd: int, data: bytes) -> None:
-    view = memoryview(data)
-    while view:
-        written = os.write(fd, view)
-        view = view[written:]
 
 
 def create(options: Mapping[str, object], data_dir: Path) -> Exporter:

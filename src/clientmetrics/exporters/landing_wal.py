@@ -1,0 +1,195 @@
+"""The landing exporter's WAL side: segments, group-commit batches, and what the
+WAL thread does with them (write, trim after a failure, probe while failing).
+
+The exporter (``landing.py``) owns the loop side: it fills batches and decides when
+each is written; everything here that touches a file runs on its WAL thread.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import secrets
+from pathlib import Path
+
+import structlog
+
+from clientmetrics.exporters import landing_files as files
+from clientmetrics.exporters.base import Landed
+from clientmetrics.exporters.wal import MAGIC
+
+log = structlog.get_logger(__name__)
+#: Bytes the WAL probe writes and fsyncs: about a large push, so that a disk with
+#: a few bytes free is not taken for a healed one.
+PROBE_BYTES = 64 * 1024
+#: Pushes of one group commit answered per turn of the event loop (each resumes its
+#: handler, which encodes and writes the answer: ~16 us): a few ms a turn at most.
+ANSWER_SLICE = 128
+
+
+class Segment:
+    """The exporter's view of one WAL segment file (mutated by loop and committer)."""
+
+    __slots__ = ("durable", "fd", "hour", "name", "opened_at", "path", "size")
+
+    def __init__(self, name: str, path: Path, hour: int, opened_at: float) -> None:
+        self.name = name
+        self.path = path
+        self.hour = hour
+        self.opened_at = opened_at
+        self.size = 0
+        self.fd: int | None = None
+        #: Bytes of the file known fsynced (set on the WAL thread after each batch).
+        self.durable = 0
+
+
+class Batch:
+    """Records that will share one fsync; ``future`` is its outcome. Its pushes are
+    told it by ``finish``, ``ANSWER_SLICE`` per turn of the event loop, each through
+    the callback it was added with (``then``; ``wait`` makes one for a future)."""
+
+    __slots__ = ("callbacks", "chunks", "count", "future", "sealed", "started")
+
+    def __init__(self, future: asyncio.Future[None]) -> None:
+        self.future = future
+        self.chunks: list[tuple[Segment, list[bytes]]] = []
+        self.sealed: list[Segment] = []
+        self.count = 0
+        self.started = 0.0
+        self.callbacks: list[Landed] = []
+
+    def then(self, landed: Landed) -> None:
+        """Call ``landed(None)`` once the batch is fsynced, ``landed(error)`` if not."""
+        self.callbacks.append(landed)
+
+    def wait(self) -> asyncio.Future[None]:
+        """A push's own future, resolved like ``future``."""
+        waiter = self.future.get_loop().create_future()
+
+        def settle(error: BaseException | None) -> None:
+            if waiter.done():  # its push was cancelled; the record is in the WAL anyway
+                return
+            if error is None:
+                waiter.set_result(None)
+            elif isinstance(error, asyncio.CancelledError):
+                waiter.cancel()
+            else:
+                waiter.set_exception(error)
+
+        self.callbacks.append(settle)
+        return waiter
+
+    def finish(self, error: BaseException | None) -> None:
+        """Settle ``future`` and start telling the pushes, the first slice now."""
+        if self.future.done():
+            return
+        if error is None:
+            self.future.set_result(None)
+        else:
+            self.future.set_exception(error)
+            self.future.exception()  # retrieved: the pushes are told it
+        self._answer(error, 0)
+
+    def _answer(self, error: BaseException | None, start: int) -> None:
+        # All at once, thousands of pushes resuming in one turn held the loop: 42 ms
+        # measured for the 2,585 pushes behind a 715 ms fdatasync.
+        end = min(start + ANSWER_SLICE, len(self.callbacks))
+        for landed in self.callbacks[start:end]:
+            try:
+                landed(error)
+            except Exception:  # one push's answer must not keep the others waiting
+                log.exception("landing.answer_failed")
+        if end < len(self.callbacks):
+            self.future.get_loop().call_soon(self._answer, error, end)
+
+    def add(self, segment: Segment, record: bytes, now: float) -> None:
+        if not self.chunks or self.chunks[-1][0] is not segment:
+            self.chunks.append((segment, []))
+        self.chunks[-1][1].append(record)
+        if self.count == 0:
+            self.started = now
+        self.count += 1
+
+    @property
+    def empty(self) -> bool:
+        return not self.chunks and not self.sealed
+
+
+#: A segment's writes return once their data is on stable storage (O_DSYNC): one
+#: system call per batch where a write, an fdatasync and an fstat were three, and
+#: after each the WAL thread waits for the interpreter lock (up to 0.5 ms under load).
+_SEGMENT_FLAGS = os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_APPEND | os.O_CLOEXEC | os.O_DSYNC
+
+
+def write_batch(batch: Batch) -> int:
+    """Append a batch to its segment files, durably; runs on the WAL thread.
+
+    Returns the synced writes (and directory fsyncs) it took."""
+    written: dict[Segment, int] = {}
+    new_dirs: set[Path] = set()
+    for segment, records in batch.chunks:
+        if segment.fd is None:
+            segment.fd = os.open(segment.path, _SEGMENT_FLAGS, 0o644)
+            write_all(segment.fd, MAGIC)
+            segment.durable = len(MAGIC)  # no record yet: nothing to keep if it fails
+            new_dirs.add(segment.path.parent)
+        data = b"".join(records)
+        write_all(segment.fd, data)
+        written[segment] = written.get(segment, 0) + len(data)
+    for directory in new_dirs:
+        # A new segment's directory entry must be durable too, or its records are.
+        files.fsync_dir(directory)
+    for segment, size in written.items():
+        segment.durable += size
+    for segment in batch.sealed:
+        if segment.fd is not None:
+            os.close(segment.fd)
+            segment.fd = None
+    return len(batch.chunks) + len(new_dirs)
+
+
+def abandon(segments: list[Segment]) -> list[Segment]:
+    """After a failed write: trim each segment to its fsynced bytes and close it.
+
+    Returns the segments that still hold records (to convert); empty ones are
+    removed. Runs on the WAL thread.
+    """
+    kept: list[Segment] = []
+    for segment in segments:
+        if segment.fd is None:
+            continue  # never opened: no file, nothing to convert
+        try:
+            if segment.durable > len(MAGIC):
+                os.ftruncate(segment.fd, segment.durable)
+                os.fdatasync(segment.fd)
+                kept.append(segment)
+            else:
+                segment.path.unlink(missing_ok=True)
+        except OSError as exc:
+            # Left as it is: a torn tail after the last fsynced record is dropped
+            # when the segment is decoded, which is all a trim would have done.
+            log.warning("landing.wal.trim_failed", segment=segment.name, error=str(exc))
+            kept.append(segment)
+        finally:
+            os.close(segment.fd)
+            segment.fd = None
+    return kept
+
+
+def probe(writer_dir: Path) -> None:
+    """Write, fsync and remove a scratch file in the WAL: raises OSError while that fails."""
+    path = writer_dir / f"probe-{secrets.token_hex(4)}.tmp"
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_CLOEXEC, 0o644)
+    try:
+        write_all(fd, bytes(PROBE_BYTES))
+        os.fdatasync(fd)
+    finally:
+        os.close(fd)
+        path.unlink(missing_ok=True)
+
+
+def write_all(fd: int, data: bytes) -> None:
+    view = memoryview(data)
+    while view:
+        written = os.write(fd, view)
+        view = view[written:]
