@@ -1,4 +1,5 @@
-"""Build the gateway's SASL server at start: credentials, JWKS, the failure throttle.
+"""Build the gateway's SASL server at start: credentials, JWKS, the failure throttle;
+and how each listener authenticates (``listener_policy``).
 
 The mechanisms themselves are sans-IO (``security``); this is where their inputs
 are read: the JWKS is fetched once, from a file or an http(s) URL, with a clear
@@ -8,6 +9,7 @@ error when it cannot be, so a misconfigured OAUTHBEARER stops the start.
 from __future__ import annotations
 
 import asyncio
+import functools
 import json
 import urllib.error
 import urllib.request
@@ -17,12 +19,26 @@ from typing import Any
 import structlog
 
 from clientmetrics.errors import ClientMetricsError, ConfigurationError
-from clientmetrics.gateway.config import GatewayConfig
+from clientmetrics.gateway.authz import open_listeners
+from clientmetrics.gateway.config import GatewayConfig, Listener
+from clientmetrics.security import sasl as sasl_mechanisms
+from clientmetrics.security.base import SaslServer
 from clientmetrics.security.credentials import CredentialError
 from clientmetrics.security.sasl import MechanismServer, SaslConfig, build_sasl_server, is_url
 from clientmetrics.store.credentials import CredentialFile
+from clientmetrics.wire.sasl import IdentityOf
+from clientmetrics.wire.server import ListenerPolicy
 
-__all__ = ["MAX_JWKS_BYTES", "keep_jwks_fresh", "load_jwks", "reload_jwks", "sasl_server_for"]
+__all__ = [
+    "MAX_JWKS_BYTES",
+    "claims_reader",
+    "keep_jwks_fresh",
+    "listener_policy",
+    "load_jwks",
+    "reload_jwks",
+    "sasl_server_for",
+    "warn_unprotected",
+]
 
 log = structlog.get_logger("clientmetrics.gateway")
 
@@ -99,3 +115,60 @@ async def keep_jwks_fresh(server: MechanismServer, config: SaslConfig) -> None:
     while True:
         await asyncio.sleep(oauth.jwks_refresh_s)
         await reload_jwks(server, config)
+
+
+def listener_policy(
+    config: GatewayConfig,
+    listener: Listener,
+    sasl: SaslServer | None,
+    identity_of: IdentityOf | None,
+) -> ListenerPolicy:
+    """How clients on ``listener`` authenticate.
+
+    A SASL listener requires authentication: terminated here with ``sasl``, or
+    (proxy mode without ``sasl``) passed through to the cluster. Other listeners
+    serve SASL requests only in passthrough (proxy) mode, where a client may
+    still authenticate with the cluster; standalone answers ILLEGAL_SASL_STATE.
+    """
+    reauth = config.connections_max_reauth_ms or None
+    requires = listener.protocol.sasl
+    if sasl is not None and requires:
+        return ListenerPolicy(
+            requires_sasl=True,
+            sasl=sasl,
+            reauth_ms=reauth,
+            # To name the user a failure tried (the failure throttle counts per user).
+            identity_of=identity_of,
+        )
+    if config.proxy:
+        return ListenerPolicy(requires_sasl=requires, passthrough=True, identity_of=identity_of)
+    if requires:
+        raise ConfigurationError(f"listener {listener} needs SASL mechanisms")
+    return ListenerPolicy()
+
+
+def claims_reader(config: GatewayConfig) -> IdentityOf:
+    """The reader of the principal a client claims (unverified), with the configured
+    OAUTHBEARER principal claim."""
+    sasl = config.sasl
+    claim = sasl.oauthbearer.principal_claim if sasl and sasl.oauthbearer else "sub"
+    return functools.partial(sasl_mechanisms.identity_of, principal_claim=claim)
+
+
+def warn_unprotected(config: GatewayConfig) -> None:
+    """Say loudly at start who may change subscriptions and credentials unchecked."""
+    if exposed := open_listeners(config):
+        log.warning(
+            "listeners_unauthenticated",
+            listeners=exposed,
+            hint="no [authorization] and no authentication: anyone who reaches these "
+            "listeners may create, change and delete subscriptions",
+        )
+    if config.sasl is not None and config.authorization is None and not config.proxy:
+        log.warning(
+            "sasl_without_authorization",
+            hint="[sasl] without [authorization]: AlterUserScramCredentials and "
+            "DescribeUserScramCredentials are refused to every client (use `clientmetrics "
+            "users`, or add [authorization] with super_users), and any authenticated "
+            "user may create, change and delete subscriptions",
+        )

@@ -4,14 +4,12 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import functools
-import gc
 import os
 import random
 import signal
 from collections.abc import Callable, Iterator, Sequence
 from concurrent.futures import ThreadPoolExecutor
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 import structlog
 
@@ -21,8 +19,7 @@ from clientmetrics.exporters.child import with_exporter_process
 from clientmetrics.exporters.path import ExportPath
 from clientmetrics.exporters.queued import ExporterStats
 from clientmetrics.exporters.registry import load_exporters
-from clientmetrics.gateway.authz import AuthorizationHolder, open_listeners
-from clientmetrics.gateway.cluster import ClusterHandlers
+from clientmetrics.gateway.authz import AuthorizationHolder
 from clientmetrics.gateway.config import Address, GatewayConfig, Listener
 from clientmetrics.gateway.config_rpcs import ConfigHandlers
 from clientmetrics.gateway.driver import Connection
@@ -34,25 +31,26 @@ from clientmetrics.gateway.handlers import (
     advertised_versions,
     served_versions,
 )
-from clientmetrics.gateway.heap import HeapTrimmer
-from clientmetrics.gateway.limits import (
-    ConnectionLimits,
-    fd_soft_limit,
-    now_ms,
-    open_fds,
-    raise_fd_limit,
-)
+from clientmetrics.gateway.housekeeping import Housekeeping, freeze_long_lived
+from clientmetrics.gateway.limits import ConnectionLimits, open_fds, raise_fd_limit
 from clientmetrics.gateway.listeners import ListenerSet
-from clientmetrics.gateway.looplag import LoopLag, Stall
+from clientmetrics.gateway.looplag import LoopLag
 from clientmetrics.gateway.metrics_http import MetricsServer
-from clientmetrics.gateway.sasl_setup import keep_jwks_fresh, reload_jwks, sasl_server_for
+from clientmetrics.gateway.sasl_setup import (
+    claims_reader,
+    keep_jwks_fresh,
+    listener_policy,
+    reload_jwks,
+    sasl_server_for,
+    warn_unprotected,
+)
 from clientmetrics.gateway.scram_rpcs import ScramHandlers
 from clientmetrics.gateway.subscriptions import Subscriptions
+from clientmetrics.gateway.tables import standalone_handlers
 from clientmetrics.gateway.tasks import OwnedTasks
 from clientmetrics.gateway.telemetry_rpcs import TelemetryHandlers
 from clientmetrics.gateway.tls import ReloadingContext
 from clientmetrics.gateway.upstream_security import UpstreamTls
-from clientmetrics.security import sasl as sasl_mechanisms
 from clientmetrics.security.base import SaslServer
 from clientmetrics.security.sasl import MechanismServer
 from clientmetrics.store.base import SubscriptionStore
@@ -68,11 +66,6 @@ if TYPE_CHECKING:
     from clientmetrics.gateway.proxy import ProxyServer
 
 log = structlog.get_logger("clientmetrics.gateway")
-#: How often long-lived objects are moved out of the cyclic GC's reach.
-FREEZE_EVERY_S = 10.0
-#: Instances the expiry task looks at per turn of the event loop: about 1-2.5 ms
-#: (in one go, 200,000 instances created together took 237 ms to re-file).
-EXPIRE_SLICE = 1000
 
 
 class Gateway:
@@ -136,10 +129,13 @@ class Gateway:
         self.metrics_port: int | None = None
         self._closing = False
         self._started = False
-        #: Gives the memory of closed connections back to the OS (glibc keeps it).
-        self._heap = HeapTrimmer()
+        self._housekeeping = Housekeeping(
+            self.manager, self.limits, self._connections, config.expiry_check_ms
+        )
         #: The event loop's delays: a gauge on /metrics, a log line per stall.
-        self.loop_lag = LoopLag(stall_s=config.loop_stall_log_ms / 1000, on_stall=self._stalled)
+        self.loop_lag = LoopLag(
+            stall_s=config.loop_stall_log_ms / 1000, on_stall=self._housekeeping.stalled
+        )
 
     @property
     def exporters(self) -> list[Exporter]:
@@ -188,7 +184,7 @@ class Gateway:
             raise ConfigurationError(f"data directory {cfg.data_dir}: {exc.strerror}") from exc
         self.limits.fd_limit = raise_fd_limit()
         self.limits.base_fds = open_fds()
-        asyncio.get_running_loop().set_exception_handler(self._loop_exception)
+        asyncio.get_running_loop().set_exception_handler(self._housekeeping.loop_exception)
         self._tasks.spawn(self.loop_lag.run())
         self._start_security()
         self.limits.policy = self.policy_for(cfg.listeners[0])
@@ -223,7 +219,7 @@ class Gateway:
                 self.ports[listener.name] = server.sockets[0].getsockname()[1]
             self.port = self.ports[cfg.listeners[0].name]
             self._services = self._standalone_services()
-        self._tasks.spawn(self._expire_loop())
+        self._tasks.spawn(self._housekeeping.run())
         self._watch_tls()
         if cfg.admin_listen is not None:
             self._metrics = MetricsServer(
@@ -237,42 +233,13 @@ class Gateway:
         # about 90,000 objects) out of the collector's reach before the first client is
         # served, not FREEZE_EVERY_S later: until then each full collection scanned them
         # all, 48-70 ms of the loop measured under load.
-        self._freeze_long_lived()
+        freeze_long_lived()
 
     def policy_for(self, listener: Listener) -> ListenerPolicy:
-        """How clients on ``listener`` authenticate.
-
-        A SASL listener requires authentication: terminated here with ``sasl``, or
-        (proxy mode without ``sasl``) passed through to the cluster. Other listeners
-        serve SASL requests only in passthrough (proxy) mode, where a client may
-        still authenticate with the cluster; standalone answers ILLEGAL_SASL_STATE.
-        """
+        """How clients on ``listener`` authenticate (``sasl_setup.listener_policy``)."""
         if self._policy is not None:
             return self._policy
-        reauth = self.config.connections_max_reauth_ms or None
-        requires = listener.protocol.sasl
-        if self._sasl is not None and requires:
-            return ListenerPolicy(
-                requires_sasl=True,
-                sasl=self._sasl,
-                reauth_ms=reauth,
-                # To name the user a failure tried (the failure throttle counts per user).
-                identity_of=self._identity_of,
-            )
-        if self.config.proxy:
-            return ListenerPolicy(
-                requires_sasl=requires, passthrough=True, identity_of=self._identity_of
-            )
-        if requires:
-            raise ConfigurationError(f"listener {listener} needs SASL mechanisms")
-        return ListenerPolicy()
-
-    def _claims(self) -> IdentityOf:
-        """The reader of the principal a client claims (unverified), with the configured
-        OAUTHBEARER principal claim."""
-        sasl = self.config.sasl
-        claim = sasl.oauthbearer.principal_claim if sasl and sasl.oauthbearer else "sub"
-        return functools.partial(sasl_mechanisms.identity_of, principal_claim=claim)
+        return listener_policy(self.config, listener, self._sasl, self._identity_of)
 
     def _start_security(self) -> None:
         """Build ``[sasl]`` (a JWKS URL is fetched again periodically) and warn about
@@ -283,24 +250,10 @@ class Gateway:
             self._sasl = self.sasl
         if self._identity_of is None and (cfg.proxy or self._sasl is not None):
             # Passthrough's principal; terminate mode names the user a failure tried.
-            self._identity_of = self._claims()
+            self._identity_of = claims_reader(cfg)
         if self.sasl is not None and cfg.sasl is not None:
             self._tasks.spawn(keep_jwks_fresh(self.sasl, cfg.sasl))
-        if exposed := open_listeners(cfg):
-            log.warning(
-                "listeners_unauthenticated",
-                listeners=exposed,
-                hint="no [authorization] and no authentication: anyone who reaches these "
-                "listeners may create, change and delete subscriptions",
-            )
-        if cfg.sasl is not None and cfg.authorization is None and not cfg.proxy:
-            log.warning(
-                "sasl_without_authorization",
-                hint="[sasl] without [authorization]: AlterUserScramCredentials and "
-                "DescribeUserScramCredentials are refused to every client (use `clientmetrics "
-                "users`, or add [authorization] with super_users), and any authenticated "
-                "user may create, change and delete subscriptions",
-            )
+        warn_unprotected(cfg)
 
     def _default_store(self) -> SubscriptionStore:
         cfg = self.config
@@ -330,14 +283,7 @@ class Gateway:
         (unless ``[proxy] telemetry = "cluster"``: then nothing is answered here)."""
         from clientmetrics.gateway.proxy import build_proxy
 
-        assert self._export_path is not None
-        telemetry = TelemetryHandlers(self.manager, self._export_path, self._decoder, self._share)
-        own: dict[int, Handler] = {
-            ApiKey.GET_TELEMETRY_SUBSCRIPTIONS: self._counted(
-                "get_subscriptions", telemetry.get_subscriptions
-            ),
-            ApiKey.PUSH_TELEMETRY: self._counted("push", telemetry.push),
-        }
+        own = self._telemetry_handlers()
         upstream_tls = self._upstream_tls_context()
         self._proxy = build_proxy(
             self.config,
@@ -356,44 +302,31 @@ class Gateway:
         self.port = self._proxy.port
         self.ports[self.config.listeners[0].name] = self.port
 
-    def _standalone_services(self) -> Services:
-        """The standalone handler table; what is served and advertised is read off it."""
-        assert self._subscriptions is not None
+    def _telemetry_handlers(self) -> dict[int, Handler]:
+        """KIP-714's two requests, answered here in both modes."""
         assert self._export_path is not None
-        cfg = self.config
-        cluster = ClusterHandlers(
-            node_id=cfg.node_id,
-            host=cfg.advertised.host,
-            port=self.port,
-            cluster_id=cfg.cluster_id,
-            listener_endpoints={
-                listener.name: (
-                    cfg.advertised_for(listener).host,
-                    self.ports[listener.name],
-                )
-                for listener in cfg.listeners
-            },
-        )
         telemetry = TelemetryHandlers(self.manager, self._export_path, self._decoder, self._share)
-        configs = ConfigHandlers(
-            self._subscriptions, self.authorization, max_subscriptions=cfg.max_subscriptions
-        )
-        sasl = any(self.policy_for(listener).sasl is not None for listener in cfg.listeners)
-        scram = ScramHandlers(self.credentials, self.authorization, sasl=sasl)
-        handlers: dict[int, Handler] = {
-            ApiKey.API_VERSIONS: cluster.api_versions,
-            ApiKey.METADATA: cluster.metadata,
+        return {
             ApiKey.GET_TELEMETRY_SUBSCRIPTIONS: self._counted(
                 "get_subscriptions", telemetry.get_subscriptions
             ),
             ApiKey.PUSH_TELEMETRY: self._counted("push", telemetry.push),
-            ApiKey.DESCRIBE_CONFIGS: configs.describe_configs,
-            ApiKey.ALTER_CONFIGS: configs.alter_configs,
-            ApiKey.INCREMENTAL_ALTER_CONFIGS: configs.incremental_alter_configs,
-            ApiKey.LIST_CONFIG_RESOURCES: configs.list_config_resources,
-            ApiKey.DESCRIBE_USER_SCRAM_CREDENTIALS: scram.describe_user_scram_credentials,
-            ApiKey.ALTER_USER_SCRAM_CREDENTIALS: scram.alter_user_scram_credentials,
         }
+
+    def _standalone_services(self) -> Services:
+        """The standalone handler table; what is served and advertised is read off it."""
+        assert self._subscriptions is not None
+        cfg = self.config
+        sasl = any(self.policy_for(listener).sasl is not None for listener in cfg.listeners)
+        handlers = standalone_handlers(
+            cfg,
+            self.ports,
+            self._telemetry_handlers(),
+            ConfigHandlers(
+                self._subscriptions, self.authorization, max_subscriptions=cfg.max_subscriptions
+            ),
+            ScramHandlers(self.credentials, self.authorization, sasl=sasl),
+        )
         served = served_versions(handlers)
         return Services(
             handlers,
@@ -444,68 +377,7 @@ class Gateway:
 
     def _closed(self, conn: ConnectionState) -> None:
         self._connections.pop(conn.connection_id, None)
-        self.manager.connection_closed(conn.connection_id)
-        self._heap.closed()
-
-    async def _expire_loop(self) -> None:
-        loop = asyncio.get_running_loop()
-        next_freeze = loop.time() + FREEZE_EVERY_S
-        while True:
-            await asyncio.sleep(self.config.expiry_check_ms / 1000)
-            now = now_ms()
-            removed = self.manager.expire(now, EXPIRE_SLICE)
-            while self.manager.expiry_due(now):  # a slice per turn: others are served between
-                await asyncio.sleep(0)
-                removed += self.manager.expire(now, EXPIRE_SLICE)
-            if removed:
-                log.debug("instances_expired", count=removed)
-            self._close_expired(now)
-            if self._heap.due():  # ctypes lets go of the interpreter lock meanwhile
-                await loop.run_in_executor(None, self._heap.trim)
-            self.limits.fd_limit = fd_soft_limit()  # operators may change it at run time
-            if loop.time() >= next_freeze:
-                next_freeze = loop.time() + FREEZE_EVERY_S
-                self._freeze_long_lived()
-
-    def _close_expired(self, now: int) -> None:
-        """Close idle connections and SASL sessions past their KIP-368 deadline."""
-        for conn in list(self._connections.values()):
-            close = conn.core.expired(now)
-            if close is not None:
-                conn.close(close)
-
-    def _loop_exception(self, loop: asyncio.AbstractEventLoop, context: dict[str, Any]) -> None:
-        """Accept failures (the open-files limit) as one rate-limited line, not a flood."""
-        error = context.get("exception")
-        if isinstance(error, OSError) and "accept" in str(context.get("message", "")):
-            self.limits.warn(
-                "*", "accept_failed", error=error.strerror, fd_limit=self.limits.fd_limit
-            )
-            return
-        loop.default_exception_handler(context)
-
-    def _stalled(self, stall: Stall) -> None:
-        """One event-loop delay over ``loop_stall_log_ms`` (a few lines a minute at most)."""
-        fields: dict[str, Any] = {
-            "lag_ms": round(stall.lag_s * 1000, 1),
-            "cpu_ms": round(stall.cpu_s * 1000, 1),
-        }
-        if stall.gc_s is not None:
-            fields.update(gc_ms=round(stall.gc_s * 1000, 1), gc_generation=stall.gc_generation)
-        self.limits.warn("*", "loop_stalled", **fields)
-
-    @staticmethod
-    def _freeze_long_lived() -> None:
-        """Keep the client-instance registry, and what start-up made, out of the cyclic
-        GC's full scans.
-
-        With a million tracked instances a full collection pauses the loop for about
-        200 ms, straight into the push latency's tail. Instances hold no reference
-        cycles and are freed by reference counting, so moving what survived a young
-        collection to the permanent generation costs nothing but those scans.
-        """
-        gc.collect(1)
-        gc.freeze()
+        self._housekeeping.connection_closed(conn)
 
     def not_ready(self) -> str | None:
         """None when a push can be accepted and landed now; else why not (``/readyz``)."""
