@@ -33,7 +33,7 @@ import pytest
 from peers.free_ports import free_port_block
 
 from clientmetrics.exporters.landing_options import LandingOptions
-from clientmetrics.gateway.config import load_config
+from clientmetrics.gateway.config_load import load_config
 from tests.procs import free_port
 
 pytestmark = [pytest.mark.integration, pytest.mark.spark]

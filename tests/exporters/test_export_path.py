@@ -16,7 +16,7 @@ from clientmetrics.exporters import ExportError, InMemoryExporter, LandingExport
 from clientmetrics.exporters.landing_options import LandingOptions
 from clientmetrics.exporters.path import ExportPath
 from clientmetrics.exporters.queued import ExporterStats, QueuedExporter, QueueOptions
-from clientmetrics.gateway.config import load_config
+from clientmetrics.gateway.config_load import load_config
 from clientmetrics.gateway.metrics_http import MetricsServer
 from clientmetrics.telemetry.model import AcceptedPush
 

@@ -11,7 +11,8 @@ from click.testing import CliRunner
 
 from clientmetrics.cli import cli
 from clientmetrics.errors import ConfigurationError
-from clientmetrics.gateway.config import Address, load_config
+from clientmetrics.gateway.config import Address
+from clientmetrics.gateway.config_load import load_config
 from tests.procs import BIN
 
 

@@ -158,7 +158,7 @@ async def test_the_cap_counts_new_subscriptions_only(handlers: ConfigHandlers) -
 
 def test_open_listeners_are_the_unauthenticated_non_loopback_ones(tmp_path: Any) -> None:
     from clientmetrics.gateway.authz import open_listeners
-    from clientmetrics.gateway.config import load_config
+    from clientmetrics.gateway.config_load import load_config
     from tests.tlsfiles import TestCA
 
     ca = TestCA(tmp_path / "pki")

@@ -12,7 +12,8 @@ from pathlib import Path
 import pytest
 
 from clientmetrics.errors import ConfigurationError
-from clientmetrics.gateway.config import GatewayConfig, load_config
+from clientmetrics.gateway.config import GatewayConfig
+from clientmetrics.gateway.config_load import load_config
 from clientmetrics.wire import RequestHeader, decode_response, encode_request, request_type
 from tests.frames import recv_frame
 from tests.procs import GatewayProcess, wait_for

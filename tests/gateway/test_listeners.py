@@ -11,7 +11,8 @@ from confluent_kafka.admin import AdminClient  # type: ignore[attr-defined]
 from cryptography.hazmat.primitives import serialization
 
 from clientmetrics.errors import ConfigurationError
-from clientmetrics.gateway.config import Address, Listener, load_config
+from clientmetrics.gateway.config import Address, Listener
+from clientmetrics.gateway.config_load import load_config
 from clientmetrics.gateway.server import Gateway
 from clientmetrics.gateway.tls import ClientAuth
 from clientmetrics.security.protocol import SecurityProtocol

@@ -9,7 +9,8 @@ from pathlib import Path
 import pytest
 
 from clientmetrics.errors import ConfigurationError
-from clientmetrics.gateway.config import GatewayConfig, load_config
+from clientmetrics.gateway.config import GatewayConfig
+from clientmetrics.gateway.config_load import load_config
 from tests.procs import BIN
 
 PROXY = (

@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 from clientmetrics.errors import ConfigurationError
-from clientmetrics.gateway.config import load_config
+from clientmetrics.gateway.config_load import load_config
 from clientmetrics.gateway.sasl_setup import load_jwks, sasl_server_for
 from clientmetrics.gateway.users_cli import users
 from clientmetrics.security import Authenticated

@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 from confluent_kafka.admin import AdminClient  # type: ignore[attr-defined]
 
-from clientmetrics.gateway.config import load_config
+from clientmetrics.gateway.config_load import load_config
 from clientmetrics.security.principal import PrincipalMapper
 from tests.gateway.test_tls import api_versions_over_tls
 from tests.procs import free_port, stop_process

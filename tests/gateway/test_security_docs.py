@@ -7,7 +7,7 @@ import shlex
 import subprocess
 from pathlib import Path
 
-from clientmetrics.gateway.config import load_config
+from clientmetrics.gateway.config_load import load_config
 from tests.procs import BIN
 
 DOC = Path(__file__).parents[2] / "docs" / "security.md"

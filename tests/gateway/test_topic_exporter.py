@@ -18,7 +18,7 @@ from clientmetrics.exporters.queued import QueuedExporter
 from clientmetrics.exporters.registry import load_exporters
 from clientmetrics.exporters.topic import create
 from clientmetrics.exporters.topic_acked import AckedTopicExporter
-from clientmetrics.gateway.config import load_config
+from clientmetrics.gateway.config_load import load_config
 from clientmetrics.telemetry import otlp
 from clientmetrics.telemetry.model import AcceptedPush
 from tests.kadmin import set_subscription

@@ -7,7 +7,8 @@ from pathlib import Path
 import pytest
 
 from clientmetrics.errors import ConfigurationError
-from clientmetrics.gateway.config import Address, load_config
+from clientmetrics.gateway.config import Address
+from clientmetrics.gateway.config_load import load_config
 
 
 def test_standalone_by_default_with_sqlite(tmp_path: Path) -> None:

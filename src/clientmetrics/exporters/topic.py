@@ -9,7 +9,7 @@ pushes stay in order on one partition), the labels, ``terminating``,
 ``push_interval_ms`` and ``push_id`` as headers, and the time the push was received.
 The producer (librdkafka, through confluent-kafka) retries failed deliveries itself;
 what still fails is counted. In proxy mode the cluster defaults to the upstream one
-(``gateway.config``).
+(``gateway.config_load``).
 
 Fail-open by default (a ``QueuedExporter`` in the exporter process). With
 ``required = true`` it gates the push's answer instead: see ``topic_acked``.

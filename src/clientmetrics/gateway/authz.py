@@ -13,7 +13,8 @@ from pathlib import Path
 import structlog
 
 from clientmetrics.errors import ConfigurationError
-from clientmetrics.gateway.config import GatewayConfig, load_authorization
+from clientmetrics.gateway.config import GatewayConfig
+from clientmetrics.gateway.config_load import load_authorization
 from clientmetrics.gateway.handlers import ConnectionState
 from clientmetrics.security.authorizer import AclAuthorizer, AuthorizationConfig
 from clientmetrics.security.base import Operation

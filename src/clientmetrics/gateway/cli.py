@@ -11,7 +11,8 @@ import structlog
 
 from clientmetrics.cli_options import BadConfiguration, DescribedDefault, log_options
 from clientmetrics.errors import ClientMetricsError, ConfigurationError
-from clientmetrics.gateway.config import Address, GatewayConfig, load_config
+from clientmetrics.gateway.config import Address, GatewayConfig
+from clientmetrics.gateway.config_load import load_config
 from clientmetrics.logs import configure_logging
 
 #: How long a thread may hold the interpreter lock while another waits for it

@@ -85,7 +85,7 @@ class EnvSettings:
 def check_known(doc: Mapping[str, Any], env: EnvSettings, gateway: frozenset[str]) -> None:
     """``ConfigurationError`` listing every unknown section, key and variable at once.
 
-    ``gateway``: the ``[gateway]`` settings (``gateway.config`` holds their one list).
+    ``gateway``: the ``[gateway]`` settings (``gateway.config_load`` holds their one list).
     """
     known = _known(gateway)
     unknown = [f"[{name}]" for name in doc if name not in known and name != "exporters"]
