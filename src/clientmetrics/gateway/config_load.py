@@ -64,14 +64,7 @@ def load_config(
     environ: Mapping[str, str] | None = None,
 ) -> GatewayConfig:
     """Build the configuration from a TOML file, the environment and explicit overrides."""
-    doc: dict[str, Any] = {}
-    if path is not None:
-        try:
-            doc = tomllib.loads(path.read_text())
-        except OSError as exc:
-            raise ConfigurationError(f"cannot read config file {path}: {exc.strerror}") from exc
-        except tomllib.TOMLDecodeError as exc:
-            raise ConfigurationError(f"config file {path} is not valid TOML: {exc}") from exc
+    doc = _read_toml(path) if path is not None else {}
     env = EnvSettings.from_environ(os.environ if environ is None else environ)
     check_known(doc, env, GATEWAY_KEYS)
     given = {k: v for k, v in (overrides or {}).items() if v is not None}
@@ -190,14 +183,18 @@ def load_authorization(path: Path | None) -> AuthorizationConfig | None:
     """Re-read only ``[authorization]`` of the TOML file (SIGHUP); raises ``ConfigurationError``."""
     if path is None:
         return None
+    section = _read_toml(path).get("authorization")
+    return None if section is None else parse_authorization(section)
+
+
+def _read_toml(path: Path) -> dict[str, Any]:
+    """The config file's tables; a missing or unreadable file, or bad TOML, is one line."""
     try:
-        doc = tomllib.loads(path.read_text())
+        return tomllib.loads(path.read_text())
     except OSError as exc:
         raise ConfigurationError(f"cannot read config file {path}: {exc.strerror}") from exc
     except tomllib.TOMLDecodeError as exc:
         raise ConfigurationError(f"config file {path} is not valid TOML: {exc}") from exc
-    section = doc.get("authorization")
-    return None if section is None else parse_authorization(section)
 
 
 def _typed(section: Mapping[str, str]) -> dict[str, object]:
