@@ -33,10 +33,10 @@ producer that does not go through the proxy is not the proxy's.
     python bench/tail_latency.py --proxy --seconds 15
 
 The machine this runs on may be shared: the figures are for comparing runs on
-the same machine (before / after), not absolute. Each phase also prints what the
-gateway's core did meanwhile (``/proc/stat``): how busy it was, how much of that was
-the gateway, and the hypervisor's steal. A phase with steal, or other processes on
-that core, measured the host too; compare only runs where both stayed near zero.
+the same machine (before / after), not absolute. Each phase also prints how much of
+its core the gateway used (its own CPU clock over the phase's wall time) and the
+hypervisor's steal on that core: a phase with steal measured the host too; compare
+only runs where it stayed near zero.
 """
 
 from __future__ import annotations
@@ -117,38 +117,36 @@ def cpu_seconds(pid: int) -> float:
 
 
 class CoreTicks:
-    """What a core did between ``CoreTicks(core)`` and ``line()`` (``/proc/stat``): how
-    busy it was, how much of that was the gateway, and the hypervisor's steal (time the
-    core's virtual CPU wanted to run and another guest had the real one). On a shared
-    host, steal and other processes on the gateway's core are in the latencies too: a run
-    with either well above zero measures the host as much as the gateway."""
+    """What the gateway's core gave it between ``CoreTicks(core, pid)`` and ``line()``:
+    the gateway's CPU time (its own clock) and the hypervisor's steal on that core (time
+    the core's virtual CPU wanted to run and another guest had the real one), both as a
+    share of the wall time. A phase with steal measured the host as much as the gateway.
+    (``/proc/stat`` counts in ticks, and a virtual machine loses some: steal is a lower
+    bound, and the core's other figures are not printed for that reason.)"""
 
     def __init__(self, core: int | None, pid: int) -> None:
         self.core, self.pid = core, pid
-        self.start, self.cpu = self._ticks(), cpu_seconds(pid)
+        self.steal, self.cpu, self.wall = self._steal(), cpu_seconds(pid), time.monotonic()
 
-    def _ticks(self) -> list[int] | None:
+    def _steal(self) -> int | None:
         if self.core is None:
             return None
         prefix = f"cpu{self.core} "
         for line in Path("/proc/stat").read_text().splitlines():
             if line.startswith(prefix):
-                return [int(v) for v in line.split()[1:]]
+                return int(line.split()[8])  # user nice system idle iowait irq softirq steal
         return None
 
     def line(self) -> str:
-        end = self._ticks()
-        if self.start is None or end is None:
-            return "gateway's core: not pinned"
-        # user nice system idle iowait irq softirq steal ...
-        delta = [b - a for a, b in zip(self.start, end, strict=False)]
-        total = sum(delta[:8]) or 1
-        busy = sum(delta[:3]) + sum(delta[5:7])
-        gateway = (cpu_seconds(self.pid) - self.cpu) * os.sysconf("SC_CLK_TCK")
+        wall = time.monotonic() - self.wall
+        gateway = (cpu_seconds(self.pid) - self.cpu) / wall
+        steal = self._steal()
+        if self.steal is None or steal is None:
+            return f"the gateway used {gateway:.0%} of a core (not pinned)"
+        stolen = (steal - self.steal) / os.sysconf("SC_CLK_TCK") / wall
         return (
-            f"gateway's core {self.core}: {busy / total:.0%} busy ({gateway / total:.0%} the "
-            f"gateway, {max(busy - gateway, 0) / total:.0%} anything else), steal "
-            f"{delta[7] / total:.0%}"
+            f"gateway's core {self.core}: the gateway used {gateway:.0%} of it, "
+            f"steal {stolen:.0%} (at least)"
         )
 
 
