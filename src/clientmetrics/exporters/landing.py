@@ -38,7 +38,7 @@ from clientmetrics.exporters import landing_wal
 from clientmetrics.exporters.base import Exporter, ExportError, Landed
 from clientmetrics.exporters.landing_converter import Converter
 from clientmetrics.exporters.landing_options import LandingOptions
-from clientmetrics.exporters.landing_wal import Batch, Segment
+from clientmetrics.exporters.landing_wal import Batch, Segment, WalThread
 from clientmetrics.exporters.wal import SUFFIX, encode_record, segment_name, utc_hour
 from clientmetrics.telemetry.model import AcceptedPush
 from clientmetrics.telemetry.push_arrow import LANDING_DIR
@@ -87,7 +87,7 @@ class LandingExporter:
         self._waiters: deque[asyncio.Future[None]] = deque()
         self._sealed: asyncio.Queue[Segment] = asyncio.Queue(_SEALED_BACKLOG)
         self._tasks: list[asyncio.Task[None]] = []
-        self._wal_thread = ThreadPoolExecutor(1, thread_name_prefix="landing-wal")
+        self._wal_thread = WalThread("landing-wal")
         self._file_thread = ThreadPoolExecutor(1, thread_name_prefix="landing-files")
         self._converter = Converter(self._file_thread)
         #: Set while WAL writes fail: pushes are refused until a probe write succeeds.
@@ -281,7 +281,7 @@ class LandingExporter:
         await loop.run_in_executor(None, self._release)
 
     def _release(self) -> None:
-        self._wal_thread.shutdown(wait=True)
+        self._wal_thread.shutdown()
         self._converter.shutdown()
         self._file_thread.shutdown(wait=True)
         for segment in (self._current, *(self._batch.sealed if self._batch else ())):
@@ -307,9 +307,7 @@ class LandingExporter:
             self._batch = Batch(loop.create_future())
             self._inflight = batch
             try:
-                fsyncs = await loop.run_in_executor(
-                    self._wal_thread, landing_wal.write_batch, batch
-                )
+                fsyncs = await self._wal_thread.run(landing_wal.write_batch, batch)
             except OSError as exc:
                 await self._wal_failed(exc, batch)
                 continue
@@ -355,14 +353,12 @@ class LandingExporter:
         self._current = None
         self._batch = Batch(asyncio.get_running_loop().create_future())
         unique = list({id(seg): seg for seg in segments}.values())
-        loop = asyncio.get_running_loop()
-        kept = await loop.run_in_executor(self._wal_thread, landing_wal.abandon, unique)
+        kept = await self._wal_thread.run(landing_wal.abandon, unique)
         for segment in kept:
             await self._sealed.put(segment)
 
     async def _probe_loop(self) -> None:
         """While WAL writes fail, retry a probe write with backoff; clear the fault on success."""
-        loop = asyncio.get_running_loop()
         delay = RETRY_FIRST_S
         while True:
             if self._failure is None:
@@ -372,7 +368,7 @@ class LandingExporter:
                 continue
             await asyncio.sleep(delay)
             try:
-                await loop.run_in_executor(self._wal_thread, landing_wal.probe, self._writer_dir)
+                await self._wal_thread.run(landing_wal.probe, self._writer_dir)
             except OSError as exc:
                 delay = min(delay * 2, RETRY_MAX_S)
                 log.warning("landing.wal.still_failing", error=str(exc), retry_in_s=delay)

@@ -8,9 +8,14 @@ each is written; everything here that touches a file runs on its WAL thread.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import os
+import queue
 import secrets
+import threading
+from collections.abc import Callable
 from pathlib import Path
+from typing import Any, TypeVar
 
 import structlog
 
@@ -19,12 +24,69 @@ from clientmetrics.exporters.base import Landed
 from clientmetrics.exporters.wal import MAGIC
 
 log = structlog.get_logger(__name__)
+_T = TypeVar("_T")
 #: Bytes the WAL probe writes and fsyncs: about a large push, so that a disk with
 #: a few bytes free is not taken for a healed one.
 PROBE_BYTES = 64 * 1024
 #: Pushes of one group commit answered per turn of the event loop (each resumes its
 #: handler, which encodes and writes the answer: ~16 us): a few ms a turn at most.
 ANSWER_SLICE = 128
+
+
+class WalThread:
+    """The WAL's one thread: runs file work in submission order, each call answered by
+    an asyncio future that the thread resolves with ``call_soon_threadsafe``.
+
+    ``run_in_executor`` on a one-thread pool did the same through a
+    ``concurrent.futures`` future, its condition variable and a chained asyncio future:
+    Python work on both sides, under the interpreter lock, for every group commit. At
+    moderate load a commit carries one or two pushes, and that handoff was a large
+    part of the event loop's core (``bench/wal_handoff.py``).
+    """
+
+    def __init__(self, name: str) -> None:
+        self._name = name
+        self._queue: queue.SimpleQueue[_Call | None] = queue.SimpleQueue()
+        self._thread: threading.Thread | None = None
+
+    def run(self, fn: Callable[..., _T], *args: Any) -> asyncio.Future[_T]:
+        """``fn(*args)`` on the thread, after everything run before it."""
+        loop = asyncio.get_running_loop()
+        if self._thread is None:
+            self._thread = threading.Thread(target=self._serve, name=self._name, daemon=True)
+            self._thread.start()
+        future: asyncio.Future[_T] = loop.create_future()
+        self._queue.put((loop, future, fn, args))
+        return future
+
+    def _serve(self) -> None:
+        while (call := self._queue.get()) is not None:
+            loop, future, fn, args = call
+            try:
+                result, error = fn(*args), None
+            except BaseException as exc:  # handed to the awaiting task, which decides
+                result, error = None, exc
+            with contextlib.suppress(RuntimeError):  # a closed loop: nobody waits for it
+                loop.call_soon_threadsafe(_settle, future, result, error)
+
+    def shutdown(self) -> None:
+        """Finish what was submitted, then stop the thread (blocks)."""
+        if self._thread is not None:
+            self._queue.put(None)
+            self._thread.join()
+            self._thread = None
+
+
+_Call = tuple[asyncio.AbstractEventLoop, "asyncio.Future[Any]", Callable[..., Any], tuple[Any, ...]]
+
+
+def _settle(future: asyncio.Future[Any], result: object, error: BaseException | None) -> None:
+    if future.done():  # its waiter was cancelled
+        return
+    if error is None:
+        future.set_result(result)
+    else:
+        future.set_exception(error)
 
 
 class Segment:
