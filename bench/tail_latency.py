@@ -116,19 +116,21 @@ def cpu_seconds(pid: int) -> float:
     return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
-class CoreTicks:
-    """What the gateway's core gave it between ``CoreTicks(core, pid)`` and ``line()``:
-    the gateway's CPU time (its own clock) and the hypervisor's steal on that core (time
-    the core's virtual CPU wanted to run and another guest had the real one), both as a
-    share of the wall time. A phase with steal measured the host as much as the gateway.
-    (``/proc/stat`` counts in ticks, and a virtual machine loses some: steal is a lower
-    bound, and the core's other figures are not printed for that reason.)"""
+class CoreShare:
+    """What the gateway's core gave it between ``CoreShare(core, pid)`` and ``stop()``:
+    ``gateway``, its CPU time (its own clock, all threads) as a share of the wall time,
+    and ``steal``, the hypervisor's steal on that core (time the core's virtual CPU
+    wanted to run and another guest had the real one). A phase with steal measured the
+    host as much as the gateway. (``/proc/stat`` counts in ticks, and a virtual machine
+    loses some: steal is a lower bound, and the core's other figures are not used.)"""
 
     def __init__(self, core: int | None, pid: int) -> None:
         self.core, self.pid = core, pid
-        self.steal, self.cpu, self.wall = self._steal(), cpu_seconds(pid), time.monotonic()
+        self._start = (self._stolen(), cpu_seconds(pid), time.monotonic())
+        self.gateway = 0.0
+        self.steal: float | None = None
 
-    def _steal(self) -> int | None:
+    def _stolen(self) -> int | None:
         if self.core is None:
             return None
         prefix = f"cpu{self.core} "
@@ -137,17 +139,19 @@ class CoreTicks:
                 return int(line.split()[8])  # user nice system idle iowait irq softirq steal
         return None
 
-    def line(self) -> str:
-        wall = time.monotonic() - self.wall
-        gateway = (cpu_seconds(self.pid) - self.cpu) / wall
-        steal = self._steal()
-        if self.steal is None or steal is None:
-            return f"the gateway used {gateway:.0%} of a core (not pinned)"
-        stolen = (steal - self.steal) / os.sysconf("SC_CLK_TCK") / wall
-        return (
-            f"gateway's core {self.core}: the gateway used {gateway:.0%} of it, "
-            f"steal {stolen:.0%} (at least)"
-        )
+    def stop(self) -> CoreShare:
+        stolen, cpu, wall = self._start
+        wall = time.monotonic() - wall
+        self.gateway = (cpu_seconds(self.pid) - cpu) / wall
+        now = self._stolen()
+        if stolen is not None and now is not None:
+            self.steal = (now - stolen) / os.sysconf("SC_CLK_TCK") / wall
+        return self
+
+    def steal_text(self) -> str:
+        if self.steal is None:
+            return "the gateway's core: not pinned"
+        return f"steal on the gateway's core {self.core}: {self.steal:.0%} (at least)"
 
 
 def fsync_ms(directory: Path, count: int = 100) -> list[float]:
@@ -632,31 +636,29 @@ def standalone(args: argparse.Namespace, work: Path) -> None:
         gen = Generator(gen_core, port, args)
         try:
             rss_start = rss_mib(proc.pid)
-            cpu, started = cpu_seconds(proc.pid), time.monotonic()
-            host = CoreTicks(gw_core, proc.pid)
+            share = CoreShare(gw_core, proc.pid)
             saturation, codes = gen.saturation(args.saturation_seconds)
-            cpu = (cpu_seconds(proc.pid) - cpu) / (time.monotonic() - started)
+            cpu = share.stop().gateway
             print(
                 f"saturation (closed loop, window {args.window}/connection): "
                 f"{saturation:,.0f} accepted pushes/s with {cpu:.0%} of a core "
                 f"({saturation / max(cpu, 0.01):,.0f} per CPU-second); answers {codes}"
             )
-            print(f"  {host.line()}")
+            print(f"  {share.steal_text()}")
             phases = [(saturation * f, f"{f:.0%}") for f in args.fractions]
             phases += [(float(r), "fixed") for r in args.rates]
             for rate, what in phases:
                 time.sleep(1.5)  # the instances' push interval, and a quiet loop
-                cpu, started = cpu_seconds(proc.pid), time.monotonic()
                 probe_phase(proc.pid)
-                host = CoreTicks(gw_core, proc.pid)
+                share = CoreShare(gw_core, proc.pid)
                 with LagWatch(admin) as lag:
                     latencies, codes, late = gen.open_loop(rate, args.seconds)
+                share.stop()
                 probed = probe_phase(proc.pid)
-                cpu = (cpu_seconds(proc.pid) - cpu) / (time.monotonic() - started)
                 label = f"open loop {what} ({rate:,.0f}/s)"
                 report(label, latencies, codes, args.seconds, late)
-                print(f"  {lag.line()}; gateway CPU {cpu:.0%} of a core{probe_line(probed)}")
-                print(f"  {host.line()}")
+                print(f"  {lag.line()}{probe_line(probed)}")
+                print(f"  gateway CPU {share.gateway:.0%} of a core; {share.steal_text()}")
             print(f"gateway RSS: {rss_start:.0f} MiB after the handshake, "
                   f"{rss_mib(proc.pid):.0f} MiB at the end")  # fmt: skip
         finally:
@@ -718,11 +720,9 @@ def proxy(args: argparse.Namespace, work: Path) -> None:
                 fleet = threading.Thread(target=lambda: box.update(r=gen.open_loop(rate, fleet_s)))
                 fleet.start()
                 time.sleep(1.0)
-                cpu, started = cpu_seconds(proc.pid), time.monotonic()
-                host = CoreTicks(gw_core, proc.pid)
+                share = CoreShare(gw_core, proc.pid)
                 beside = produce_latencies(bootstrap, args.seconds)
-                cpu = (cpu_seconds(proc.pid) - cpu) / (time.monotonic() - started)
-                host_line = host.line()
+                share.stop()
                 direct_beside = produce_latencies(tansu.bootstrap, args.seconds)
                 fleet.join()
                 again = produce_latencies(bootstrap, args.seconds)
@@ -742,7 +742,7 @@ def proxy(args: argparse.Namespace, work: Path) -> None:
             )
         latencies, codes, late = box["r"]
         report("fleet pushes", latencies, codes, fleet_s, late)
-        print(f"gateway CPU beside the fleet: {cpu:.0%} of a core; {host_line}")
+        print(f"gateway CPU beside the fleet: {share.gateway:.0%} of a core; {share.steal_text()}")
         base = max(percentile(alone, 0.99), percentile(again, 0.99))
         print(f"produce p99 with the fleet - alone (the worse of both): "
               f"{percentile(beside, 0.99) - base:+.2f} ms")  # fmt: skip
