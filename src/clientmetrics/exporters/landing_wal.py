@@ -42,6 +42,10 @@ class WalThread:
     Python work on both sides, under the interpreter lock, for every group commit. At
     moderate load a commit carries one or two pushes, and that handoff was a large
     part of the event loop's core (``bench/wal_handoff.py``).
+
+    The queue holds only what is under way: the exporter awaits each call before it
+    makes the next of its kind (one batch write at a time, one probe at a time, a
+    trim only after a failed write), so at most a few calls wait in it.
     """
 
     def __init__(self, name: str) -> None:
