@@ -88,7 +88,7 @@ def hostile_records(at_us: int) -> tuple[list[Record], dict[str, int]]:
     base = topic_records(good)
 
     def no_id(record: Record, key: bytes) -> Record:
-        old_key, value, headers = record
+        _, value, headers = record
         return (key, value, [(k, v) for k, v in headers if k != "client_instance_id"])
 
     records = [
