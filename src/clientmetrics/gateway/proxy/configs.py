@@ -29,6 +29,7 @@ from typing import Any
 from clientmetrics.gateway.config_rpcs import CLIENT_METRICS, LISTABLE_TYPES, ConfigHandlers
 from clientmetrics.gateway.handlers import ConnectionState
 from clientmetrics.gateway.proxy.cluster_map import ClusterMap
+from clientmetrics.gateway.proxy.guard import StoreTopicGuard
 from clientmetrics.gateway.upstream import UpstreamLink
 from clientmetrics.security.base import Operation
 from clientmetrics.wire import (
@@ -88,12 +89,20 @@ def _injected_header(header: RequestHeader) -> RequestHeader:
 class SplitConfigs:
     """Proxy handlers for api keys 32, 33, 44 and 74."""
 
-    def __init__(self, configs: ConfigHandlers, cluster: ClusterMap) -> None:
+    def __init__(
+        self, configs: ConfigHandlers, cluster: ClusterMap, guard: StoreTopicGuard | None = None
+    ) -> None:
         self._configs = configs
         self._cluster = cluster
+        self._guard = guard
 
     async def config_request(self, conn: ConnectionState, request: Request) -> Reply:
         """Route a DescribeConfigs / AlterConfigs / IncrementalAlterConfigs request."""
+        # The upstream half of a split request is the gateway's own: the store's
+        # topic is refused before any of it goes.
+        refusal = None if self._guard is None else self._guard.refuse(conn, request)
+        if refusal is not None:
+            return refusal
         header, link = request.header, _link(conn)
         _, body = decode_request(bytes(request.frame))
         resources = tuple(body.resources)
