@@ -17,7 +17,7 @@ import uuid
 from collections.abc import Collection, Mapping
 from typing import Any
 
-from kio.index import load_request_schema, load_response_schema
+from kio.index import KioIndexError, load_request_schema, load_response_schema
 from kio.schema.errors import ErrorCode as KioErrorCode
 from kio.schema.index import api_key_map
 from kio.serial._introspect import classify_field
@@ -69,7 +69,7 @@ def _request_entity(api_key: int, api_version: int) -> type:
         return request_type(api_key, api_version)
     try:
         return load_request_schema(api_key, api_version)
-    except (KeyError, ValueError) as exc:
+    except (KeyError, ValueError, KioIndexError) as exc:
         raise UnsupportedApi(api_key, api_version) from exc
 
 
@@ -78,7 +78,7 @@ def _response_entity(api_key: int, api_version: int) -> type:
         return response_type(api_key, api_version)
     try:
         return load_response_schema(api_key, api_version)
-    except (KeyError, ValueError) as exc:
+    except (KeyError, ValueError, KioIndexError) as exc:
         raise UnsupportedApi(api_key, api_version) from exc
 
 
@@ -203,7 +203,7 @@ def _mirror(
     """Values for an ``entity_type`` answering request item ``source`` with ``code``;
     and whether some item below carries the error."""
     values: dict[str, Any] = {}
-    carried = False
+    carried = False  # by an item below, not by this entity itself
     lists = _lists(entity_type)
     for field in dataclasses.fields(entity_type):
         name = field.name
@@ -214,7 +214,9 @@ def _mirror(
                 continue
             mirrored = [_mirror(item_type, item, code, message) for item in items]
             values[name] = [m for m, _ in mirrored]
-            carried = True
+            carried = carried or any(c or _carries(m) for m, c in mirrored)
+        elif name == "records":
+            values[name] = b""  # none (ShareFetch's may not be null)
         elif name in _ERROR_CODES:
             values[name] = code
         elif name == "error_message":
@@ -228,6 +230,10 @@ def _mirror(
         elif name in _NONE_YET and _int_field(entity_type, name):
             values[name] = -1
     return values, carried
+
+
+def _carries(values: Mapping[str, Any]) -> bool:
+    return any(name in values for name in _ERROR_CODES)
 
 
 def topic_refusal(header: RequestHeader, body: Any, code: ErrorCode, message: str) -> bytes:
