@@ -50,10 +50,9 @@ NAME_FIELDS = frozenset(
         "v3_and_below_topics",
     }
 )
-#: Resource names that are topic names when their type says TOPIC (2) or ANY (1,
-#: an ACL filter): config resources and ACL bindings / filters.
-_RESOURCE_NAMES = {"resource_name": "resource_type", "resource_name_filter": "resource_type_filter"}
-_TOPIC_RESOURCE_TYPES = frozenset({1, 2})
+#: Config resource names are topic names when their type says TOPIC (2).
+_RESOURCE_NAMES = {"resource_name": "resource_type"}
+_TOPIC_RESOURCE_TYPES = frozenset({2})
 
 
 def api_name(api_key: int) -> str:

@@ -44,8 +44,13 @@ __all__ = ["StoreTopicGuard"]
 log = structlog.get_logger("clientmetrics.gateway")
 
 #: Never decoded: SASL carries credentials and no topic; ApiVersions names none;
-#: Metadata is answered with the topic hidden (``screen_metadata``) instead.
-_UNCHECKED = frozenset({ApiKey.SASL_HANDSHAKE, ApiKey.SASL_AUTHENTICATE, ApiKey.API_VERSIONS})
+#: Metadata is answered with the topic hidden (``screen_metadata``) instead. The ACL
+#: apis (DescribeAcls 29, CreateAcls 30, DeleteAcls 31) grant rights rather than use
+#: them, need ALTER / DESCRIBE on the CLUSTER, and stay the cluster's to authorize:
+#: its administrators manage the store user's ACLs through the gateway too.
+_UNCHECKED = frozenset(
+    {ApiKey.SASL_HANDSHAKE, ApiKey.SASL_AUTHENTICATE, ApiKey.API_VERSIONS, 29, 30, 31}
+)
 #: The store topic's ids kept: a topic deleted and made again gets a new one.
 _MAX_IDS = 8
 MESSAGE = "Topic authorization failed: the subscription store's topic is the gateway's own."
