@@ -361,7 +361,9 @@ def test_terminate_logs_each_link_in_as_the_gateways_own_user(
     assert gw.events("upstream_login_failed") == []
 
 
-STORE = "__client_metrics_subscriptions"
+#: The guarded gateway's store topic: its own, so that the passthrough gateway's
+#: subscriptions (kept in the default topic) do not mix into what its clients get.
+STORE = "__client_metrics_subscriptions_guarded"
 #: What an intruder writes to the store's topic: every client, every metric, 100 ms.
 TAKEOVER = b'{"configs":{"metrics":"*","interval.ms":"100"}}'
 
@@ -438,7 +440,8 @@ def test_terminate_no_client_request_touches_the_subscription_store(
         '[authorization]\nacls = [{ principal = "User:erin", operation = "ALTER_CONFIGS", '
         'permission = "allow" }]\n'
     )
-    gw = start_gateway(s, data_dir, gateway_config(s, "gw", extra))  # the topic store
+    config = gateway_config(s, "gw", extra)
+    gw = start_gateway(s, data_dir, config, "--subscriptions-topic", STORE)  # the topic store
     try:
         dave = command_config(s, tmp_path, "dave", "dave-secret")
         erin = command_config(s, tmp_path, "erin", "erin-secret")
