@@ -23,6 +23,7 @@ from clientmetrics.exporters.memory import InMemoryExporter
 from clientmetrics.gateway.config import Address, GatewayConfig, Listener
 from clientmetrics.gateway.handlers import ConnectionState
 from clientmetrics.gateway.proxy import StoreTopicGuard
+from clientmetrics.gateway.proxy import guard as guard_module
 from clientmetrics.gateway.server import Gateway
 from clientmetrics.store.memory import MemorySubscriptionStore
 from clientmetrics.wire import (
@@ -328,6 +329,52 @@ def test_a_record_mentioning_the_name_is_decoded_and_forwarded() -> None:
         ],
     }
     assert guard().refuse(CONN, request_of(0, 9, values)) is None
+
+
+def not_decoded(*_args: Any) -> Any:
+    raise AssertionError("decoded")
+
+
+BIG = b"r" * 20_000  # a Produce this large is walked, not searched
+
+
+@pytest.mark.parametrize("version", [3, 8, 9, 12, 13])
+def test_a_large_produce_is_walked_past_its_records(
+    version: int, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    topic = {"topic_id": STORE_ID} if version >= 13 else {"name": STORE}
+    other = {"topic_id": OTHER_ID} if version >= 13 else {"name": OTHER}
+    records = [{"index": 0, "records": BIG}, {"index": 1, "records": BIG}]
+    named = {"acks": 1, "transactional_id": "t", "topic_data": [
+        {**other, "partition_data": records}, {**topic, "partition_data": records}]}  # fmt: skip
+    request = request_of(0, version, named)
+    assert len(request.frame) > 40_000
+    refusal = guard().refuse(CONN, request)
+    assert isinstance(refusal, Answer)
+    assert error_codes(decoded_answer(request, refusal.data))[1] == [29] * 4
+    # Records full of the name and the id are skipped, not read: nothing is decoded.
+    monkeypatch.setattr(guard_module, "decode_any_request", not_decoded)
+    mentions = (STORE.encode() + STORE_ID.bytes) * 500
+    clean = {
+        "acks": 1,
+        "topic_data": [{**other, "partition_data": [{"index": 0, "records": mentions}]}],
+    }
+    assert guard().refuse(CONN, request_of(0, version, clean)) is None
+
+
+def test_a_large_produce_that_does_not_walk_is_still_checked() -> None:
+    request = request_of(
+        0,
+        9,
+        {
+            "acks": 1,
+            "topic_data": [{"name": STORE, "partition_data": [{"index": 0, "records": BIG}]}],
+        },
+    )
+    # Cut short: the walk fails, the search finds the name, the decode fails: closed.
+    cut = Request(request.id, request.header, request.frame[:-5000], request.offset)
+    refusal = guard().refuse(CONN, cut)
+    assert isinstance(refusal, Close)
 
 
 def test_a_topic_id_is_refused_once_learned() -> None:

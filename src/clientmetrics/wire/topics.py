@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import dataclasses
 import functools
+import struct
 import uuid
 from collections.abc import Collection, Mapping
 from typing import Any
@@ -24,8 +25,8 @@ from kio.serial._introspect import classify_field
 
 from clientmetrics.wire.build import blank_entity, build
 from clientmetrics.wire.codec import read_entity
-from clientmetrics.wire.errors import ErrorCode, UnsupportedApi
-from clientmetrics.wire.headers import RequestHeader
+from clientmetrics.wire.errors import ErrorCode, ProtocolError, UnsupportedApi
+from clientmetrics.wire.headers import RequestHeader, read_uvarint, skip_tagged_fields
 from clientmetrics.wire.messages import encode_response
 from clientmetrics.wire.schemas import SERVED, request_type, response_type
 
@@ -33,9 +34,15 @@ __all__ = [
     "api_name",
     "decode_any_request",
     "names_topic",
+    "produce_topics",
     "refused_topic_entry",
     "topic_refusal",
 ]
+
+FIRST_FLEXIBLE_PRODUCE = 9
+#: Produce names topics by id from v13 (KIP-516), by name before.
+FIRST_PRODUCE_BY_ID = 13
+_INT16, _INT32 = struct.Struct(">h"), struct.Struct(">i")
 
 #: Fields whose string value (or string items) are topic names, in any request.
 NAME_FIELDS = frozenset(
@@ -112,6 +119,67 @@ def _field_names(
         and value in names
         and int(getattr(entity, type_field, 0)) in _TOPIC_RESOURCE_TYPES
     )
+
+
+def produce_topics(frame: bytes | bytearray, offset: int, version: int) -> list[bytes]:
+    """The topics a Produce request (v3-13, body at ``offset``) names: their names'
+    bytes, or (v13) their 16-byte ids. Walked, not decoded: records, the request's
+    bulk, are skipped by their length. ``ProtocolError`` for a malformed body."""
+    try:
+        return _produce_topics(frame, offset, version)
+    except (IndexError, struct.error) as exc:
+        raise ProtocolError(f"Produce v{version}: truncated body") from exc
+
+
+def _produce_topics(frame: bytes | bytearray, offset: int, version: int) -> list[bytes]:
+    flexible = version >= FIRST_FLEXIBLE_PRODUCE
+    _, offset = _span(frame, offset, flexible)  # transactional id
+    topics, offset = _array(frame, offset + 6, flexible)  # after acks and timeout
+    out: list[bytes] = []
+    for _ in range(topics):
+        if version >= FIRST_PRODUCE_BY_ID:
+            start, offset = offset, offset + 16
+        else:
+            start, offset = _span(frame, offset, flexible)
+        out.append(bytes(frame[start:offset]))
+        partitions, offset = _array(frame, offset, flexible)
+        for _ in range(partitions):
+            _, offset = _span(frame, offset + 4, flexible, wide=True)  # index, records
+            if flexible:
+                offset = skip_tagged_fields(frame, offset)
+        if flexible:
+            offset = skip_tagged_fields(frame, offset)
+        if offset > len(frame):
+            raise ProtocolError(f"Produce v{version}: a length runs past the frame")
+    return out
+
+
+def _span(
+    frame: bytes | bytearray, offset: int, flexible: bool, *, wide: bool = False
+) -> tuple[int, int]:
+    """Where a (nullable) string or bytes field's content starts, and where it ends:
+    compact (uvarint length + 1), else an int16 length (int32 for ``wide`` bytes)."""
+    if flexible:
+        length, offset = read_uvarint(frame, offset)
+        return offset, offset + max(length - 1, 0)
+    size = _INT32 if wide else _INT16
+    (length,) = size.unpack_from(frame, offset)
+    offset += size.size
+    return offset, offset + max(length, 0)
+
+
+def _array(frame: bytes | bytearray, offset: int, flexible: bool) -> tuple[int, int]:
+    """An array's item count (null: none), bounded by the bytes left (each item
+    takes at least one), and the offset of its first item."""
+    if flexible:
+        count, offset = read_uvarint(frame, offset)
+        count -= 1
+    else:
+        (count,) = _INT32.unpack_from(frame, offset)
+        offset += 4
+    if count > len(frame) - offset:
+        raise ProtocolError(f"array of {count} items in {len(frame) - offset} bytes")
+    return max(count, 0), offset
 
 
 def _holds_name(value: Any, names: Collection[str]) -> bool:

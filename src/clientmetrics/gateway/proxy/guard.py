@@ -8,10 +8,12 @@ names the topic, whoever carries it upstream (the gateway's own login in
 terminate mode, the client's in passthrough): Produce, Fetch, DeleteRecords,
 DeleteTopics, CreatePartitions, its configs, ... by name or by topic id.
 
-Cheap on the pass-through path: a request is decoded only when its bytes contain
-the topic's name or one of its ids (a request that names the topic cannot avoid
-containing one of them; records are opaque bytes, so a record that merely
-mentions the name costs a decode, never a refusal). A refused request gets
+Cheap on the pass-through path: a request is decoded only when it may name the
+topic. A large Produce request's topics are read off a walk that skips its records
+by length (no search through megabytes); any other request's bytes are searched for
+the topic's name and ids (a request that names the topic cannot avoid containing
+one of them; a false match, say a group named after the topic, costs a decode,
+never a refusal). A refused request gets
 TOPIC_AUTHORIZATION_FAILED on every item it named (the response shaped as the
 api's own); one that expects no answer (Produce with acks=0) closes the
 connection, as Kafka does; one the gateway cannot decode but that contains the
@@ -35,6 +37,7 @@ from clientmetrics.wire.topics import (
     api_name,
     decode_any_request,
     names_topic,
+    produce_topics,
     refused_topic_entry,
     topic_refusal,
 )
@@ -53,6 +56,9 @@ _UNCHECKED = frozenset(
 )
 #: The store topic's ids kept: a topic deleted and made again gets a new one.
 _MAX_IDS = 8
+#: Produce requests larger than this are walked rather than searched: the walk costs
+#: about what searching 20 KB does (bench/store_guard.py), and no more for 1 MB.
+_WALKED_FROM = 16 * 1024
 MESSAGE = "Topic authorization failed: the subscription store's topic is the gateway's own."
 
 
@@ -64,6 +70,7 @@ class StoreTopicGuard:
         self._names = frozenset({topic})
         self._name_bytes = topic.encode()
         self._ids: dict[uuid.UUID, bytes] = {}
+        self._id_set: frozenset[bytes] = frozenset()
 
     @property
     def ids(self) -> tuple[uuid.UUID, ...]:
@@ -77,9 +84,21 @@ class StoreTopicGuard:
         if len(self._ids) >= _MAX_IDS:
             del self._ids[next(iter(self._ids))]
         self._ids[topic_id] = topic_id.bytes
+        self._id_set = frozenset(self._ids.values())
         log.info("store_topic_id", topic=self.topic, topic_id=str(topic_id))
 
-    def _mentions(self, frame: bytes | bytearray) -> bool:
+    def _mentions(self, request: Request) -> bool:
+        """Whether the request may name the topic: a large Produce's topics read off
+        its walk (its records, the bulk of the proxy's traffic, are skipped by length,
+        not searched); any other request's bytes searched for the name and the ids."""
+        frame, header = request.frame, request.header
+        if header.api_key == ApiKey.PRODUCE and len(frame) > _WALKED_FROM:
+            try:
+                topics = produce_topics(frame, request.offset, header.api_version)
+            except ProtocolError:
+                pass  # searched instead; the decode below says what is wrong
+            else:
+                return any(t == self._name_bytes or t in self._id_set for t in topics)
         if self._name_bytes in frame:
             return True
         return any(raw in frame for raw in self._ids.values())
@@ -89,7 +108,7 @@ class StoreTopicGuard:
         header = request.header
         if header.api_key in _UNCHECKED or header.api_key == ApiKey.METADATA:
             return None
-        if not self._mentions(request.frame):  # the pass-through path: one byte search
+        if not self._mentions(request):  # the pass-through path
             return None
         try:
             body = decode_any_request(header, bytes(request.frame), request.offset)
