@@ -96,6 +96,7 @@ class FakeUpstream:
             **me,
             "config_resources": [
                 {"resource_name": "upstream-topic", "resource_type": 2},
+                {"resource_name": "__client_metrics_subscriptions", "resource_type": 2},
                 {"resource_name": "upstream-own-sub", "resource_type": 16},
             ],
             "coordinators": [

@@ -34,6 +34,7 @@ from clientmetrics.gateway.upstream import UpstreamLink
 from clientmetrics.security.base import Operation
 from clientmetrics.wire import (
     ApiKey,
+    ConfigResourceType,
     ErrorCode,
     RequestHeader,
     decode_request,
@@ -201,17 +202,21 @@ class SplitConfigs:
         ours = self._configs.client_metrics_resources(conn) if listed else []
         return AnswerLater(self._merge_lists(header, future, ours))
 
-    @staticmethod
     async def _merge_lists(
-        header: RequestHeader, upstream: asyncio.Future[bytes], ours: list[dict[str, Any]]
+        self, header: RequestHeader, upstream: asyncio.Future[bytes], ours: list[dict[str, Any]]
     ) -> bytes:
         _, response = decode_response(header.api_key, header.api_version, await upstream)
         code = int(response.error_code)
         theirs: list[Any] = []
         if code == ErrorCode.NONE:
             # The upstream's own client-metrics resources (if any) are not the ones in force.
+            # Nor is the store's topic listed, as Metadata does not list it.
+            hidden = {(int(ConfigResourceType.TOPIC), self._guard.topic)} if self._guard else set()
             theirs = [
-                r for r in response.config_resources if int(r.resource_type) != CLIENT_METRICS
+                r
+                for r in response.config_resources
+                if int(r.resource_type) != CLIENT_METRICS
+                and (int(r.resource_type), str(r.resource_name)) not in hidden
             ]
         values = {
             "throttle_time": response.throttle_time,
