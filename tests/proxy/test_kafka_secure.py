@@ -516,6 +516,16 @@ def test_terminate_no_client_request_touches_the_subscription_store(
         ]  # fmt: skip
         assert all(e["source"].startswith("127.0.0.1:") for e in audit)
         assert gw.events("subscription_change_refused")[0]["principal"] == "User:dave"
+
+        # Passthrough: not even the cluster's super user writes the store through a gateway.
+        su = command_config(s, tmp_path, "admin", s.kafka.admin_password)
+        default = [{"name": "__client_metrics_subscriptions", "partition_data": [
+            {"index": 0, "records": batch}]}]  # fmt: skip
+        produce = (0, 9, {"acks": -1, "timeout": 5000, "topic_data": default})
+        [answer] = asyncio.run(raw_requests(s, passthrough, su, [produce]))
+        assert error_codes(answer)[1] == [29]
+        [audit] = passthrough.events("store_topic_refused")
+        assert (audit["principal"], audit["api"]) == ("User:admin", "Produce")
     finally:
         code = gw.stop()
     assert code == 0
