@@ -23,7 +23,8 @@ final class Forwarder {
     /**
      * Once a push is in, how long the thread lets more gather before it takes them all: one
      * wake-up (and one signal from a request thread) per this many milliseconds instead of
-     * one per push. The producer lingers longer than this anyway (linger.ms).
+     * one per push. Part of {@code clientmetrics.linger.ms}: the producer lingers the rest
+     * ({@link PluginConfig#gatherMs}).
      */
     static final long GATHER_MS = 20;
 
@@ -117,8 +118,9 @@ final class Forwarder {
                 if (push == null) {
                     continue;
                 }
-                if (!closing) {
-                    Thread.sleep(GATHER_MS); // let more come: they are taken without waiting
+                int gather = config.gatherMs();
+                if (!closing && gather > 0) {
+                    Thread.sleep(gather); // let more come: they are taken without waiting
                 }
                 // One at a time off the queue, so what waits stays within its bounds.
                 while (push != null) {

@@ -248,12 +248,12 @@ class PluginTest {
         assertEquals(List.of("node_id", "terminating", "push_interval_ms"), List.copyOf(headers(second).keySet()));
         assertEquals(1, clients.producers.size()); // same producer settings: same producer
 
-        plugin.reconfigure(Fakes.broker("clientmetrics.producer.linger.ms", "5"));
+        plugin.reconfigure(Fakes.broker("clientmetrics.producer.compression.type", "zstd"));
         exporter.exportMetrics(Fakes.context(5000, Fakes.request("c", "u")), Fakes.payload(ID, false, otlp()));
         await(() -> clients.history().size() == 3, "a third record");
         assertEquals(2, clients.producers.size());
         assertTrue(clients.producers.get(0).closed());
-        assertEquals("5", clients.configs.get(1).get("linger.ms"));
+        assertEquals("zstd", clients.configs.get(1).get("compression.type"));
     }
 
     @Test
