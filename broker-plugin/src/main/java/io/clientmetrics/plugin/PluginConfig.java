@@ -57,7 +57,7 @@ record PluginConfig(
     static final ConfigDef DEF = new ConfigDef()
             .define(TOPIC, Type.STRING, DEFAULT_TOPIC, new ConfigDef.NonEmptyString(), Importance.HIGH,
                     "The topic each push becomes a record on (the gateway's topic exporter's default).")
-            .define(LABELS, Type.LIST, "client_id,client_instance_id", Importance.HIGH,
+            .define(LABELS, Type.LIST, Label.keys(Label.DEFAULT), Importance.HIGH,
                     "Broker-added labels that become resource attributes and headers: " + Label.known())
             .define(BOOTSTRAP_SERVERS, Type.STRING, "", Importance.HIGH,
                     "The cluster the records go to; empty: this broker's own listener.")

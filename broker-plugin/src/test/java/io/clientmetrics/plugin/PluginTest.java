@@ -224,7 +224,9 @@ class PluginTest {
         ClientTelemetryExporter exporter = plugin.clientTelemetryExporter();
         exporter.exportMetrics(Fakes.context(5000, Fakes.request("c", "u")), Fakes.payload(ID, false, otlp()));
         await(() -> clients.history().size() == 1, "a record");
-        assertEquals(List.of("client_id", "client_instance_id", "terminating", "push_interval_ms"),
+        // The default labels (RecordFormatTest checks them against the vectors' default_labels).
+        assertEquals(List.of("client_id", "client_instance_id", "client_software_name", "client_software_version",
+                        "client_source_address", "client_source_port", "principal", "terminating", "push_interval_ms"),
                 List.copyOf(headers(clients.history().get(0)).keySet()));
 
         Map<String, Object> bad = Fakes.broker("clientmetrics.labels", "client_id,hostname");
