@@ -178,21 +178,36 @@ class TopicSink:
         self._thread.start()
 
     def _ensure_topic(self, ck: Any) -> None:
-        """Create the topic if it is missing; a broker that refuses is logged, not fatal."""
+        """Create the topic if it is missing; a broker that refuses is logged, not fatal.
+
+        A topic that exists is left as it is, whatever its partition count: adding
+        partitions would move some instances' records to another partition midway
+        (a reader takes a partition as a share of instances). When its count is not
+        ``partitions``, one warning names both.
+        """
         admin = ck.admin.AdminClient(
             {k: v for k, v in self.config.items() if k.startswith(_CLIENT)}
         )
         new_topic = ck.admin.NewTopic
         try:
             topics = admin.list_topics(timeout=10).topics
-            if self.topic in topics and not topics[self.topic].error:
+            found = topics.get(self.topic)
+            if found is not None and not found.error:
+                if len(found.partitions) != self.partitions:
+                    log.warning(
+                        "topic_exporter_partitions_differ",
+                        topic=self.topic,
+                        partitions=len(found.partitions),
+                        configured=self.partitions,
+                        note="the topic exists and is left as it is; see docs/exporters.md",
+                    )
                 return
             futures = admin.create_topics(
                 [new_topic(self.topic, num_partitions=self.partitions, replication_factor=-1)],
                 operation_timeout=10,
             )
             futures[self.topic].result(10)
-            log.info("topic_exporter_created_topic", topic=self.topic)
+            log.info("topic_exporter_created_topic", topic=self.topic, partitions=self.partitions)
         except ck.KafkaException as exc:
             log.warning("topic_exporter_topic_not_created", topic=self.topic, error=str(exc))
 
