@@ -47,6 +47,8 @@ final class Forwarder {
     private volatile Producer<byte[], byte[]> producer;
     private PluginConfig producerConfig;
     private boolean topicReady;
+    /** The partition count of the topic as last checked (-1: not known). */
+    volatile int topicPartitions = -1;
     private long nextTopicAttemptMs;
 
     Forwarder(PluginConfig config, Clients clients) {
@@ -198,8 +200,15 @@ final class Forwarder {
         long time = System.currentTimeMillis();
         if (now.createTopic() && !topicReady && time >= nextTopicAttemptMs) {
             try {
-                clients.ensureTopic(now.producer(), now.topic(), now.partitions());
+                int found = clients.ensureTopic(now.producer(), now.topic(), now.partitions());
                 topicReady = true;
+                topicPartitions = found;
+                if (found > 0 && found != now.partitions()) {
+                    // Left as it is: adding partitions would move instances' records midway.
+                    LOG.warn("clientmetrics: topic {} exists with {} partitions, not the {} of "
+                                    + "clientmetrics.topic.partitions; it is left as it is",
+                            now.topic(), found, now.partitions());
+                }
             } catch (Exception e) {
                 if (e instanceof InterruptedException) {
                     Thread.currentThread().interrupt();

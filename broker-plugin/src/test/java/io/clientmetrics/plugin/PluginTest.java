@@ -259,6 +259,19 @@ class PluginTest {
     }
 
     @Test
+    void anExistingTopicIsLeftWithItsOwnPartitionCount() throws Exception {
+        Fakes.MockClients clients = new Fakes.MockClients(true);
+        clients.existingPartitions = 1;
+        plugin = new ClientMetricsPlugin(clients);
+        plugin.configure(Fakes.broker("clientmetrics.topic.partitions", "12"));
+        plugin.clientTelemetryExporter().exportMetrics(Fakes.context(5000, Fakes.request("c", "u")),
+                Fakes.payload(ID, false, otlp()));
+        await(() -> clients.history().size() == 1, "a record");
+        assertEquals(List.of("otlp_metrics/12"), clients.ensured);
+        assertEquals(1, plugin.runtime.forwarder().topicPartitions); // seen (and warned about), not changed
+    }
+
+    @Test
     void afterCloseTheExporterTheBrokerStillHoldsIgnoresPushes() throws Exception {
         Fakes.MockClients clients = new Fakes.MockClients(true);
         plugin = new ClientMetricsPlugin(clients);
