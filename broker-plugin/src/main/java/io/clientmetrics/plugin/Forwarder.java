@@ -12,9 +12,10 @@ import org.slf4j.LoggerFactory;
 /**
  * Pushes in, records out: a bounded queue the request threads offer to without ever waiting
  * (a full queue drops the push and counts it), and one thread of its own that takes what has
- * gathered every {@value #GATHER_MS} ms or so, builds each record and hands it to a Kafka
- * producer. A cluster that is away costs the broker nothing
- * but this queue; the producer reconnects by itself when it is back.
+ * gathered every {@value #GATHER_MS} ms or so (less when {@code clientmetrics.linger.ms} is),
+ * builds each record and hands it to a Kafka producer. A cluster that is away costs the broker
+ * nothing but this queue; the producer reconnects by itself when it is back. What is queued
+ * or batched here is lost if the broker is killed: {@code linger.ms} bounds it.
  */
 final class Forwarder {
     private static final Logger LOG = LoggerFactory.getLogger(Forwarder.class);
