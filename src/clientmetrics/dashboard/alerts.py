@@ -9,24 +9,11 @@ from typing import Any
 
 import pyarrow as pa
 
+from clientmetrics.pipeline.core.incidents import KIP_LABELS
 from clientmetrics.pipeline.core.schemas import ALERTS_ARROW
 
 #: The labels KIP-714's proactive-monitoring workflow collects for an alert, in its order.
-WORKFLOW_LABELS = (
-    "client_instance_id",
-    "client_id",
-    "client_source_address",
-    "client_source_port",
-    "node_id",
-    "principal",
-    "tenant",
-    "client_software_name",
-    "client_software_version",
-    "group_id",
-    "group_instance_id",
-    "member_id",
-    "transactional_id",
-)
+WORKFLOW_LABELS = KIP_LABELS
 
 
 #: Why an alert resolved (the pipeline's ``resolution``), as the alerts page explains it.

@@ -8,6 +8,7 @@ import signal
 import socket
 import threading
 from collections.abc import Callable
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -73,6 +74,12 @@ def _options(function: Callable[..., Any]) -> Callable[..., Any]:
             help="JSON-lines file new alerts are appended to.",
         ),
         click.option("--webhook", help="POST new alerts to this URL (overrides the rules file)."),
+        click.option(
+            "--alertmanager",
+            metavar="URL",
+            help="Deliver alerts and findings to this Prometheus Alertmanager (its v2 API; "
+            "overrides the rules file).",
+        ),
         click.option(
             "--window-seconds",
             type=click.IntRange(min=1),
@@ -146,7 +153,9 @@ def _config(options: dict[str, Any], trigger_seconds: float, flush_windows: bool
     data: Path = options["data_dir"]
     rules = load_rules(options["rules"]) if options["rules"] else RuleSet()
     if options["webhook"]:
-        rules = RuleSet(rules.rules, options["webhook"], rules.sink)
+        rules = replace(rules, webhook=options["webhook"])
+    if options["alertmanager"]:
+        rules = replace(rules, alertmanager=options["alertmanager"])
     return PipelineConfig(
         kafka=_kafka(options),
         input_path=options["input_path"] or str(landed_pushes(data)),

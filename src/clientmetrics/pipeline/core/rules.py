@@ -18,8 +18,10 @@ or as separate keys::
     for = "180s"
     strict = true                               # "more than": held longer than 180 s
 
-Optional top-level keys: ``webhook`` (a URL to POST new alerts to) and ``sink``
-(a JSON-lines file; default ``DATA/alerts.jsonl``).
+Optional top-level keys: ``webhook`` (a URL to POST new alerts to), ``sink``
+(a JSON-lines file; default ``DATA/alerts.jsonl``), ``alertmanager`` (a
+Prometheus Alertmanager's URL), and ``findings = true`` with ``[finding.NAME]``
+tables: the shipped findings catalogue (``core/findings.py``), as rules.
 """
 
 from __future__ import annotations
@@ -31,6 +33,7 @@ from pathlib import Path
 from typing import Any
 
 from clientmetrics.errors import ConfigurationError
+from clientmetrics.pipeline.core.findings import finding_rules
 
 #: Comparison operators and the words that may stand for them.
 OPERATORS = {
@@ -103,6 +106,8 @@ class RuleSet:
     rules: tuple[AlertRule, ...] = ()
     webhook: str | None = None
     sink: str | None = None
+    #: A Prometheus Alertmanager (its base URL) to deliver incidents to.
+    alertmanager: str | None = None
 
 
 def load_rules(path: Path) -> RuleSet:
@@ -121,15 +126,29 @@ def parse_rules(document: dict[str, Any]) -> RuleSet:
     if not isinstance(raw_rules, list):
         raise ConfigurationError("'rule' must be an array of tables ([[rule]])")
     rules = tuple(_rule(index, raw) for index, raw in enumerate(raw_rules))
+    rules += tuple(
+        AlertRule(name, metric, *_finding_condition(name, condition))
+        for name, metric, condition in finding_rules(document)
+    )
     names = [rule.name for rule in rules]
     if len(set(names)) != len(names):
         raise ConfigurationError(f"rule names must be unique: {names}")
     webhook = document.get("webhook")
     sink = document.get("sink")
-    for key, value in (("webhook", webhook), ("sink", sink)):
+    alertmanager = document.get("alertmanager")
+    for key, value in (("webhook", webhook), ("sink", sink), ("alertmanager", alertmanager)):
         if value is not None and not isinstance(value, str):
             raise ConfigurationError(f"'{key}' must be a string")
-    return RuleSet(rules=rules, webhook=webhook, sink=sink)
+    return RuleSet(rules=rules, webhook=webhook, sink=sink, alertmanager=alertmanager)
+
+
+def _finding_condition(name: str, condition: str) -> tuple[str, float, float, bool, str]:
+    """A finding's condition as ``AlertRule``'s fields after its metric."""
+    try:
+        op, threshold, unit, duration, strict = parse_condition(condition)
+    except ConfigurationError as exc:
+        raise ConfigurationError(f"finding {name!r}: {exc}") from exc
+    return op, threshold, duration, strict, unit
 
 
 def parse_condition(text: str) -> tuple[str, float, str, float, bool]:
@@ -152,7 +171,7 @@ def parse_condition(text: str) -> tuple[str, float, str, float, bool]:
 
 #: The keys a ``[[rule]]`` table may have, and the top-level keys of a rules file.
 RULE_KEYS = ("name", "metric", "condition", "op", "threshold", "unit", "for", "strict")
-FILE_KEYS = ("rule", "webhook", "sink")
+FILE_KEYS = ("rule", "webhook", "sink", "alertmanager", "findings", "finding")
 
 
 def _no_unknown_keys(where: str, table: dict[str, Any], known: tuple[str, ...]) -> None:

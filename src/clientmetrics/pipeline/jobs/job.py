@@ -99,7 +99,9 @@ class PipelineJob:
             self._store = TableStore(_absolute(config.output_path))
         except (pa.ArrowInvalid, pa.ArrowNotImplementedError, OSError, ValueError) as exc:
             raise ValueError(f"cannot open the tables' location {config.output_path!r}") from exc
-        self._notifier = AlertNotifier(config.alert_sink, config.rules.webhook)
+        self._notifier = AlertNotifier(
+            config.alert_sink, config.rules.webhook, alertmanager=config.rules.alertmanager
+        )
         #: Wall seconds per stage, summed over the batches this job has processed.
         self.stage_seconds: dict[str, float] = {}
         #: Micro-batches this job has processed.

@@ -1,7 +1,13 @@
-"""Announcing new alerts to incident tools: a JSON-lines file and an optional webhook."""
+"""Announcing new alerts to incident tools: a JSON-lines file, a webhook and Alertmanager.
+
+Alertmanager gets each event as an incident with KIP-714's labels
+(``core.incidents``) through its v2 API (``POST /api/v2/alerts``): firing
+events open an incident, resolved ones close it (their ``endsAt``).
+"""
 
 from __future__ import annotations
 
+import json
 import urllib.error
 import urllib.request
 from collections.abc import Sequence
@@ -11,17 +17,29 @@ from typing import Any
 import structlog
 
 from clientmetrics.pipeline.core.alerts import alert_json
+from clientmetrics.pipeline.core.incidents import alertmanager_alert
 
 _log = structlog.get_logger(__name__)
 
 
-class AlertNotifier:
-    """Appends alert events to a JSON-lines file and POSTs them to a webhook."""
+#: Alerts per request to Alertmanager (a batch of thousands must not be one huge body).
+ALERTMANAGER_CHUNK = 500
 
-    def __init__(self, sink: str | None, webhook: str | None, timeout: float = 5.0) -> None:
+
+class AlertNotifier:
+    """Appends alert events to a JSON-lines file, POSTs them to a webhook and to Alertmanager."""
+
+    def __init__(
+        self,
+        sink: str | None,
+        webhook: str | None,
+        timeout: float = 5.0,
+        alertmanager: str | None = None,
+    ) -> None:
         self._sink = Path(sink) if sink else None
         self._webhook = webhook
         self._timeout = timeout
+        self._alertmanager = alertmanager.rstrip("/") if alertmanager else None
 
     def notify(self, events: Sequence[dict[str, Any]]) -> None:
         """Announce a batch of alert events. A failing webhook is logged, never fatal."""
@@ -36,13 +54,16 @@ class AlertNotifier:
             with self._sink.open("a", encoding="utf-8") as sink:
                 sink.write("".join(line + "\n" for line in lines))
         if self._webhook:
-            self._post(lines)
+            self._post(self._webhook, ("[" + ",".join(lines) + "]").encode("utf-8"))
+        if self._alertmanager:
+            incidents = [alertmanager_alert(json.loads(line)) for line in lines]
+            for start in range(0, len(incidents), ALERTMANAGER_CHUNK):
+                body = json.dumps(incidents[start : start + ALERTMANAGER_CHUNK]).encode("utf-8")
+                self._post(f"{self._alertmanager}/api/v2/alerts", body)
 
-    def _post(self, lines: Sequence[str]) -> None:
-        assert self._webhook is not None
-        body = ("[" + ",".join(lines) + "]").encode("utf-8")
+    def _post(self, url: str, body: bytes) -> None:
         request = urllib.request.Request(
-            self._webhook,
+            url,
             data=body,
             headers={"Content-Type": "application/json"},
             method="POST",
@@ -51,5 +72,6 @@ class AlertNotifier:
             with urllib.request.urlopen(request, timeout=self._timeout) as response:
                 response.read()
         except (urllib.error.URLError, OSError) as exc:
-            # The alert is in the table and the sink file; the webhook is best effort.
-            _log.warning("alert webhook failed", url=self._webhook, error=str(exc))
+            # The alert is in the table and the sink file; the webhook and
+            # Alertmanager are best effort.
+            _log.warning("alert delivery failed", url=url, error=str(exc))
