@@ -107,7 +107,7 @@ def test_unreadable_file_is_a_configuration_error(tmp_path: Path) -> None:
         ),
         (
             {"rules": [{"name": "x", "metric": "m"}]},
-            "rules file: unknown key 'rules' (known: rule, webhook, sink)",
+            "rules file: unknown key 'rules' (known: rule, webhook, sink, alertmanager, findings, finding)",
         ),
     ],
 )
