@@ -55,7 +55,7 @@ peers: install
 # Debian's programs some tests drive: stunnel4 (TLS in front of Tansu), prometheus (a real
 # server scraping the exporter), chromium (the dashboard's browser test). As root, the missing
 # ones are installed with apt-get; otherwise one line says what to run, and their tests skip.
-DEBIAN_PACKAGES = stunnel4 prometheus chromium
+DEBIAN_PACKAGES = stunnel4 prometheus prometheus-alertmanager chromium
 system:
 	@missing=$$(for p in $(DEBIAN_PACKAGES); do command -v $$p >/dev/null 2>&1 || echo $$p; done); \
 	missing=$$(echo $$missing); \
