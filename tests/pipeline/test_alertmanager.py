@@ -19,13 +19,13 @@ from clientmetrics.pipeline.core.alerts import (
 from clientmetrics.pipeline.core.incidents import GROUP_BY
 from clientmetrics.pipeline.core.rates import normalise
 from clientmetrics.pipeline.core.rules import parse_rules
-from clientmetrics.pipeline.core.series import running_values
 from clientmetrics.pipeline.core.schemas import (
     ALERT_STATE_ARROW,
     DECODED_ARROW,
     INVENTORY_ARROW,
     SERIES_STATE_ARROW,
 )
+from clientmetrics.pipeline.core.series import running_values
 from clientmetrics.pipeline.jobs.notify import AlertNotifier
 from tests.alertmanager_server import AlertmanagerServer, alertmanager_binary
 from tests.pipeline.core.tables import table
@@ -137,7 +137,8 @@ def test_one_slow_broker_is_one_incident_fired_then_resolved(tmp_path: Path) -> 
         ]
 
         lines, state = _batch(start, [180], 2.0, state)
-        assert len(lines) == 5 and all('"resolved"' in line for line in lines)
+        assert len(lines) == 5
+        assert all('"resolved"' in line for line in lines)
         notifier.notify_lines(lines)
         wait_for(lambda: not _active(server), 60, what="the incident to resolve")
         assert state.num_rows == 0
