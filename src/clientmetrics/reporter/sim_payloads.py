@@ -5,6 +5,10 @@ The names, types and attributes follow the golden librdkafka 2.16 pushes
 per-broker latency copies carry an integer ``node.id`` (-1 for the group
 coordinator), no units. Values are drawn around realistic figures; an
 unhealthy client reports request latencies far above normal.
+
+A client may carry a fault (``SimFault``, one per kind the findings catalogue
+knows): from its onset its metrics show that fault, so findings are measured
+against a known ground truth (bench/findings.py).
 """
 
 from __future__ import annotations
@@ -14,9 +18,47 @@ from dataclasses import dataclass
 
 from clientmetrics.reporter.payload import MetricPoint
 
-__all__ = ["SimMetrics"]
+__all__ = ["FAULTS", "SimFault", "SimMetrics"]
 
 _P = "org.apache.kafka."
+
+#: Fault kinds, the client kind each applies to, and the finding that should name it.
+FAULTS = {
+    "slow-processing": ("consumer", "slow-processing"),
+    "throttled": ("producer", "throttled-producer"),
+    "send-buffer": ("producer", "send-buffer-pressure"),
+    "reconnect-storm": (None, "reconnect-storm"),
+    "slow-commits": ("consumer", "slow-commits"),
+    "slow-broker": (None, "slow-broker-requests"),
+}
+#: The broker a ``slow-broker`` fault slows (every faulty client's node 0).
+SLOW_NODE = 0
+
+
+@dataclass(frozen=True, slots=True)
+class SimFault:
+    """A fault injected at ``onset_seconds`` into a ``fraction`` of the clients it applies to."""
+
+    kind: str
+    onset_seconds: float
+    fraction: float
+
+    @classmethod
+    def parse(cls, text: str) -> SimFault:
+        """``KIND@ONSET[s]:FRACTION``, e.g. ``slow-processing@120s:0.05``."""
+        try:
+            kind, rest = text.split("@", 1)
+            onset, fraction = rest.split(":", 1)
+            fault = cls(kind, float(onset.removesuffix("s")), float(fraction))
+        except ValueError:
+            raise ValueError(f"bad fault {text!r}; expected KIND@SECONDS:FRACTION") from None
+        if kind not in FAULTS or fault.onset_seconds < 0 or not 0 < fault.fraction <= 1:
+            raise ValueError(f"bad fault {text!r}; kinds: {', '.join(FAULTS)}; 0 < FRACTION <= 1")
+        return fault
+
+    def applies_to(self, client_kind: str) -> bool:
+        wanted = FAULTS[self.kind][0]
+        return wanted is None or wanted == client_kind
 
 
 @dataclass
@@ -29,6 +71,9 @@ class SimMetrics:
     started_ns: int
     connections: int = 1
     rebalance_ms: int = 0
+    #: The fault this client shows from ``fault_onset_ns`` on (``FAULTS``), if any.
+    fault: str | None = None
+    fault_onset_ns: int = 0
     _last_ns: int = 0
     _last_sent: tuple[int, int] = (0, 0)
 
@@ -42,23 +87,33 @@ class SimMetrics:
         """A fresh set of points at ``now_ns``."""
         latency = self._latency(rng)
         nodes = (0,) if self.kind == "producer" else (0, -1)
+        fault = self.fault if self.fault is not None and now_ns >= self.fault_onset_ns else None
+        rate = rng.uniform(2.0, 8.0) if fault == "reconnect-storm" else rng.uniform(0, 0.05)
+        if fault == "reconnect-storm":
+            self.connections += int(rate * (now_ns - (self._last_ns or now_ns)) / 1e9)
         if rng.random() < 0.01:
             self.connections += 1
         points = [
-            self._gauge("connection.creation.rate", round(rng.uniform(0, 0.05), 4), now_ns),
+            self._gauge("connection.creation.rate", round(rate, 4), now_ns),
             self._counter("connection.creation.total", self.connections, now_ns, delta, 0),
         ]
         for node in nodes:
             attrs: dict[str, str | int] = {"node.id": node}
-            points.append(self._gauge("node.request.latency.avg", latency, now_ns, attrs))
+            node_latency = latency
+            if fault == "slow-broker" and node == SLOW_NODE:
+                node_latency = round(rng.uniform(2000.0, 5000.0), 3)
+            points.append(self._gauge("node.request.latency.avg", node_latency, now_ns, attrs))
             points.append(
-                self._gauge("node.request.latency.max", int(latency * 1.8) + 1, now_ns, attrs)
+                self._gauge("node.request.latency.max", int(node_latency * 1.8) + 1, now_ns, attrs)
             )
         if self.kind == "producer":
             queue = round(rng.uniform(0.1, 4.0), 3)
+            if fault == "send-buffer":
+                queue = round(rng.uniform(1500.0, 4000.0), 3)
+            throttle = round(rng.uniform(200.0, 900.0), 3) if fault == "throttled" else 0.0
             points += [
-                self._gauge("produce.throttle.time.avg", 0.0, now_ns),
-                self._gauge("produce.throttle.time.max", 0, now_ns),
+                self._gauge("produce.throttle.time.avg", throttle, now_ns),
+                self._gauge("produce.throttle.time.max", int(throttle * 2), now_ns),
                 self._gauge("record.queue.time.avg", queue, now_ns),
                 self._gauge("record.queue.time.max", int(queue * 3) + 1, now_ns),
                 self._gauge("request.latency.avg", latency, now_ns),
@@ -67,9 +122,13 @@ class SimMetrics:
         else:
             fetch = self._latency(rng) + 480.0  # fetch.wait.max.ms dominates
             self.rebalance_ms += 0 if rng.random() < 0.99 else rng.randint(50, 3000)
+            idle = rng.uniform(0.01, 0.1) if fault == "slow-processing" else rng.uniform(0.6, 1.0)
+            commit = self._latency(rng)
+            if fault == "slow-commits":
+                commit = round(rng.uniform(1500.0, 4000.0), 3)
             points += [
-                self._gauge("poll.idle.ratio.avg", round(rng.uniform(0.6, 1.0), 4), now_ns),
-                self._gauge("coordinator.commit.latency.avg", self._latency(rng), now_ns),
+                self._gauge("poll.idle.ratio.avg", round(idle, 4), now_ns),
+                self._gauge("coordinator.commit.latency.avg", commit, now_ns),
                 self._gauge("coordinator.commit.latency.max", int(latency * 2) + 1, now_ns),
                 self._gauge("coordinator.assigned.partitions", rng.randint(1, 12), now_ns),
                 self._gauge("coordinator.rebalance.latency.avg", 120.0, now_ns),
