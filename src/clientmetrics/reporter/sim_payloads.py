@@ -88,11 +88,12 @@ class SimMetrics:
         latency = self._latency(rng)
         nodes = (0,) if self.kind == "producer" else (0, -1)
         fault = self.fault if self.fault is not None and now_ns >= self.fault_onset_ns else None
+        # The healthy draws keep their order (a seeded run gives what it gave before faults).
+        if rng.random() < 0.01:
+            self.connections += 1
         rate = rng.uniform(2.0, 8.0) if fault == "reconnect-storm" else rng.uniform(0, 0.05)
         if fault == "reconnect-storm":
             self.connections += int(rate * (now_ns - (self._last_ns or now_ns)) / 1e9)
-        if rng.random() < 0.01:
-            self.connections += 1
         points = [
             self._gauge("connection.creation.rate", round(rate, 4), now_ns),
             self._counter("connection.creation.total", self.connections, now_ns, delta, 0),
