@@ -11,7 +11,9 @@ points, series, ``rule_candidates``, ``track_episodes`` with carried state,
 Reported per fault kind: recall (faulty clients whose finding fired after the
 onset, of those with at least 4 pushes after it), onset-to-finding delay in
 push intervals (median and max), and false findings (firing events on clients
-with no fault) per 1,000 client-hours.
+with no fault) per 1,000 client-hours. Healthy clients get one-push blips
+(``--blips``, a chance per push) so the false-finding figure means something:
+the simulator's healthy values alone never come near a threshold.
 
     python bench/findings.py --instances 1000 --hours 2
 """
@@ -47,6 +49,16 @@ from clientmetrics.pipeline.core.series import running_values
 from clientmetrics.reporter.sim_payloads import FAULTS, SimFault, SimMetrics
 
 T0 = datetime(2026, 1, 1, tzinfo=UTC)
+#: A healthy client's one-push blip (a GC pause, a broker's leader election): the value a
+#: finding's metric takes for that push only, on the finding's bad side.
+BLIPS = {
+    "poll.idle.ratio.avg": 0.05,
+    "produce.throttle.time.avg": 500.0,
+    "record.queue.time.avg": 3000.0,
+    "connection.creation.rate": 4.0,
+    "commit.latency.avg": 2500.0,
+    "node.request.latency.avg": 4000.0,
+}
 
 
 def _fleet(
@@ -67,17 +79,23 @@ def _fleet(
 
 
 def _points(
-    clients: list[SimMetrics], ids: list[str], now: datetime, rng: random.Random
+    clients: list[SimMetrics], ids: list[str], now: datetime, rng: random.Random, blips: float
 ) -> pa.Table:
     now_ns = int(now.timestamp() * 1e9)
     columns: dict[str, list[object]] = {n: [] for n in ("id", "name", "value", "attrs")}
     for client, instance in zip(clients, ids, strict=True):
+        blip = None
+        if client.fault is None and rng.random() < blips:
+            blip = rng.choice(sorted(BLIPS))
         for point in client.points(rng, now_ns, delta=False):
             if point.is_sum:
                 continue  # no catalogue finding reads a sum yet
             columns["id"].append(instance)
             columns["name"].append(point.name)
-            columns["value"].append(float(point.value))
+            value = float(point.value)
+            if blip is not None and point.name.endswith(blip):
+                value = BLIPS[blip]
+            columns["value"].append(value)
             columns["attrs"].append([(k, str(v)) for k, v in point.attributes.items()])
     size = len(columns["id"])
     data = {
@@ -94,7 +112,7 @@ def _points(
 
 
 def run(
-    count: int, hours: float, interval: int, faults: list[SimFault], seed: int
+    count: int, hours: float, interval: int, faults: list[SimFault], seed: int, blips: float
 ) -> dict[str, object]:
     rng = random.Random(seed)
     rules = parse_rules({"findings": True}).rules
@@ -109,7 +127,7 @@ def run(
     started = time.perf_counter()
     for step in range(steps):
         now = T0 + timedelta(seconds=step * interval)
-        running, order = running_values(_points(clients, ids, now, rng))
+        running, order = running_values(_points(clients, ids, now, rng, blips))
         points = normalise(running, SERIES_STATE_ARROW.empty_table())
         episodes = track_episodes(rule_candidates(points, order, rules), state, rules)
         events = alert_events(episodes, rules, inventory)
@@ -161,6 +179,7 @@ def run(
         if client_hours
         else None,
         "healthy_client_hours": round(client_hours, 1),
+        "blip_chance_per_healthy_push": blips,
         "truth": truth,
     }
 
@@ -172,10 +191,13 @@ def main() -> None:
     parser.add_argument("--interval", type=int, default=60, help="push interval, seconds")
     parser.add_argument("--fraction", type=float, default=0.02, help="faulty share per kind")
     parser.add_argument("--seed", type=int, default=7)
+    parser.add_argument(
+        "--blips", type=float, default=0.01, help="chance a healthy push has a one-push blip"
+    )
     parser.add_argument("--truth", type=Path, help="write the ground truth (JSON) here")
     args = parser.parse_args()
     faults = [SimFault(kind, 0.0, args.fraction) for kind in FAULTS]
-    result = run(args.instances, args.hours, args.interval, faults, args.seed)
+    result = run(args.instances, args.hours, args.interval, faults, args.seed, args.blips)
     truth = result.pop("truth")
     if args.truth:
         args.truth.write_text(json.dumps(truth, indent=1), encoding="utf-8")
