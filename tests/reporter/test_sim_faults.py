@@ -2,13 +2,21 @@
 
 from __future__ import annotations
 
+import json
 import random
+import subprocess
+from collections.abc import Iterator
+from pathlib import Path
 
 import pytest
+from opentelemetry.proto.metrics.v1.metrics_pb2 import MetricsData
 
 from clientmetrics.reporter.sim_payloads import SimFault, SimMetrics
+from tests.landed import landed_rows
+from tests.procs import BIN, GatewayProcess, wait_for
 
 SECOND = 1_000_000_000
+P = "org.apache.kafka."
 
 
 def _values(metrics: SimMetrics, at_s: int, name: str) -> list[float]:
@@ -59,3 +67,57 @@ def test_a_fault_spec_parses_and_applies_to_its_client_kind() -> None:
     assert fault.applies_to("consumer")
     assert not fault.applies_to("producer")
     assert SimFault.parse("slow-broker@0:1").applies_to("producer")
+
+
+@pytest.fixture
+def gateway(tmp_path: Path) -> Iterator[GatewayProcess]:
+    gw = GatewayProcess(tmp_path / "data", "[exporters.landing]\nroll_seconds = 0.3\n").start()
+    yield gw
+    assert gw.stop() == 0
+
+
+def _gauges(data_dir: Path, name: str) -> dict[str, list[float]]:
+    """Per landed instance id, the values of one gauge it pushed."""
+    found: dict[str, list[float]] = {}
+    for row in landed_rows(data_dir):
+        if not row["payload"]:
+            continue
+        data = MetricsData()
+        data.ParseFromString(bytes(row["payload"]))  # type: ignore[arg-type]
+        values = [
+            p.as_double
+            for rm in data.resource_metrics
+            for sm in rm.scope_metrics
+            for m in sm.metrics
+            if m.name == name
+            for p in m.gauge.data_points
+        ]
+        found.setdefault(str(row["client_instance_id"]), []).extend(values)
+    return found
+
+
+@pytest.mark.integration
+def test_simulate_injects_faults_and_writes_the_ground_truth(
+    gateway: GatewayProcess, tmp_path: Path
+) -> None:
+    truth_file = tmp_path / "truth.json"
+    subprocess.run(
+        [
+            str(BIN / "clientmetrics"), "simulate", "--bootstrap-server", gateway.bootstrap,
+            "--clients", "6", "--interval-ms", "1000", "--duration", "4", "--json",
+            "--fault", "slow-processing@0s:1", "--fault", "throttled@0s:1",
+            "--fault-truth", str(truth_file),
+        ],
+        capture_output=True, check=True, timeout=60, text=True,
+    )  # fmt: skip
+    truth = json.loads(truth_file.read_text())
+    # Indices 0, 2, 4 are producers, 1, 3, 5 consumers: each fault takes all it applies to.
+    assert sorted(row["fault"] for row in truth) == ["slow-processing"] * 3 + ["throttled"] * 3
+    slow = {row["client_instance_id"] for row in truth if row["fault"] == "slow-processing"}
+    throttled = {row["client_instance_id"] for row in truth if row["fault"] == "throttled"}
+    idle = f"{P}consumer.poll.idle.ratio.avg"
+    throttle = f"{P}producer.produce.throttle.time.avg"
+    wait_for(lambda: set(_gauges(gateway.data_dir, idle)) >= slow, 60, what="consumer pushes")
+    wait_for(lambda: set(_gauges(gateway.data_dir, throttle)) >= throttled, 60, what="pushes")
+    assert all(v < 0.2 for i in slow for v in _gauges(gateway.data_dir, idle)[i])
+    assert all(v >= 200 for i in throttled for v in _gauges(gateway.data_dir, throttle)[i])

@@ -12,6 +12,7 @@ import click
 from clientmetrics.client.properties import PROTOCOLS, ClientSecurity, read_properties
 from clientmetrics.errors import ClientMetricsError, ConfigurationError
 from clientmetrics.reporter.sim_net import delete_subscription, set_subscription
+from clientmetrics.reporter.sim_payloads import FAULTS, SimFault
 from clientmetrics.reporter.simulate import SimConfig, SimReport
 from clientmetrics.reporter.simulate import simulate as run_simulation
 
@@ -50,6 +51,22 @@ def _summary(report: SimReport) -> dict[str, object]:
             "max": report.percentile_ms(1.0),
         },
     }
+
+
+def _faults(specs: tuple[str, ...]) -> tuple[SimFault, ...]:
+    try:
+        return tuple(SimFault.parse(spec) for spec in specs)
+    except ValueError as exc:
+        raise click.BadParameter(str(exc), param_hint="--fault") from None
+
+
+def _write_truth(path: Path, report: SimReport) -> None:
+    """The injected faults beside the run's output: which instances, which fault, when."""
+    rows = [
+        {"client_instance_id": instance, "fault": kind, "onset": onset}
+        for instance, kind, onset in sorted(report.faults)
+    ]
+    path.write_text(json.dumps(rows, indent=1) + "\n", encoding="utf-8")
 
 
 def _client_properties(path: Path | None, options: dict[str, str | None]) -> dict[str, str]:
@@ -131,6 +148,19 @@ def _remove_subscription(host: str, port: int, security: ClientSecurity) -> None
     show_default=True,
     help="Request latency the unhealthy clients report.",
 )
+@click.option(
+    "--fault",
+    "faults",
+    multiple=True,
+    metavar="KIND@SECONDS:FRACTION",
+    help="Inject a fault into a fraction of the clients it applies to, from SECONDS after "
+    f"the start (repeatable; kinds: {', '.join(FAULTS)}), e.g. slow-processing@120s:0.05.",
+)
+@click.option(
+    "--fault-truth",
+    type=click.Path(path_type=Path, dir_okay=False),
+    help="Write the injected faults' ground truth here (JSON: instance, fault, onset).",
+)
 @click.option("--seed", type=int, default=None, help="Random seed (reproducible runs).")
 @click.option("--json", "as_json", is_flag=True, help="Print the report as JSON.")
 @click.option(
@@ -161,6 +191,8 @@ def simulate(
     clients_per_connection: int,
     unhealthy: int,
     unhealthy_latency_ms: float,
+    faults: tuple[str, ...],
+    fault_truth: Path | None,
     seed: int | None,
     as_json: bool,
     command_config: Path | None,
@@ -192,6 +224,7 @@ def simulate(
         clients_per_connection=clients_per_connection,
         seed=seed,
         client_properties=tuple(sorted(props.items())),
+        faults=_faults(faults),
     )
     security = ClientSecurity.from_properties(props)
     try:
@@ -199,7 +232,10 @@ def simulate(
             configs = {"metrics": "org.apache.kafka.", "interval.ms": str(interval_ms)}
             asyncio.run(set_subscription(host, port, SUBSCRIPTION_NAME, configs, security))
         try:
-            summary = _summary(run_simulation(config, processes))
+            report = run_simulation(config, processes)
+            summary = _summary(report)
+            if fault_truth is not None:
+                _write_truth(fault_truth, report)
         finally:
             # Real clients matched it too: it must not outlive the run unless asked.
             if interval_ms is not None and not keep_subscription:

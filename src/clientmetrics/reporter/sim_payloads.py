@@ -14,11 +14,13 @@ against a known ground truth (bench/findings.py).
 from __future__ import annotations
 
 import random
+import zlib
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 from clientmetrics.reporter.payload import MetricPoint
 
-__all__ = ["FAULTS", "SimFault", "SimMetrics"]
+__all__ = ["FAULTS", "SimFault", "SimMetrics", "fault_for"]
 
 _P = "org.apache.kafka."
 
@@ -59,6 +61,23 @@ class SimFault:
     def applies_to(self, client_kind: str) -> bool:
         wanted = FAULTS[self.kind][0]
         return wanted is None or wanted == client_kind
+
+
+def fault_for(index: int, kind: str, faults: Sequence[SimFault]) -> SimFault | None:
+    """The fault client ``index`` carries, if any: the same in every process of a run.
+
+    Each fault takes its ``fraction`` of the clients it applies to, by a stable
+    hash of the index; faults listed first are served first when fractions
+    add up past 1.
+    """
+    draw = zlib.crc32(f"fault:{index}".encode()) / 2**32
+    low = 0.0
+    for fault in faults:
+        if fault.applies_to(kind):
+            if low <= draw < low + fault.fraction:
+                return fault
+            low += fault.fraction
+    return None
 
 
 @dataclass

@@ -30,7 +30,7 @@ from clientmetrics.reporter.protocol import (
     telemetry_version,
 )
 from clientmetrics.reporter.sim_net import SimConnection, open_connection
-from clientmetrics.reporter.sim_payloads import SimMetrics
+from clientmetrics.reporter.sim_payloads import SimFault, SimMetrics, fault_for
 from clientmetrics.telemetry.client_state import (
     Action,
     ClientState,
@@ -61,6 +61,8 @@ class SimConfig:
     duration_s: float
     unhealthy: int = 0
     unhealthy_latency_ms: float = 8000.0
+    #: Faults to inject (``sim_payloads.SimFault``), each from its onset after the run starts.
+    faults: tuple[SimFault, ...] = ()
     #: The gateway fixes a connection's client id at its first request (KIP-1313), so
     #: clients sharing a connection share an id: more than 1 is for large load tests.
     clients_per_connection: int = 1
@@ -88,6 +90,8 @@ class SimReport:
     versions: dict[int, int] = field(default_factory=dict)
     latencies_us: list[int] = field(default_factory=list)
     elapsed_s: float = 0.0
+    #: The ground truth of injected faults: (instance id, fault kind, onset in Unix seconds).
+    faults: list[tuple[str, str, float]] = field(default_factory=list)
 
     def merge(self, other: SimReport) -> None:
         """Add ``other`` (another process's report) to this one."""
@@ -107,6 +111,7 @@ class SimReport:
         for version, count in other.versions.items():
             self.versions[version] = self.versions.get(version, 0) + count
         self.latencies_us.extend(other.latencies_us)
+        self.faults.extend(other.faults)
         self.elapsed_s = max(self.elapsed_s, other.elapsed_s)
 
     def percentile_ms(self, fraction: float) -> float:
@@ -279,6 +284,7 @@ async def _run_async(config: SimConfig, indices: Sequence[int]) -> SimReport:
     rng = random.Random(config.seed if config.seed is None else config.seed + indices[0])
     started = time.monotonic()
     stop_at = started + config.duration_s
+    started_ns = time.time_ns()
     conns: list[SimConnection] = []
     clients: list[_SimClient] = []
     security = ClientSecurity.from_properties(dict(config.client_properties))
@@ -298,6 +304,7 @@ async def _run_async(config: SimConfig, indices: Sequence[int]) -> SimReport:
             clients.append(
                 _SimClient(index, conn, metrics, random.Random(rng.getrandbits(64)), report, config)
             )
+            _inject(clients[-1], config.faults, started_ns, report)
     report.connections = len(conns)
     try:
         await asyncio.gather(*(c.run(stop_at) for c in clients))
@@ -306,6 +313,19 @@ async def _run_async(config: SimConfig, indices: Sequence[int]) -> SimReport:
             conn.close()
     report.elapsed_s = time.monotonic() - started
     return report
+
+
+def _inject(
+    client: _SimClient, faults: Sequence[SimFault], started_ns: int, report: SimReport
+) -> None:
+    """Give the client its fault (``sim_payloads.fault_for``) and record the ground truth."""
+    fault = fault_for(client.index, client.metrics.kind, faults)
+    if fault is None:
+        return
+    client.metrics.fault = fault.kind
+    client.metrics.fault_onset_ns = started_ns + int(fault.onset_seconds * 1e9)
+    onset = client.metrics.fault_onset_ns / 1e9
+    report.faults.append((str(client.instance_id), fault.kind, onset))
 
 
 def run_process(config: SimConfig, indices: Sequence[int]) -> SimReport:
