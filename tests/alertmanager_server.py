@@ -32,6 +32,8 @@ class AlertmanagerServer:
 
     workdir: Path
     group_by: tuple[str, ...]
+    #: Alertmanager ``inhibit_rules`` entries.
+    inhibit: tuple[dict[str, Any], ...] = ()
     port: int = 0
     proc: subprocess.Popen[bytes] | None = None
 
@@ -42,10 +44,13 @@ class AlertmanagerServer:
         )
         self.workdir.mkdir(parents=True, exist_ok=True)
         config = self.workdir / "alertmanager.yml"
-        group_by = ", ".join(f"'{name}'" for name in self.group_by)
-        config.write_text(
-            f"route:\n  receiver: 'none'\n  group_by: [{group_by}]\nreceivers:\n  - name: 'none'\n"
-        )
+        # JSON is YAML: the configuration is written as JSON.
+        settings = {
+            "route": {"receiver": "none", "group_by": list(self.group_by)},
+            "receivers": [{"name": "none"}],
+            "inhibit_rules": list(self.inhibit),
+        }
+        config.write_text(json.dumps(settings, indent=1))
         self.port = free_port()
         log = open(self.workdir / "alertmanager.log", "wb")  # noqa: SIM115
         self.proc = subprocess.Popen(

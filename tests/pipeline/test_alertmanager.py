@@ -16,7 +16,7 @@ from clientmetrics.pipeline.core.alerts import (
     rule_candidates,
     track_episodes,
 )
-from clientmetrics.pipeline.core.incidents import GROUP_BY
+from clientmetrics.pipeline.core.incidents import GROUP_BY, INHIBIT
 from clientmetrics.pipeline.core.rates import normalise
 from clientmetrics.pipeline.core.rules import parse_rules
 from clientmetrics.pipeline.core.schemas import (
@@ -82,13 +82,14 @@ def _batch(
     return event_lines(alert_events(episodes, RULES, INVENTORY)), open_episodes(episodes)
 
 
-def _active(server: AlertmanagerServer) -> list[dict[str, Any]]:
-    alerts: list[dict[str, Any]] = server.get("/alerts", active="true")
-    return [alert for alert in alerts if alert["labels"].get("alertname") == "slow-broker-requests"]
+def _listed(server: AlertmanagerServer, alertname: str) -> list[dict[str, Any]]:
+    """Alerts Alertmanager holds (active, inhibited or silenced; not resolved) of one name."""
+    alerts: list[dict[str, Any]] = server.get("/alerts")
+    return [alert for alert in alerts if alert["labels"].get("alertname") == alertname]
 
 
 def test_one_slow_broker_is_one_incident_fired_then_resolved(tmp_path: Path) -> None:
-    server = AlertmanagerServer(tmp_path / "am", GROUP_BY).start()
+    server = AlertmanagerServer(tmp_path / "am", GROUP_BY, (INHIBIT,)).start()
     try:
         notifier = AlertNotifier(None, None, alertmanager=server.url())
         # Near the wall clock: Alertmanager drops alerts whose endsAt has passed.
@@ -96,8 +97,11 @@ def test_one_slow_broker_is_one_incident_fired_then_resolved(tmp_path: Path) -> 
         lines, state = _batch(start, [0, 60, 120], 4000.0, ALERT_STATE_ARROW.empty_table())
         assert len(lines) == 5  # one firing finding per client, about broker 3 only
         notifier.notify_lines(lines)
-        wait_for(lambda: len(_active(server)) == 5, 60, what="five firing alerts")
-        alert = next(a for a in _active(server) if a["labels"]["client_instance_id"] == "i-2")
+        per_client = "slow-broker-requests"
+        wait_for(lambda: len(_listed(server, per_client)) == 5, 60, what="five firing alerts")
+        alert = next(
+            a for a in _listed(server, per_client) if a["labels"]["client_instance_id"] == "i-2"
+        )
         assert {
             k: alert["labels"][k]
             for k in (
@@ -135,12 +139,26 @@ def test_one_slow_broker_is_one_incident_fired_then_resolved(tmp_path: Path) -> 
         assert [(group["labels"], len(group["alerts"])) for group in groups] == [
             ({"alertname": "slow-broker-requests", "node_id": "3"}, 5)
         ]
+        # And the broker's own incident, which inhibits the per-client alerts of node 3.
+        (broker,) = _listed(server, "slow-broker")
+        assert broker["labels"]["node_id"] == "3"
+        assert broker["annotations"]["summary"] == "broker 3 is slow for 3 clients"
+        assert broker["status"]["state"] == "active"
+        wait_for(
+            lambda: {a["status"]["state"] for a in _listed(server, per_client)} == {"suppressed"},
+            60,
+            what="the per-client alerts to be inhibited by the broker's",
+        )
 
         lines, state = _batch(start, [180], 2.0, state)
         assert len(lines) == 5
         assert all('"resolved"' in line for line in lines)
         notifier.notify_lines(lines)
-        wait_for(lambda: not _active(server), 60, what="the incident to resolve")
+        wait_for(
+            lambda: not _listed(server, per_client) and not _listed(server, "slow-broker"),
+            60,
+            what="the incidents to resolve",
+        )
         assert state.num_rows == 0
     finally:
         server.stop()

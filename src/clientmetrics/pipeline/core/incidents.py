@@ -9,7 +9,9 @@ name) as ``alertname``, the per-broker ``node_id`` of the metric the rule
 read, and the finding's meaning and suggestion as annotations. No I/O.
 
 Grouping: Alertmanager groups by ``alertname`` and ``node_id``
-(``GROUP_BY``), so one slow broker reported by many clients is one incident.
+(``GROUP_BY``), so one slow broker reported by many clients is one incident;
+the broker's own incident (``brokers.BrokerSweep``, ``broker_alert``) can
+inhibit its per-client alerts (``INHIBIT``).
 """
 
 from __future__ import annotations
@@ -43,6 +45,13 @@ KIP_LABELS = (
 
 #: What Alertmanager should group incidents by: one finding about one broker is one incident.
 GROUP_BY = ("alertname", "node_id")
+
+#: Alertmanager's inhibit rule: a broker's own incident silences its per-client alerts.
+INHIBIT = {
+    "source_matchers": ['alertname="slow-broker"'],
+    "target_matchers": ['alertname="slow-broker-requests"'],
+    "equal": ["node_id"],
+}
 
 #: A firing alert's ``endsAt``: the pipeline announces an event once, so the incident must
 #: not time out in Alertmanager before its ``resolved`` event comes.
@@ -124,6 +133,35 @@ def alertmanager_alert(event: Mapping[str, Any]) -> dict[str, Any]:
     }
     return {
         "labels": incident_labels(event),
+        "annotations": {k: str(v) for k, v in annotations.items() if v is not None},
+        "startsAt": _rfc3339(fired),
+        "endsAt": _rfc3339(ends),
+    }
+
+
+def broker_alert(incident: Mapping[str, Any]) -> dict[str, Any]:
+    """A broker incident (``brokers.BrokerSweep``) as an Alertmanager v2 ``postableAlert``."""
+    per_client = finding_of("slow-broker-requests/producer")
+    fired = _moment(incident["fired_at"])
+    resolved = incident.get("resolved_at")
+    ends = _moment(resolved) if resolved is not None else fired + FIRING_HOLD
+    clients = ", ".join(incident.get("client_instance_ids") or [])
+    annotations = {
+        "alert_id": incident["alert_id"],
+        "summary": f"broker {incident['node_id']} is slow for {incident['clients']} clients",
+        "description": "At least "
+        f"{incident['min_clients']} clients had slow-broker-requests open for this node_id at "
+        "the same time: the broker is the cause, not each client.",
+        "suggestion": per_client.suggestion if per_client else None,
+        "clients": clients or None,
+    }
+    return {
+        "labels": {
+            "alertname": str(incident["rule"]),
+            "finding": str(incident["rule"]),
+            "node_id": str(incident["node_id"]),
+            "severity": "critical",
+        },
         "annotations": {k: str(v) for k, v in annotations.items() if v is not None},
         "startsAt": _rfc3339(fired),
         "endsAt": _rfc3339(ends),

@@ -17,7 +17,8 @@ from typing import Any
 import structlog
 
 from clientmetrics.pipeline.core.alerts import alert_json
-from clientmetrics.pipeline.core.incidents import alertmanager_alert
+from clientmetrics.pipeline.core.brokers import BrokerSweep
+from clientmetrics.pipeline.core.incidents import alertmanager_alert, broker_alert
 
 _log = structlog.get_logger(__name__)
 
@@ -40,6 +41,9 @@ class AlertNotifier:
         self._webhook = webhook
         self._timeout = timeout
         self._alertmanager = alertmanager.rstrip("/") if alertmanager else None
+        # One broker slow for many clients is one incident. Its state is the open
+        # per-client episodes this notifier has announced (kept in memory).
+        self._brokers = BrokerSweep()
 
     def notify(self, events: Sequence[dict[str, Any]]) -> None:
         """Announce a batch of alert events. A failing webhook is logged, never fatal."""
@@ -49,6 +53,9 @@ class AlertNotifier:
         """Announce alert events already written as JSON lines (``core.alerts.event_lines``)."""
         if not lines:
             return
+        events = [json.loads(line) for line in lines]
+        brokers = self._brokers.feed(events)
+        lines = [*lines, *(alert_json(incident) for incident in brokers)]
         if self._sink is not None:
             self._sink.parent.mkdir(parents=True, exist_ok=True)
             with self._sink.open("a", encoding="utf-8") as sink:
@@ -56,7 +63,8 @@ class AlertNotifier:
         if self._webhook:
             self._post(self._webhook, ("[" + ",".join(lines) + "]").encode("utf-8"))
         if self._alertmanager:
-            incidents = [alertmanager_alert(json.loads(line)) for line in lines]
+            incidents = [alertmanager_alert(event) for event in events]
+            incidents += [broker_alert(incident) for incident in brokers]
             for start in range(0, len(incidents), ALERTMANAGER_CHUNK):
                 body = json.dumps(incidents[start : start + ALERTMANAGER_CHUNK]).encode("utf-8")
                 self._post(f"{self._alertmanager}/api/v2/alerts", body)

@@ -1,0 +1,81 @@
+"""One broker slow for many clients is one finding about the broker."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from clientmetrics.pipeline.core.brokers import BrokerSweep
+from clientmetrics.pipeline.core.incidents import broker_alert
+
+
+def _event(client: str, node: str, status: str, second: int, rule: str = "") -> dict[str, Any]:
+    at = f"2026-11-21T12:{second // 60:02d}:{second % 60:02d}+00:00"
+    return {
+        "alert_id": f"{client}-{node}",
+        "rule": rule or "slow-broker-requests/consumer",
+        "status": status,
+        "client_instance_id": client,
+        "attributes": {"node.id": node},
+        "fired_at": "2026-11-21T12:00:00+00:00" if status == "resolved" else at,
+        "resolved_at": at if status == "resolved" else None,
+    }
+
+
+def test_three_clients_slow_to_one_broker_make_one_incident_until_two_recover() -> None:
+    sweep = BrokerSweep(min_clients=3)
+    first = sweep.feed([_event("a", "3", "firing", 120), _event("b", "3", "firing", 130)])
+    assert first == []  # two clients: still per-client
+    # A third client, and one slow to another broker (never a broker finding).
+    (fired,) = sweep.feed([_event("c", "3", "firing", 140), _event("d", "2", "firing", 140)])
+    assert (fired["status"], fired["node_id"], fired["clients"], fired["fired_at"]) == (
+        "firing", "3", 3, "2026-11-21T12:02:20+00:00",
+    )  # fmt: skip
+    assert fired["client_instance_ids"] == ["a", "b", "c"]
+    # A fourth joins: no second incident. Then one leaves: still 3.
+    assert sweep.feed([_event("e", "3", "firing", 150), _event("a", "3", "resolved", 200)]) == []
+    (resolved,) = sweep.feed([_event("b", "3", "resolved", 260)])
+    assert (resolved["status"], resolved["clients"], resolved["resolved_at"]) == (
+        "resolved", 2, "2026-11-21T12:04:20+00:00",
+    )  # fmt: skip
+    assert resolved["alert_id"] == fired["alert_id"]
+
+
+def test_other_findings_and_the_coordinator_node_never_count() -> None:
+    sweep = BrokerSweep(min_clients=2)
+    events = [
+        _event("a", "-1", "firing", 60),
+        _event("b", "-1", "firing", 60),
+        _event("a", "4", "firing", 60, rule="slow-commits"),
+        _event("b", "4", "firing", 60, rule="slow-commits"),
+    ]
+    assert sweep.feed(events) == []
+
+
+def test_one_batch_with_the_whole_story_gives_firing_then_resolved_in_time_order() -> None:
+    sweep = BrokerSweep(min_clients=2)
+    events = [
+        _event("b", "5", "resolved", 300),
+        _event("a", "5", "firing", 60),
+        _event("b", "5", "firing", 90),
+    ]
+    assert [i["status"] for i in sweep.feed(events)] == ["firing", "resolved"]
+
+
+def test_the_broker_incident_for_alertmanager_names_the_node() -> None:
+    sweep = BrokerSweep(min_clients=2)
+    (fired,) = sweep.feed([_event("a", "7", "firing", 60), _event("b", "7", "firing", 60)])
+    alert = broker_alert(fired)
+    assert alert["labels"] == {
+        "alertname": "slow-broker", "finding": "slow-broker", "node_id": "7",
+        "severity": "critical",
+    }  # fmt: skip
+    assert alert["annotations"]["summary"] == "broker 7 is slow for 2 clients"
+    assert alert["annotations"]["clients"] == "a, b"
+    assert (alert["startsAt"], alert["endsAt"]) == ("2026-11-21T12:01:00Z", "2026-11-22T12:01:00Z")
+
+
+def test_a_sweep_needs_two_clients_at_least() -> None:
+    with pytest.raises(ValueError, match="at least 2"):
+        BrokerSweep(min_clients=1)
