@@ -107,7 +107,8 @@ def test_unreadable_file_is_a_configuration_error(tmp_path: Path) -> None:
         ),
         (
             {"rules": [{"name": "x", "metric": "m"}]},
-            "rules file: unknown key 'rules' (known: rule, webhook, sink, alertmanager, findings, finding)",
+            "rules file: unknown key 'rules' "
+            "(known: rule, webhook, sink, alertmanager, findings, finding)",
         ),
     ],
 )
