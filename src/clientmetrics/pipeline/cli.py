@@ -25,6 +25,7 @@ from clientmetrics.errors import ClientMetricsError, ConfigurationError
 from clientmetrics.logs import configure_logging
 from clientmetrics.pipeline.core.rules import RuleSet, load_rules
 from clientmetrics.pipeline.run_summary import RunSummary, summarise_run, table_files
+from clientmetrics.pipeline.spark.files import absolute_location
 from clientmetrics.telemetry.otlp import TELEMETRY_TOPIC as DEFAULT_TOPIC
 from clientmetrics.telemetry.push_arrow import landed_pushes
 
@@ -143,17 +144,21 @@ def _options(function: Callable[..., Any]) -> Callable[..., Any]:
 def _config(options: dict[str, Any], trigger_seconds: float, flush_windows: bool) -> Any:
     from clientmetrics.pipeline.jobs.job import PipelineConfig
 
-    data: Path = options["data_dir"]
+    # Every location absolute from here on (``absolute_location``): the default data
+    # directory, ./cm-data, is relative, and Spark's checkpoint and pyarrow must agree.
+    data = Path(absolute_location(str(options["data_dir"])))
     rules = load_rules(options["rules"]) if options["rules"] else RuleSet()
     if options["webhook"]:
         rules = RuleSet(rules.rules, options["webhook"], rules.sink)
+    checkpoint = options["checkpoint"] or str(data / "checkpoints" / "pipeline")
+    sink = options["alert_sink"] or rules.sink or str(data / "alerts.jsonl")
     return PipelineConfig(
         kafka=_kafka(options),
-        input_path=options["input_path"] or str(landed_pushes(data)),
-        output_path=options["output_path"] or str(data / "tables"),
-        checkpoint_path=options["checkpoint"] or str(data / "checkpoints" / "pipeline"),
+        input_path=absolute_location(options["input_path"] or str(landed_pushes(data))),
+        output_path=absolute_location(options["output_path"] or str(data / "tables")),
+        checkpoint_path=absolute_location(checkpoint),
         rules=rules,
-        alert_sink=options["alert_sink"] or rules.sink or str(data / "alerts.jsonl"),
+        alert_sink=absolute_location(sink),
         window_seconds=options["window_seconds"],
         lateness_seconds=options["lateness_seconds"],
         max_files_per_trigger=options["max_files_per_trigger"],
