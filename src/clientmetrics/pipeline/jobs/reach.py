@@ -32,7 +32,12 @@ from collections.abc import Mapping
 from typing import Any
 
 from clientmetrics.admin.connection import BrokerConnection
-from clientmetrics.admin.errors import AdminError
+from clientmetrics.admin.errors import (
+    AdminAuthenticationError,
+    AdminConnectionError,
+    AdminError,
+    AdminTimeoutError,
+)
 from clientmetrics.admin.properties import AdminConfig
 from clientmetrics.client.properties import CONNECT_TIMEOUT_S, parse_bootstrap
 from clientmetrics.errors import ClientMetricsError, ConfigurationError
@@ -57,6 +62,7 @@ _HOST_PORT = re.compile(r"(?P<host>\[[0-9A-Fa-f:.]+\]|[^:\[\]]+):(?P<port>\d{1,5
 # same request id.
 _RPC_REQUEST, _RPC_RESPONSE, _RPC_FAILURE = 3, 4, 5
 _PROBE_ENDPOINT = "clientmetrics-probe"
+_BACKSTOP_S = 1.0
 
 
 def check_master(master: str, timeout_s: float = CONNECT_TIMEOUT_S) -> None:
@@ -143,11 +149,18 @@ def check_kafka(
         _check_tcp(bootstrap, timeout_s)
         return
     try:
-        asyncio.run(asyncio.wait_for(_check_topic(config, topic), timeout_s))
+        # The connection has timeout_s, shared by the bootstrap servers; this backstop
+        # bounds the whole check (a slow connect, then the metadata request) close to it.
+        asyncio.run(asyncio.wait_for(_check_topic(config, topic), timeout_s + _BACKSTOP_S))
     except TimeoutError:
         raise Unreachable(
-            f"the Kafka cluster at {bootstrap} did not answer within {timeout_s:g} s"
+            f"cannot reach the Kafka cluster at {bootstrap}: no answer within "
+            f"{timeout_s + _BACKSTOP_S:g} s"
         ) from None
+    except (AdminConnectionError, AdminTimeoutError) as exc:
+        raise Unreachable(f"cannot reach the Kafka cluster at {bootstrap}: {exc}") from exc
+    except AdminAuthenticationError as exc:
+        raise Unreachable(f"cannot log in to the Kafka cluster at {bootstrap}: {exc}") from exc
     except AdminError as exc:
         raise Unreachable(f"cannot read topic {topic} from {bootstrap}: {exc}") from exc
 
