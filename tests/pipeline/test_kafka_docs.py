@@ -74,7 +74,8 @@ def broker(
 @pytest.fixture(scope="module")
 def instances(broker: KafkaBroker) -> set[str]:
     """The docs' topic, holding the golden run's first landed file; its instance ids."""
-    AdminClient(broker.client_config()).create_topics([NewTopic(TOPIC, 2, 1)])[TOPIC].result(30)
+    admin = AdminClient(broker.client_config())  # kept: the future needs its handle
+    admin.create_topics([NewTopic(TOPIC, 2, 1)])[TOPIC].result(30)
     pushes = golden_batches()[0]
     produce(Producer(broker.client_config()), TOPIC, landing_table(pushes))
     return {str(p.client_instance_id) for p in pushes}
@@ -105,7 +106,9 @@ def _environment() -> dict[str, str]:
     return {**os.environ, "PATH": f"{BIN}{os.pathsep}{os.environ['PATH']}"}
 
 
-@pytest.mark.parametrize(("doc", "command"), docs_commands())
+@pytest.mark.parametrize(
+    ("doc", "command"), docs_commands(), ids=[f"{d}-{c.split()[2]}" for d, c in docs_commands()]
+)
 def test_a_docs_kafka_source_command_runs_as_written(
     broker: KafkaBroker, instances: set[str], tmp_path: Path, doc: str, command: str
 ) -> None:
