@@ -82,7 +82,7 @@ def check_master(master: str, timeout_s: float = CONNECT_TIMEOUT_S) -> None:
     deadline = time.monotonic() + timeout_s
     reasons = []
     for index, address in enumerate(addresses):
-        budget = max(deadline - time.monotonic(), 0.0) / (len(addresses) - index)
+        budget = max(deadline - time.monotonic(), 0.001) / (len(addresses) - index)
         reason = _spark_answers(address, budget)
         if reason is None:
             return
