@@ -217,3 +217,22 @@ def test_a_security_mismatch_is_one_line(
     assert code == 1
     assert err.splitlines() == ["clientmetrics pipeline: " + line.format(broker.bootstrap)]
     assert elapsed < BUDGET_S + SLACK_S
+
+
+def test_settings_only_java_speaks_still_get_the_reachability_check(tmp_path: Path) -> None:
+    # GSSAPI is the consumer's to judge; whether a bootstrap server answers is checked here.
+    config = tmp_path / "client.properties"
+    config.write_text(
+        "security.protocol=SASL_PLAINTEXT\nsasl.mechanism=GSSAPI\n"
+        "sasl.jaas.config=com.sun.security.auth.module.Krb5LoginModule required;\n"
+    )
+    port = free_port()
+    code, err, elapsed = _run_kafka(tmp_path, f"127.0.0.1:{port}", "--command-config", str(config))
+    assert (code, err.splitlines()) == (
+        1,
+        [
+            f"clientmetrics pipeline: cannot reach the Kafka cluster at 127.0.0.1:{port}: "
+            f"127.0.0.1:{port} (Connection refused)"
+        ],
+    )
+    assert elapsed < BUDGET_S + SLACK_S
