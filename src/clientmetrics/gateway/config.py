@@ -10,6 +10,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from clientmetrics.addresses import parse_host_port
+from clientmetrics.client.properties import CONNECT_TIMEOUT_S
 from clientmetrics.errors import ConfigurationError
 from clientmetrics.gateway.tls import TlsConfig
 from clientmetrics.gateway.upstream_security import UpstreamSecurity
@@ -129,7 +130,7 @@ class GatewayConfig:
     subscriptions_bootstrap_servers: tuple[Address, ...] = ()
     #: How long the broker may hold the topic store's fetch when nothing changed.
     subscriptions_fetch_wait_ms: int = 30_000
-    upstream_connect_timeout_s: float = 10.0
+    upstream_connect_timeout_s: float = CONNECT_TIMEOUT_S
     #: ``[tls]``: the certificate SSL and SASL_SSL listeners present.
     tls: TlsConfig | None = None
     #: ``[upstream]``: how proxy mode and the topic store reach the cluster.
