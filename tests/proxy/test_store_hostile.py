@@ -148,16 +148,16 @@ def test_records_that_did_not_come_from_a_gateway_change_nothing(
 
 
 class FaultyConsumer:
-    """The store's consumer, with ``consume`` failing while ``failing`` is set."""
+    """The store's consumer, with reading (``poll``) failing while ``failing`` is set."""
 
     def __init__(self, real: object) -> None:
         self.real = real
         self.failing = True
 
-    def consume(self, *args: object) -> object:
+    def poll(self, *args: object) -> object:
         if self.failing:
             raise OSError("injected fault")
-        return self.real.consume(*args)  # type: ignore[attr-defined]
+        return self.real.poll(*args)  # type: ignore[attr-defined]
 
     def __getattr__(self, name: str) -> object:
         return getattr(self.real, name)

@@ -16,6 +16,11 @@ from clientmetrics.telemetry.model import Subscription
 
 log = structlog.get_logger("clientmetrics.gateway")
 
+#: Changes read from the store are installed at most this often: each install costs
+#: the manager a recompilation and the next Get a new plan (tens of ms with 1,000
+#: subscriptions), so a flood of records costs a few installs, not one per batch.
+INSTALL_GAP_S = 0.25
+
 
 def store_signer(config: GatewayConfig) -> RecordSigner | None:
     """The topic store's record signer, from ``subscriptions_key_file``; loud without one."""
@@ -36,9 +41,10 @@ class Subscriptions:
     The store is the source of truth; this mirror changes only through the store's
     change notifications, so changes made by another gateway sharing the store
     reach this one's clients the same way as local ones. The manager recompiles
-    every subscription when they change, so changes arriving together (a batch
-    read from a topic, the store's contents at start) are installed at once, on
-    the next turn of the event loop, not one recompilation per change.
+    every subscription when they change, so changes arriving together (batches
+    read from a topic, the store's contents at start) are installed together: on
+    the next turn of the event loop, and at most once per ``INSTALL_GAP_S``. An
+    alter through this gateway installs at once, before it is answered.
     """
 
     def __init__(self, store: SubscriptionStore, manager: ClientMetricsManager) -> None:
@@ -47,6 +53,7 @@ class Subscriptions:
         self._configs: dict[str, dict[str, str]] = {}
         self._pending: dict[str, Subscription | None] = {}
         self._install: asyncio.Handle | None = None
+        self._installed_at = float("-inf")
 
     async def start(self) -> None:
         for name, configs in (await self._store.start(self._changed)).items():
@@ -66,12 +73,21 @@ class Subscriptions:
                 log.warning("stored_subscription_invalid", name=name, error=str(exc))
                 self._pending[name] = None
         if self._install is None:
-            self._install = asyncio.get_running_loop().call_soon(self._install_pending)
+            loop = asyncio.get_running_loop()
+            delay = self._installed_at + INSTALL_GAP_S - loop.time()
+            self._install = (
+                loop.call_later(delay, self._install_pending)
+                if delay > 0
+                else loop.call_soon(self._install_pending)
+            )
 
     def _install_pending(self) -> None:
-        self._install = None
+        if self._install is not None:
+            self._install.cancel()
+            self._install = None
         if not self._pending:
             return
+        self._installed_at = asyncio.get_running_loop().time()
         subscriptions = dict(self._manager.subscriptions)
         for name, subscription in self._pending.items():
             if subscription is None:

@@ -59,7 +59,7 @@ class FetchWatch:
 
 
 #: Records read per call and handed to the event loop at once.
-BATCH = 500
+BATCH = 200
 POLL_S = 0.5  # how soon the following thread notices stop()
 #: A follower that died is started again after this, doubling per death in a
 #: row up to the maximum; one that had run for ``HEALTHY_S`` starts the count over.
@@ -88,8 +88,13 @@ def read_batch(
     consumer: Consumer, topic: str, signer: RecordSigner | None, timeout_s: float
 ) -> list[Item]:
     """Up to ``BATCH`` records, decoded and verified here (on the calling thread)."""
+    # consume() would wait for a whole batch (or the timeout): wait for one record,
+    # then take what else has arrived already.
+    first = consumer.poll(timeout_s)
+    if first is None:
+        return []
     items: list[Item] = []
-    for message in consumer.consume(BATCH, timeout_s):
+    for message in [first, *consumer.consume(BATCH - 1, 0)]:
         if message.error():
             log.warning("subscription_topic_error", error=str(message.error()))
             continue
