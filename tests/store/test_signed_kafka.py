@@ -14,7 +14,6 @@ from pathlib import Path
 
 import pytest
 from peers.kafka import KafkaBroker
-
 from tests.hostile_store import produce
 from tests.kadmin import describe_subscription, set_subscription
 from tests.kafka import kafka_broker
