@@ -133,13 +133,18 @@ def test_a_flood_of_refusals_is_counted_whole_and_logged_within_a_bound() -> Non
     with capture_logs() as logs:
         for offset in range(10):
             refusals.refused(f"n{offset}", Reason.UNSIGNED, "no signature", 0, offset)
+        refusals.flush_due()  # the minute is not over: nothing summed up yet
         now[0] = 61.0
         refusals.refused("late", Reason.TOO_DEEP, "deep", 0, 10)
+        for offset in range(11, 14):
+            refusals.refused("later", Reason.OVER_CAP, "cap", 0, offset)
+        now[0] = 125.0
+        refusals.flush_due()
     named = [e for e in logs if e["event"] == "subscription_change_refused"]
-    assert [e["subscription"] for e in named] == ["n0", "n1", "n2", "late"]
+    assert [e["subscription"] for e in named] == ["n0", "n1", "n2", "late", "later", "later"]
     assert named[0]["source"] == "subs[0]@0"
     assert named[0]["api"] == "store record"
     summary = [e for e in logs if e["event"] == "subscription_records_refused_unlogged"]
-    assert [s["counts"] for s in summary] == [{"unsigned": 7}]
+    assert [s["counts"] for s in summary] == [{"unsigned": 7}, {"over_cap": 1}]
     assert refusals.snapshot()["unsigned"] == 10
     assert refusals.snapshot()["too_deep"] == 1

@@ -64,6 +64,12 @@ class Refusals:
             detail=detail,
         )
 
+    def flush_due(self) -> None:
+        """Sum up what was not logged once its window is over (called on each scrape)."""
+        if self._unlogged and self._clock() - self._window_start >= self._window_s:
+            self._summarise()
+            self._window_start = self._clock()
+
     def _summarise(self) -> None:
         if self._unlogged:
             log.warning(

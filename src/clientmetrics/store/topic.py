@@ -336,6 +336,7 @@ class TopicSubscriptionStore:
     def counters(self) -> dict[str, float]:
         """For ``/metrics``: refused records by reason, the follower's state and restarts."""
         follower = self._follower
+        self.refusals.flush_due()
         refused = self.refusals.snapshot()
         values = {f"subscription_records_refused:{k}": v for k, v in refused.items()}
         values["subscription_records_signed"] = 1.0 if self._signer is not None else 0.0
