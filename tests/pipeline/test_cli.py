@@ -190,6 +190,7 @@ def test_run_prints_a_summary_and_warns_of_a_rule_no_client_matches(
         "alerts_resolved": 0,
         "clients": 1,
         "unmatched_rules": {"typo": "org.apache.kafka.producer.request.latncy.avg"},
+        "rejected": {},
     }
     # A second run has nothing new to do, and says so in words.
     again = _pipeline(*args, *conf, env=env)
@@ -201,4 +202,5 @@ def test_run_prints_a_summary_and_warns_of_a_rule_no_client_matches(
         "  alerts firing: 0",
         "alerts resolved: 0",
         "        clients: 1",
+        "       rejected: 0",
     ]

@@ -14,7 +14,7 @@ from typing import Any
 import structlog
 
 from clientmetrics.gateway.authz import CLUSTER_AUTHORIZATION_FAILED_MESSAGE, AuthorizationHolder
-from clientmetrics.gateway.handlers import ConnectionState
+from clientmetrics.gateway.handlers import ConnectionState, audit_identity
 from clientmetrics.gateway.subscriptions import Subscriptions
 from clientmetrics.security.base import Operation
 from clientmetrics.store.base import StoreError
@@ -81,11 +81,7 @@ def _audit(
     Info level, one event per resource: ``subscription_changed`` with the configs
     before and after, ``subscription_change_refused`` with the error and what was asked.
     """
-    who = (
-        {"principal": conn.principal, "source": f"{conn.peer_host}:{conn.peer_port}"}
-        if conn is not None
-        else {}
-    )
+    who = audit_identity(conn)
     asked = [
         {"name": c.name, "op": int(getattr(c, "config_operation", 0)), "value": c.value}
         for c in resource.configs

@@ -208,9 +208,17 @@ class Connection:
                 request, UnsupportedApi(request.header.api_key, request.header.api_version)
             )
             return
+        refusal = upstream.refuse(self.conn, request)
+        if refusal is not None:  # never forwarded (proxy mode's protected topic)
+            if isinstance(refusal, Close):
+                self.close(refusal)
+                return
+            self.core.complete(request.id, refusal.data)
+            self._flush()
+            return
         answered = None
         if request.id != NO_RESPONSE:
-            rewrite = upstream.rewriter_for(request.header)
+            rewrite = upstream.rewriter_for(request)
             answered = functools.partial(self._upstream_answered, request, rewrite, verdict)
         try:
             link.forward(request.frame, answered)
