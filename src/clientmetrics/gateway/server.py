@@ -45,7 +45,7 @@ from clientmetrics.gateway.sasl_setup import (
     warn_unprotected,
 )
 from clientmetrics.gateway.scram_rpcs import ScramHandlers
-from clientmetrics.gateway.subscriptions import Subscriptions
+from clientmetrics.gateway.subscriptions import Subscriptions, store_signer
 from clientmetrics.gateway.tables import standalone_handlers
 from clientmetrics.gateway.tasks import OwnedTasks
 from clientmetrics.gateway.telemetry_rpcs import TelemetryHandlers
@@ -266,6 +266,8 @@ class Gateway:
                 cfg.subscriptions_topic,
                 client_config=cfg.upstream_security.librdkafka(),
                 fetch_wait_ms=cfg.subscriptions_fetch_wait_ms,
+                signer=store_signer(cfg),
+                max_subscriptions=cfg.max_subscriptions,
             )
         return SqliteSubscriptionStore(cfg.data_dir / "subscriptions.db")
 
@@ -390,6 +392,8 @@ class Gateway:
                 reason = exporter.health()
                 if reason is not None:
                     return f"{exporter.name}: {reason}"
+        if isinstance(self._store, HealthReporting):
+            return self._store.health()  # a topic store with no live follower
         return None
 
     def metrics_snapshot(self) -> dict[str, float]:
@@ -416,6 +420,8 @@ class Gateway:
         for exporter in self._exporters or []:
             if isinstance(exporter, HealthReporting):
                 values.update(exporter.counters())
+        if isinstance(self._store, HealthReporting):
+            values.update(self._store.counters())
         values["ready"] = 0.0 if self.not_ready() else 1.0
         return values
 
