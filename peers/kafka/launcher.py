@@ -11,8 +11,9 @@ when the storage is formatted), TLS from a :class:`TlsFiles` the caller made,
 ``authorizer=True`` for ``StandardAuthorizer`` with ``super_users``; ``plugins`` on the
 classpath and ``metric.reporters`` (the broker advertises GetTelemetrySubscriptions and
 PushTelemetry only with a telemetry plugin; the default is the minimal one in
-``test-plugin/``). The broker's log stays in ``workdir/broker.log`` (appended to by each start); ``log_tail()`` shows
-its end when a test fails. Kafka's command-line tools run from the same jars (``tool``).
+``test-plugin/``). The broker's log stays in ``workdir/broker.log`` (each start appends to
+it and waits for its own start line); ``log_tail()`` shows its end when a test fails.
+Kafka's command-line tools run from the same jars (``tool``).
 """
 
 from __future__ import annotations
