@@ -74,15 +74,15 @@ class ConnectionState:
     def principal(self) -> str:
         return self.core.principal
 
-    def forget_closer(self) -> None:
-        """The connection is gone: drop ``close`` (its driver's bound method, which
-        holds this state: a cycle the cyclic collector alone would free)."""
-        self.close = _no_close
-
     @principal.setter
     def principal(self, principal: str) -> None:
         """The transport's identity (a TLS client certificate), before any request."""
         self.core.set_transport_principal(principal)
+
+    def forget_closer(self) -> None:
+        """The connection is gone: drop ``close`` (its driver's bound method, which
+        holds this state: a cycle the cyclic collector alone would free)."""
+        self.close = _no_close
 
     @property
     def user(self) -> str:
