@@ -28,16 +28,9 @@ sys.path.insert(0, str(ROOT))
 
 from tests.bad_connections import KINDS  # noqa: E402
 from tests.plain_flood import add_user  # noqa: E402
-from tests.procs import GatewayProcess, wait_for  # noqa: E402
+from tests.procs import GatewayProcess, rss_mib, wait_for  # noqa: E402
 
 AIM_MIB = 50.0
-
-
-def rss_mib(pid: int) -> float:
-    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
-        if line.startswith("VmRSS:"):
-            return int(line.split()[1]) / 1024
-    raise RuntimeError(f"no VmRSS for {pid}")
 
 
 def start_gateway(work: Path, kind: str) -> GatewayProcess:

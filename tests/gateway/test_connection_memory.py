@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 
 from tests import bad_connections
-from tests.procs import GatewayProcess, wait_for
+from tests.procs import GatewayProcess, rss_mib, wait_for
 
 pytestmark = pytest.mark.integration
 
@@ -31,13 +31,6 @@ def gateway(tmp_path: Path) -> Iterator[GatewayProcess]:
     yield gw
     assert gw.stop() == 0
     assert gw.tracebacks() == []
-
-
-def rss_mib(pid: int) -> float:
-    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
-        if line.startswith("VmRSS:"):
-            return int(line.split()[1]) / 1024
-    raise AssertionError(f"no VmRSS for {pid}")
 
 
 def closed(gateway: GatewayProcess, count: int) -> None:
