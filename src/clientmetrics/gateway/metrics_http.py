@@ -39,6 +39,7 @@ METRICS: dict[str, tuple[str, str]] = {
     "push": ("counter", "PushTelemetry requests answered"),
     "get_subscriptions": ("counter", "GetTelemetrySubscriptions requests answered"),
     "connections": ("gauge", "Open client connections"),
+    "connections_closed": ("counter", "Client connections closed, by either side"),
     "connections_throttled": (
         "counter",
         "Connections held unread, then closed, over connection_creation_rate_per_ip",

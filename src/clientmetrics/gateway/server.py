@@ -118,7 +118,7 @@ class Gateway:
         self._connections: dict[int, ConnectionState] = {}
         self._services: Services | None = None
         self._proxy: ProxyServer | None = None
-        self._stats = {"push": 0, "get_subscriptions": 0}
+        self._stats = {"push": 0, "get_subscriptions": 0, "connections_closed": 0}
         #: Decompresses and parses large pushes off the event loop (see telemetry_rpcs).
         self._decoder = ThreadPoolExecutor(2, thread_name_prefix="push-decode")
         #: Telemetry requests' turns on the event loop, shared fairly between sources.
@@ -379,6 +379,7 @@ class Gateway:
 
     def _closed(self, conn: ConnectionState) -> None:
         self._connections.pop(conn.connection_id, None)
+        self._stats["connections_closed"] += 1
         self._housekeeping.connection_closed(conn)
 
     def not_ready(self) -> str | None:
