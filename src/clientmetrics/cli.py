@@ -26,7 +26,7 @@ SUBCOMMANDS: dict[str, tuple[str, str]] = {
     "demo": ("clientmetrics.demo.cli:demo", "Run everything on one machine (spark extra)."),
     "investigate": (
         "clientmetrics.investigate.cli:investigate",
-        "Find, watch live and stop: troubleshoot a client (KIP-714 reactive).",
+        "Find clients, watch them live, stop: troubleshoot a client.",
     ),
     "users": ("clientmetrics.gateway.users_cli:users", "Manage the SCRAM users SASL checks."),
 }

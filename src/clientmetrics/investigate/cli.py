@@ -119,7 +119,13 @@ def investigate() -> None:
 @click.option("--software-version", help="Exact client software version.")
 @click.option("--group", help="Consumer group (group.id), from the pushes' attributes.")
 @click.option("--since", default="15m", show_default=True, help="How far back to look (≤ 1h).")
-@click.option("--output", type=click.Choice(["text", "json"]), default="text", show_default=True)
+@click.option(
+    "--output",
+    type=click.Choice(["text", "json"]),
+    default="text",
+    show_default=True,
+    help="text (one line a client) or json.",
+)
 def find(
     bootstrap_server: str | None,
     command_config: Path | None,

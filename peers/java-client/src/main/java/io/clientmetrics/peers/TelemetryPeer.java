@@ -238,14 +238,14 @@ public final class TelemetryPeer {
             try {
                 ConsumerRecords<String, String> records = consumer.poll(Duration.ofMillis(100));
                 consumed += records.count();
-                if (options.processMs > 0) {
-                    // The application's own work between polls: poll.idle.ratio.avg falls towards 0.
-                    sleep(options.processMs);
-                }
             } catch (KafkaException e) {
                 // e.g. no group coordinator on a standalone gateway: telemetry goes on regardless
                 errors.report(e);
                 sleep(100);
+            }
+            if (options.processMs > 0) {
+                // The application's own work between polls: poll.idle.ratio.avg falls towards 0.
+                sleep(options.processMs);
             }
             instance.poll(Duration.ofMillis(1));
         }
