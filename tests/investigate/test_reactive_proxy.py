@@ -29,7 +29,6 @@ from pathlib import Path
 
 import pytest
 from confluent_kafka import Consumer
-
 from peers.free_ports import free_port_block
 from peers.kafka import KafkaBroker
 
@@ -154,8 +153,9 @@ def idle_ratio(line: str) -> tuple[str, float] | None:
 
 
 def test_find_watch_narrow_stop(gateway: GatewayProcess, healthy: None, tmp_path: Path) -> None:
-    with java(gateway.bootstrap, tmp_path, "--client-id", "lagging", "--role", "consumer",
-              "--group", "lagging-group", "--messages", "0", "--process-ms", "1000") as client:  # fmt: skip
+    slow_args = ("--client-id", "lagging", "--role", "consumer", "--group", "lagging-group")
+    slow_args += ("--messages", "0", "--process-ms", "1000")
+    with java(gateway.bootstrap, tmp_path, *slow_args) as client:
         slow = client.instance_ids()["consumer"]
         # find: by client id and source address, two instances on the baseline.
         last: list[list[dict[str, object]]] = [[]]
@@ -189,7 +189,8 @@ def test_find_watch_narrow_stop(gateway: GatewayProcess, healthy: None, tmp_path
             name = started.split()[1]
             assert re.fullmatch(r"investigate\.operator\.[0-9]{8}T[0-9]{6}Z\.[0-9a-f]{8}", name)
             listed = investigate(gateway, "list")
-            assert name in listed.stdout and "owner=operator" in listed.stdout
+            (watch_line,) = [line for line in listed.stdout.splitlines() if name in line]
+            assert "owner=operator" in watch_line
 
             ratios: dict[str, list[float]] = {slow: [], fast: []}
 

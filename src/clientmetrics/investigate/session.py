@@ -45,7 +45,9 @@ class WatchSession:
     interval_ms: int
     expires_s: float
     echo: Callable[[str], None]
+    #: The watch while it exists; ``deleted`` once it is gone.
     watch: w.Watch | None = None
+    deleted: w.Watch | None = None
     #: Per watched instance, the subscription id of its latest push shown.
     _seen: dict[str, int] = field(default_factory=dict)
     _commands: asyncio.Queue[str] = field(default_factory=lambda: asyncio.Queue(16))
@@ -101,7 +103,8 @@ class WatchSession:
 
     async def _narrow(self, admin: AsyncAdmin, instance: str) -> Selection:
         """Match one ``client_instance_id`` only (the subscription and the view)."""
-        assert self.watch is not None
+        if self.watch is None:
+            return Selection(self.selectors, self.metrics)
         self.selectors = {"client_instance_id": w.literal(instance)}
         await w.narrow_watch(admin, self.watch, self.selectors)
         self.echo(f"narrowed {self.watch.name} to client_instance_id={instance}")
@@ -116,6 +119,7 @@ class WatchSession:
         if self.watch is not None:
             await admin.delete(self.watch.name)
             self.echo(f"deleted {self.watch.name}")
+            self.deleted, self.watch = self.watch, None
 
     async def cleanup(self) -> None:
         """Delete the watch on a fresh connection (after an interrupted run)."""
