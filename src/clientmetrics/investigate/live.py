@@ -19,8 +19,9 @@ from clientmetrics.pipeline.core.decode import decode_pushes
 from clientmetrics.pipeline.core.units import display_unit
 from clientmetrics.telemetry.matching import CompiledSubscription, PatternCache
 from clientmetrics.telemetry.model import ClientContext, Subscription
+from clientmetrics.telemetry.push_arrow import LANDING_ARROW
 
-__all__ = ["LivePoint", "Selection", "live_points"]
+__all__ = ["LivePoint", "Selection", "live_points", "warm_up"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -81,6 +82,11 @@ class Selection:
 _LABELS = ["client_instance_id", "client_id", "client_software_name", "client_software_version"]
 _LABELS += ["client_source_address", "client_source_port", "principal", "node_id"]
 _POINT = ["received_at", "subscription_id", "metric_name", "metric_unit", "value", "attributes"]
+
+
+def warm_up() -> None:
+    """Build the decoder once now, so the first pushed point is not late by its set-up."""
+    decode_pushes(LANDING_ARROW.empty_table())
 
 
 def live_points(rows: pa.Table, selection: Selection) -> Iterator[LivePoint]:

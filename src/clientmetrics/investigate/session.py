@@ -20,7 +20,7 @@ from pathlib import Path
 
 from clientmetrics.admin import AdminConfig, AsyncAdmin
 from clientmetrics.investigate import watches as w
-from clientmetrics.investigate.live import Selection, live_points
+from clientmetrics.investigate.live import Selection, live_points, warm_up
 from clientmetrics.investigate.tail import LandingTail
 
 __all__ = ["REAP_EVERY_S", "WatchSession"]
@@ -54,6 +54,7 @@ class WatchSession:
 
     async def run(self, stop_after_s: float | None = None) -> None:
         """Create the watch, show points until expiry / ``stop_after_s`` / stop, then delete."""
+        await asyncio.to_thread(warm_up)
         tail = LandingTail(self.data_dir)
         selection = Selection(self.selectors, self.metrics)
         async with AsyncAdmin(self.config) as admin:

@@ -37,7 +37,8 @@ class LandingTail:
     """New landing rows (``LANDING_ARROW``) of a gateway's data directory, call by call.
 
     ``since_ms``: rows received before it are skipped on the first read (the
-    default, now, gives only new pushes; 0 gives everything still landed).
+    default, when the tail is made, gives only new pushes; 0 gives everything
+    still landed).
     """
 
     data_dir: Path
@@ -45,6 +46,12 @@ class LandingTail:
     _segments: dict[Path, _Segment] = field(default_factory=dict)
     _files: set[Path] = field(default_factory=set)
     _started: bool = False
+    _new_only: bool = False
+
+    def __post_init__(self) -> None:
+        if self.since_ms is None:
+            self._new_only = True
+            self.since_ms = _now_ms()
 
     @property
     def layout(self) -> Layout:
@@ -62,7 +69,7 @@ class LandingTail:
         rows = pa.concat_tables(tables) if tables else LANDING_ARROW.empty_table()
         if not self._started:
             self._started = True
-            since = self.since_ms if self.since_ms is not None else _now_ms()
+            since = self.since_ms or 0
             received = rows.column("received_at").cast(pa.int64()).to_numpy(zero_copy_only=False)
             rows = rows.filter(pa.array(received >= since * 1000))
         return rows
@@ -110,7 +117,7 @@ class LandingTail:
         current = {p for p in current if p.name not in followed}
         # Only this hour's and the last hour's names are remembered: a bound.
         self._files = current | {p for p in self._files if p.parent in hours}
-        if not self._started and self.since_ms is None:
+        if not self._started and self._new_only:
             return []  # files landed before we started hold no new pushes
         return [pq.read_table(p, schema=LANDING_ARROW) for p in fresh]
 
