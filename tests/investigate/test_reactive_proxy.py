@@ -174,7 +174,14 @@ def test_find_watch_narrow_stop(gateway: GatewayProcess, healthy: None, tmp_path
         assert "rdkafka" in str(hits[fast]["software"])
         assert all(h["subscriptions"] == ["baseline"] for h in hits.values())
         assert all(h["state"] == "pushing" for h in hits.values())
+        assert hits[slow]["group"] == "lagging-group"  # the Java client's group.id attribute
         before = {i: h["subscription_id"] for i, h in hits.items()}
+        as_text = investigate(
+            gateway, "find", "--client-id", CLIENT_ID, "--group", "lagging-group",
+            "--data-dir", str(gateway.data_dir),
+        ).stdout  # fmt: skip
+        assert slow in as_text
+        print(as_text)  # the session, for a reader of -s output
 
         proc = subprocess.Popen(
             [str(BIN / "clientmetrics"), "investigate", "watch", "--bootstrap-server",
@@ -224,6 +231,7 @@ def test_find_watch_narrow_stop(gateway: GatewayProcess, healthy: None, tmp_path
             assert back.split()[1] == slow
             assert back.split()[2] == f"subscription_id={before[slow]}"
             assert proc.wait(30) == 0
+            print("\n".join(out.seen))  # the session, for a reader of -s output
         finally:
             if proc.poll() is None:
                 proc.kill()
