@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import asyncio
 import threading
+import time
 from collections import Counter
 from collections.abc import Iterator
 from pathlib import Path
@@ -43,12 +44,19 @@ def test_every_acknowledged_push_once(gateway: GatewayProcess) -> None:
             assert point.value is not None
             shown[(point.client_instance_id, int(point.value))] += 1
 
-    async def push_for(seconds: float) -> None:
+    def landed_files() -> int:
+        pushes = gateway.data_dir / "landing" / "pushes"
+        return len(list(pushes.glob("date=*/hour=*/*.parquet")))
+
+    async def push_until_landed(files: int, timeout: float) -> None:
+        """Push until ``files`` segments have landed as Parquet (the conversions to follow)."""
         stop = asyncio.Event()
         address = [("127.0.0.1", gateway.port)]
         clients = [asyncio.create_task(run_client(f"tail-{i}", address, stop, outcomes))
                    for i in range(3)]  # fmt: skip
-        await asyncio.sleep(seconds)
+        deadline = time.monotonic() + timeout
+        while landed_files() < files and time.monotonic() < deadline:
+            await asyncio.sleep(0.2)
         stop.set()
         await asyncio.gather(*clients)
 
@@ -61,7 +69,7 @@ def test_every_acknowledged_push_once(gateway: GatewayProcess) -> None:
     thread = threading.Thread(target=reader)
     thread.start()
     try:
-        asyncio.run(push_for(4.0))
+        asyncio.run(push_until_landed(4, 90))
     finally:
         reader_stop.set()
         thread.join()
@@ -74,5 +82,4 @@ def test_every_acknowledged_push_once(gateway: GatewayProcess) -> None:
 
     wait_for(all_shown, 30, what="every acknowledged push shown")
     assert max(shown.values()) == 1
-    landed_files = list((gateway.data_dir / "landing" / "pushes").glob("date=*/hour=*/*.parquet"))
-    assert len(landed_files) >= 2  # segments did land while the tail was reading
+    assert landed_files() >= 4  # segments did land while the tail was reading

@@ -216,6 +216,7 @@ def watch(
         interval_ms=interval_ms,
         expires_s=expires_s,
         echo=click.echo,
+        warn=lambda line: click.echo(line, err=True),
     )
     try:
         asyncio.run(session.run(stop_after))

@@ -18,10 +18,11 @@ from dataclasses import dataclass, field
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from clientmetrics.investigate.live import context_of
 from clientmetrics.pipeline.core.clients import silent
 from clientmetrics.pipeline.core.decode import decode_pushes
 from clientmetrics.telemetry.matching import PatternCache
-from clientmetrics.telemetry.model import ClientContext, Subscription
+from clientmetrics.telemetry.model import Subscription
 
 __all__ = ["ClientHit", "Query", "find_clients"]
 
@@ -107,7 +108,7 @@ def find_clients(
     compiled = [PatternCache().compile_subscription(s) for s in subscriptions]
     hits = []
     for instance, row in chosen.items():
-        ctx = _context(row)
+        ctx = context_of(row)
         matched = tuple(
             c.subscription.name for c in compiled if c.matches(uuid.UUID(instance), ctx)
         )
@@ -141,19 +142,6 @@ def _state(row: Mapping[str, object], now_ms: int) -> str:
         now_ms * 1000,
     )
     return "silent" if quiet[0].as_py() else "pushing"
-
-
-def _context(row: Mapping[str, object]) -> ClientContext:
-    return ClientContext(
-        connection_id=0,
-        client_id=str(row["client_id"]),
-        client_software_name=str(row["client_software_name"]),
-        client_software_version=str(row["client_software_version"]),
-        client_source_address=str(row["client_source_address"]),
-        client_source_port=int(str(row["client_source_port"])),
-        principal=str(row["principal"]),
-        node_id=int(str(row["node_id"])),
-    )
 
 
 def _from_payloads(

@@ -21,7 +21,7 @@ from clientmetrics.telemetry.matching import CompiledSubscription, PatternCache
 from clientmetrics.telemetry.model import ClientContext, Subscription
 from clientmetrics.telemetry.push_arrow import LANDING_ARROW
 
-__all__ = ["LivePoint", "Selection", "live_points", "warm_up"]
+__all__ = ["LivePoint", "Selection", "context_of", "live_points", "warm_up"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -50,6 +50,20 @@ class LivePoint:
         )
 
 
+def context_of(row: Mapping[str, object]) -> ClientContext:
+    """The ``ClientContext`` a landing row's labels describe (what ``match`` is tested on)."""
+    return ClientContext(
+        connection_id=0,
+        client_id=str(row["client_id"]),
+        client_software_name=str(row["client_software_name"]),
+        client_software_version=str(row["client_software_version"]),
+        client_source_address=str(row["client_source_address"]),
+        client_source_port=int(str(row["client_source_port"])),
+        principal=str(row["principal"]),
+        node_id=int(str(row["node_id"])),
+    )
+
+
 class Selection:
     """Which pushes a watch shows: its ``match`` selectors and metric prefixes."""
 
@@ -60,17 +74,8 @@ class Selection:
 
     def matches(self, row: Mapping[str, object]) -> bool:
         """Whether a landing row's client is one the selectors pick."""
-        ctx = ClientContext(
-            connection_id=0,
-            client_id=str(row["client_id"]),
-            client_software_name=str(row["client_software_name"]),
-            client_software_version=str(row["client_software_version"]),
-            client_source_address=str(row["client_source_address"]),
-            client_source_port=int(str(row["client_source_port"])),
-            principal=str(row["principal"]),
-            node_id=int(str(row["node_id"])),
-        )
-        return self._compiled.matches(uuid.UUID(str(row["client_instance_id"])), ctx)
+        instance = uuid.UUID(str(row["client_instance_id"]))
+        return self._compiled.matches(instance, context_of(row))
 
     def wanted(self, metric: str) -> bool:
         """Whether ``metric`` is under one of the prefixes (``*`` or none: all)."""

@@ -45,6 +45,8 @@ class WatchSession:
     interval_ms: int
     expires_s: float
     echo: Callable[[str], None]
+    #: Where warnings go (stderr from the command); the live lines stay on ``echo``.
+    warn: Callable[[str], None] = print
     #: The watch while it exists; ``deleted`` once it is gone.
     watch: w.Watch | None = None
     deleted: w.Watch | None = None
@@ -56,6 +58,10 @@ class WatchSession:
         """Create the watch, show points until expiry / ``stop_after_s`` / stop, then delete."""
         await asyncio.to_thread(warm_up)
         tail = LandingTail(self.data_dir)
+        if not tail.layout.root.is_dir():
+            self.echo(
+                f"no landing zone in {self.data_dir}: live points need the gateway's data dir"
+            )
         selection = Selection(self.selectors, self.metrics)
         async with AsyncAdmin(self.config) as admin:
             await self._reap(admin)
