@@ -152,90 +152,97 @@ def idle_ratio(line: str) -> tuple[str, float] | None:
     return None
 
 
+def find_both(gateway: GatewayProcess, slow: str) -> dict[str, dict[str, object]]:
+    """find by client id and source address: the two consumers, on the baseline."""
+    last: list[list[dict[str, object]]] = [[]]
+
+    def two_found() -> bool:
+        last[0] = found(gateway)
+        return len(last[0]) == 2
+
+    try:
+        wait_for(two_found, 90, what="two instances found")
+    except AssertionError as exc:
+        raise AssertionError(f"{exc}; last found: {last[0]}") from None
+    hits = {str(h["client_instance_id"]): h for h in last[0]}
+    assert slow in hits
+    (fast,) = set(hits) - {slow}
+    assert "rdkafka" in str(hits[fast]["software"])
+    assert all(h["subscriptions"] == ["baseline"] for h in hits.values())
+    assert all(h["state"] == "pushing" for h in hits.values())
+    assert hits[slow]["group"] == "lagging-group"  # the Java client's group.id attribute
+    as_text = investigate(
+        gateway, "find", "--client-id", CLIENT_ID, "--group", "lagging-group",
+        "--data-dir", str(gateway.data_dir),
+    ).stdout  # fmt: skip
+    assert slow in as_text
+    print(as_text)  # the session, for a reader of -s output
+    return hits
+
+
+def start_watch(gateway: GatewayProcess) -> tuple[Lines, str]:
+    """``investigate watch`` on the client id and address; its output and the watch's name."""
+    proc = subprocess.Popen(
+        [str(BIN / "clientmetrics"), "investigate", "watch", "--bootstrap-server",
+         gateway.bootstrap, "--data-dir", str(gateway.data_dir), "--client-id", CLIENT_ID,
+         "--source-address", "127.0.0.1", "--interval", "1s", "--expires", "10m",
+         "--owner", "operator"],
+        stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+    )  # fmt: skip
+    out = Lines(proc)
+    started = out.until(lambda s: s.startswith("watching "), 30, "the watch")
+    name = started.split()[1]
+    assert re.fullmatch(r"investigate\.operator\.[0-9]{8}T[0-9]{6}Z\.[0-9a-f]{8}", name)
+    listed = investigate(gateway, "list")
+    (watch_line,) = [line for line in listed.stdout.splitlines() if name in line]
+    assert "owner=operator" in watch_line
+    return out, name
+
+
+def idle_ratios(out: Lines, instances: list[str], count: int) -> dict[str, list[float]]:
+    """The next ``count`` poll.idle.ratio.avg values shown for each of ``instances``."""
+    ratios: dict[str, list[float]] = {i: [] for i in instances}
+
+    def enough(line: str) -> bool:
+        point = idle_ratio(line)
+        if point is not None and point[0] in ratios:
+            ratios[point[0]].append(point[1])
+        return all(len(v) >= count for v in ratios.values())
+
+    out.until(enough, 90, f"idle ratios of {instances}")
+    return ratios
+
+
 def test_find_watch_narrow_stop(gateway: GatewayProcess, healthy: None, tmp_path: Path) -> None:
     slow_args = ("--client-id", "lagging", "--role", "consumer", "--group", "lagging-group")
     slow_args += ("--messages", "0", "--process-ms", "1000")
     with java(gateway.bootstrap, tmp_path, *slow_args) as client:
         slow = client.instance_ids()["consumer"]
-        # find: by client id and source address, two instances on the baseline.
-        last: list[list[dict[str, object]]] = [[]]
-
-        def two_found() -> bool:
-            last[0] = found(gateway)
-            return len(last[0]) == 2
-
-        try:
-            wait_for(two_found, 90, what="two instances found")
-        except AssertionError as exc:
-            raise AssertionError(f"{exc}; last found: {last[0]}") from None
-        hits = {str(h["client_instance_id"]): h for h in last[0]}
-        assert slow in hits
+        hits = find_both(gateway, slow)
         (fast,) = set(hits) - {slow}
-        assert "rdkafka" in str(hits[fast]["software"])
-        assert all(h["subscriptions"] == ["baseline"] for h in hits.values())
-        assert all(h["state"] == "pushing" for h in hits.values())
-        assert hits[slow]["group"] == "lagging-group"  # the Java client's group.id attribute
         before = {i: h["subscription_id"] for i, h in hits.items()}
-        as_text = investigate(
-            gateway, "find", "--client-id", CLIENT_ID, "--group", "lagging-group",
-            "--data-dir", str(gateway.data_dir),
-        ).stdout  # fmt: skip
-        assert slow in as_text
-        print(as_text)  # the session, for a reader of -s output
-
-        proc = subprocess.Popen(
-            [str(BIN / "clientmetrics"), "investigate", "watch", "--bootstrap-server",
-             gateway.bootstrap, "--data-dir", str(gateway.data_dir), "--client-id", CLIENT_ID,
-             "--source-address", "127.0.0.1", "--interval", "1s", "--expires", "10m",
-             "--owner", "operator"],
-            stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-        )  # fmt: skip
-        out = Lines(proc)
+        out, name = start_watch(gateway)
         try:
-            started = out.until(lambda s: s.startswith("watching "), 30, "the watch")
-            name = started.split()[1]
-            assert re.fullmatch(r"investigate\.operator\.[0-9]{8}T[0-9]{6}Z\.[0-9a-f]{8}", name)
-            listed = investigate(gateway, "list")
-            (watch_line,) = [line for line in listed.stdout.splitlines() if name in line]
-            assert "owner=operator" in watch_line
-
-            ratios: dict[str, list[float]] = {slow: [], fast: []}
-
-            def both_shown(line: str) -> bool:
-                point = idle_ratio(line)
-                if point is not None and point[0] in ratios:
-                    ratios[point[0]].append(point[1])
-                return all(len(v) >= 3 for v in ratios.values())
-
-            out.until(both_shown, 90, "idle ratios of both consumers")
+            ratios = idle_ratios(out, [slow, fast], 3)
             assert ratios[slow][-1] < 0.3, ratios
             assert ratios[fast][-1] > 0.7, ratios
 
             out.send(f"narrow {slow}")
             out.until(lambda s: s.startswith("narrowed "), 30, "the narrowing")
-            after: list[str] = []
-
-            def narrowed(line: str) -> bool:
-                point = idle_ratio(line)
-                if point is not None:
-                    after.append(point[0])
-                return len(after) >= 3
-
-            out.until(narrowed, 60, "points after narrowing")
-            assert set(after) == {slow}
+            idle_ratios(out, [slow], 3)
+            # The subscription itself is narrowed: another client of that id gets the baseline.
             assert requested_metrics(gateway.port, CLIENT_ID) == [BASELINE["metrics"]]
 
             out.send("stop")
             out.until(lambda s: s == f"deleted {name}", 30, "the delete")
             back = out.until(lambda s: s.startswith("back "), 60, "the client going back")
-            assert back.split()[1] == slow
-            assert back.split()[2] == f"subscription_id={before[slow]}"
-            assert proc.wait(30) == 0
+            assert back.split()[1:3] == [slow, f"subscription_id={before[slow]}"]
+            assert out.proc.wait(30) == 0
             print("\n".join(out.seen))  # the session, for a reader of -s output
         finally:
-            if proc.poll() is None:
-                proc.kill()
-                proc.wait()
+            if out.proc.poll() is None:
+                out.proc.kill()
+                out.proc.wait()
         assert name not in investigate(gateway, "list").stdout
 
         def both_back() -> bool:
