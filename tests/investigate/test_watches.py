@@ -79,6 +79,14 @@ def test_a_fresh_process_reaps_what_expired_and_nothing_else(gateway: GatewayPro
     assert [line.split()[0] for line in cmd(gateway, "list").stdout.splitlines()] == [future]
     again = cmd(gateway, "reap")
     assert again.stdout == "0 expired watch(es) deleted\n"
+    assert cmd(gateway, "stop", expired).stdout == f"{expired} was already gone\n"
+    assert cmd(gateway, "stop", future).stdout == f"stopped {future}\n"
+    refused = cmd(gateway, "stop", "baseline")
+    assert (refused.returncode, refused.stderr) == (
+        2,
+        "baseline is not a watch (investigate.<owner>.<expiry>.<id>)\n",
+    )
+    assert cmd(gateway, "list").stdout == ""
 
 
 LOCKED = """
