@@ -2,8 +2,8 @@
 
 The landing exporter answers a push only once its WAL record is fsynced
 (docs/landing.md), so the WAL holds every acknowledged push at once; a landed
-Parquet file appears seconds later. The tail reads the WAL segments that grew
-since the last look, and, for a segment converted and removed in the meantime,
+Parquet file appears seconds later. The tail reads what was appended to the WAL
+segments since the last look, and, for a segment converted and removed in the meantime,
 the rest of its rows from the Parquet file it became (same name); a segment
 that came and went between two looks is read whole from its file. Nothing is
 read twice, nothing piles up: what is remembered is one count per live segment
@@ -20,7 +20,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from clientmetrics.exporters.landing_files import Layout, to_table
-from clientmetrics.exporters.wal import SUFFIX, decode_segment
+from clientmetrics.exporters.wal import MAGIC, SUFFIX, decode_segment
 from clientmetrics.telemetry.push_arrow import LANDED_FILES, LANDING_ARROW, LANDING_DIR, partition
 
 __all__ = ["LandingTail"]
@@ -81,19 +81,26 @@ class LandingTail:
         return [p for p in wal.glob(f"*/*{SUFFIX}") if p.is_file()]
 
     def _grown(self, path: Path) -> list[pa.Table]:
+        """The records appended to a segment since the last look (only those bytes are read)."""
         seen = self._segments.setdefault(path, _Segment())
         try:
-            size = path.stat().st_size
-            if size == seen.size:
+            if path.stat().st_size == seen.size:
                 return []
-            contents = decode_segment(path.read_bytes())
+            with path.open("rb") as segment:
+                magic = segment.read(len(MAGIC))
+                start = max(seen.size, len(magic))
+                segment.seek(start)
+                appended = segment.read()
         except FileNotFoundError:  # converted between the listing and the read
             return self._converted(path)
-        seen.size = contents.valid_bytes
+        # Records frame themselves after the segment's magic: decode the new ones alone.
+        contents = decode_segment(magic + appended)
+        if len(magic) < len(MAGIC) or contents.valid_bytes < len(magic):
+            return []  # the header is not written yet, or not a segment this reads
+        seen.size = start + contents.valid_bytes - len(magic)
         table = to_table(contents.columns)
-        new = table.slice(seen.rows)
-        seen.rows = table.num_rows
-        return [new] if new.num_rows else []
+        seen.rows += table.num_rows
+        return [table] if table.num_rows else []
 
     def _converted(self, path: Path) -> list[pa.Table]:
         seen = self._segments.pop(path, _Segment())
