@@ -10,7 +10,7 @@ from structlog.testing import capture_logs
 from tests.hostile_store import DEEP, POISON
 
 from clientmetrics.errors import ConfigurationError
-from clientmetrics.store.log_state import LogState, Outcome
+from clientmetrics.store.log_state import MAX_DELETED_NAMES, LogState, Outcome
 from clientmetrics.store.records import (
     MAX_VALUE_BYTES,
     Decoded,
@@ -125,6 +125,21 @@ def test_the_cap_refuses_new_names_in_log_order_and_deletions_make_room() -> Non
     assert outcomes == [Outcome.APPLIED, Outcome.APPLIED, Outcome.OVER_CAP, Outcome.APPLIED,
                         Outcome.APPLIED, Outcome.APPLIED]  # fmt: skip
     assert log.configs == {"a": {"m": "2"}, "c": {"m": "1"}}
+
+
+def test_deleted_names_are_remembered_within_a_bound_oldest_forgotten_first() -> None:
+    log = LogState(max_subscriptions=2)
+    offset = 0
+    for n in range(MAX_DELETED_NAMES + 5):
+        for configs in ({"m": "1"}, {}):  # create, then delete, a new name each time
+            assert log.apply(Decoded(f"n{n}", configs, None), offset) is Outcome.APPLIED
+            offset += 1
+    assert len(log.versions) == MAX_DELETED_NAMES
+    assert "n0" not in log.versions and f"n{MAX_DELETED_NAMES + 4}" in log.versions
+    # A forgotten name's next record is accepted whatever its base (as after compaction);
+    # a remembered one's stale record is not.
+    assert log.apply(Decoded("n0", {"m": "2"}, 7), offset) is Outcome.APPLIED
+    assert log.apply(Decoded("n9999", {"m": "2"}, 7), offset + 1) is Outcome.STALE
 
 
 def test_a_flood_of_refusals_is_counted_whole_and_logged_within_a_bound() -> None:

@@ -13,6 +13,13 @@ import enum
 
 from clientmetrics.store.records import Decoded, Reason
 
+#: How many deleted names keep their last offset (the oldest deletion is forgotten
+#: first). Without a bound, a stream of create-and-delete records under new names
+#: would grow the state for ever; a forgotten name is like one whose records were
+#: compacted away (its next record is accepted whatever its base), the same on
+#: every reader since all forget in log order.
+MAX_DELETED_NAMES = 10_000
+
 
 class Outcome(enum.Enum):
     """What applying one usable record did."""
@@ -29,8 +36,11 @@ class LogState:
 
     def __init__(self, max_subscriptions: int | None = None) -> None:
         self.configs: dict[str, dict[str, str]] = {}
-        #: name -> offset of the last record applied for it (deletions included).
+        #: name -> offset of the last record applied for it (deletions included, the
+        #: latest ``MAX_DELETED_NAMES`` of them).
         self.versions: dict[str, int] = {}
+        #: Deleted names whose offset is kept, oldest deletion first.
+        self._deleted: dict[str, None] = {}
         self._cap = max_subscriptions
 
     def apply(self, record: Decoded, offset: int) -> Outcome:
@@ -45,10 +55,16 @@ class LogState:
         if creates and self._cap is not None and len(self.configs) >= self._cap:
             return Outcome.OVER_CAP
         self.versions[name] = offset
+        self._deleted.pop(name, None)
         if record.configs:
             self.configs[name] = dict(record.configs)
         else:
             self.configs.pop(name, None)
+            self._deleted[name] = None
+            if len(self._deleted) > MAX_DELETED_NAMES:
+                oldest = next(iter(self._deleted))
+                del self._deleted[oldest]
+                del self.versions[oldest]
         return Outcome.APPLIED
 
 
