@@ -135,7 +135,8 @@ def test_deleted_names_are_remembered_within_a_bound_oldest_forgotten_first() ->
             assert log.apply(Decoded(f"n{n}", configs, None), offset) is Outcome.APPLIED
             offset += 1
     assert len(log.versions) == MAX_DELETED_NAMES
-    assert "n0" not in log.versions and f"n{MAX_DELETED_NAMES + 4}" in log.versions
+    assert "n0" not in log.versions
+    assert f"n{MAX_DELETED_NAMES + 4}" in log.versions
     # A forgotten name's next record is accepted whatever its base (as after compaction);
     # a remembered one's stale record is not.
     assert log.apply(Decoded("n0", {"m": "2"}, 7), offset) is Outcome.APPLIED

@@ -39,6 +39,7 @@ from clientmetrics.gateway.limits import now_ms
 from clientmetrics.gateway.listeners import identify
 from clientmetrics.gateway.transport import FrameProtocol
 from clientmetrics.gateway.upstream import Rewriter, UpstreamError, UpstreamLoginFailed
+from clientmetrics.security.throttle import claimed_name
 from clientmetrics.wire import FrameTooLarge, ProtocolError, UnsupportedApi
 from clientmetrics.wire.auth import AuthState
 from clientmetrics.wire.results import (
@@ -365,7 +366,8 @@ class Connection:
         conn = self.conn
         fields: dict[str, Any] = {"reason": close.reason.value, "error": close.detail}
         if close.reason is CloseReason.AUTHENTICATION_FAILED:
-            fields["user"] = self.core.sasl.claimed  # the audit trail: who was tried, from where
+            claimed = self.core.sasl.claimed  # the audit trail: who was tried, from where
+            fields["user"] = None if claimed is None else claimed_name(claimed)
         if close.reason in _ORDINARY:
             log.info(
                 "connection_closed",

@@ -22,13 +22,15 @@ import hashlib
 from collections import OrderedDict
 from dataclasses import dataclass, field
 
-__all__ = ["FailureThrottle"]
+__all__ = ["FailureThrottle", "claimed_name"]
 
 #: Characters of a claimed name kept as such; longer ones are keyed by a digest.
 _NAME_KEPT = 256
 
 
-def _user_key(user: str) -> str:
+def claimed_name(user: str) -> str:
+    """A claimed user name as the throttle keys it and the audit log names it: as it is
+    up to 256 characters, a digest of it beyond (a client may claim hundreds of KB)."""
     if len(user) <= _NAME_KEPT:
         return user
     return "sha256:" + hashlib.sha256(user.encode("utf-8", "surrogatepass")).hexdigest()
@@ -80,7 +82,7 @@ class FailureThrottle:
         record.last_ms = now_ms
         by_user = record.by_user
         if user is not None:
-            key = _user_key(user)
+            key = claimed_name(user)
             if key in by_user or len(by_user) < self.max_users_per_source:
                 by_user[key] = by_user.get(key, 0) + 1
         # In order of last failure: the stale ones are first (``last_ms`` only grows
@@ -103,6 +105,6 @@ class FailureThrottle:
         record = self._sources.get(source)
         if record is None:
             return
-        record.failures -= record.by_user.pop(_user_key(user), 0)
+        record.failures -= record.by_user.pop(claimed_name(user), 0)
         if record.failures <= 0:
             del self._sources[source]
