@@ -220,3 +220,32 @@ def test_client_labels_show_lists_and_maps(data: DataDir) -> None:
 @pytest.mark.parametrize("target", ["/client/%3Cscript%3E", "/?q=%3Cscript%3Ealert(1)"])
 def test_user_text_is_escaped(data: DataDir, target: str) -> None:
     assert "<script>" not in dashboard(data).handle(target).body.decode()
+
+
+def test_labels_a_record_lacks_show_as_unknown(data: DataDir) -> None:
+    # As the broker plugin's records can arrive: no software, no source address.
+    moment = NOW - timedelta(seconds=5)
+    stamp = int(moment.timestamp() * 1e6)
+    payload = producer_payload(int(moment.timestamp() * 1e9), 1)
+    land(
+        data.root,
+        [
+            Push(stamp, "bare", payload, client_id="bare-app", client_software_name=None,  # type: ignore[arg-type]
+                 client_software_version=None, client_source_address=None,  # type: ignore[arg-type]
+                 client_source_port=None),  # type: ignore[arg-type]
+            Push(stamp, "half", payload, client_id="half-app", client_software_name="",
+                 client_software_version="1.0", client_source_address="10.0.0.9",
+                 client_source_port=None),  # type: ignore[arg-type]
+        ],
+    )  # fmt: skip
+    app = dashboard(data)
+    cells = re.findall(r"<td>(.*?)</td>", get(app, "/?q=bare-app").split("<tbody>")[1])
+    assert cells[2:4] == ["unknown", "unknown"]
+    cells = re.findall(r"<td>(.*?)</td>", get(app, "/?q=half-app").split("<tbody>")[1])
+    assert cells[2:4] == ["unknown 1.0", "10.0.0.9:unknown"]
+    software = get(app, "/software")
+    assert "<td><b>unknown</b></td><td>unknown</td>" in software
+    assert "<td><b>unknown</b></td><td>1.0</td>" in software
+    for page in (get(app, "/"), software):
+        assert "None" not in page
+        assert ">:<" not in page

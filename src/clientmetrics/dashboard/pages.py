@@ -83,6 +83,23 @@ def _table(headers: Iterable[str], rows: Iterable[Iterable[str]], css: str = "")
     return f"<table class='{css}'><thead><tr>{head}</tr></thead><tbody>{body}</tbody></table>"
 
 
+#: How the dashboard shows a label a record does not carry (null or empty).
+UNKNOWN = "unknown"
+
+
+def known(value: object) -> str:
+    """A label as shown: its text, or ``UNKNOWN`` when the record lacks it."""
+    return UNKNOWN if value is None or value == "" else str(value)
+
+
+def label_pair(first: object, second: object, separator: str) -> str:
+    """Two labels shown as one (software and version, address and port): ``UNKNOWN``
+    when both are missing, each missing one as ``UNKNOWN`` otherwise."""
+    if known(first) == UNKNOWN and known(second) == UNKNOWN:
+        return UNKNOWN
+    return f"{known(first)}{separator}{known(second)}"
+
+
 def client_link(instance_id: str, text: str | None = None) -> str:
     """A link to a client's page."""
     return f'<a href="/client/{quote(instance_id)}">{escape(text or instance_id)}</a>'
@@ -102,8 +119,8 @@ _INVENTORY_HEADERS = (
 
 
 def _inventory_row(row: dict[str, Any]) -> list[str]:
-    software = f"{row['client_software_name'] or ''} {row['client_software_version'] or ''}"
-    address = f"{row['client_source_address'] or ''}:{row['client_source_port'] or ''}"
+    software = label_pair(row["client_software_name"], row["client_software_version"], " ")
+    address = label_pair(row["client_source_address"], row["client_source_port"], ":")
     if row["terminated"]:
         state = "<span class='badge ok'>terminated</span>"
     elif row["silent"]:
@@ -115,7 +132,7 @@ def _inventory_row(row: dict[str, Any]) -> list[str]:
     return [
         client_link(row["client_instance_id"], row["client_id"] or "(none)"),
         _short_id(row["client_instance_id"] or ""),
-        escape(software.strip()),
+        escape(software),
         escape(address),
         escape(row["principal"] or ""),
         escape(row["group_id"] or ""),
