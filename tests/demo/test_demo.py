@@ -22,20 +22,11 @@ import pyarrow.dataset as ds
 import pytest
 
 from clientmetrics.dashboard import Dashboard, DashboardConfig, DashboardServer
+from tests.dashboard.browser import CHROMIUM, CHROMIUM_ARGS
 
 pytestmark = [pytest.mark.integration, pytest.mark.spark]
 
 REPO = Path(__file__).resolve().parents[2]
-CHROMIUM = Path("/usr/bin/chromium")
-CHROMIUM_ARGS = [
-    "--headless",
-    "--no-sandbox",
-    "--disable-gpu",
-    "--disable-background-networking",
-    "--disable-component-update",
-    "--disable-sync",
-    "--no-first-run",
-]
 
 
 @dataclass(frozen=True)

@@ -10,7 +10,7 @@ from urllib.parse import quote, urlencode
 
 from clientmetrics.dashboard.alerts import RESOLUTIONS, Alert
 from clientmetrics.dashboard.inventory import InventoryPage
-from clientmetrics.dashboard.series import Chart
+from clientmetrics.dashboard.series import BOOTSTRAP_HINT, Chart
 from clientmetrics.dashboard.sources import GatewaySample, SubscriptionView
 from clientmetrics.dashboard.svg import format_value, line_chart
 
@@ -41,7 +41,8 @@ svg .grid{stroke:#eaeef2}svg .axis{stroke:#8c959f}svg .tick,svg .legend{font-siz
 svg .empty{font-size:13px;fill:#8c959f;text-anchor:middle}
 code,pre{background:#eaeef2;padding:1px 4px;border-radius:4px;font-size:12px}
 dl{display:grid;grid-template-columns:repeat(3,max-content minmax(120px,auto));gap:2px 12px;
-background:#fff;border:1px solid #d8dee4;padding:8px}dt{color:#57606a}dd{margin:0}
+background:#fff;border:1px solid #d8dee4;padding:8px}dt{color:#57606a}
+dd{margin:0;min-width:0;overflow-wrap:anywhere}
 table.subscriptions td{white-space:normal}td{vertical-align:top}.wrap{white-space:normal}
 tr.alert td{border-bottom:none}
 table.alerts code{display:inline-block;margin:1px}
@@ -194,11 +195,7 @@ def client(
     parts = []
     if details is not None:
         shown = [(k, v) for k, v in details.items() if v not in (None, "") and k != "date"]
-        parts.append(
-            "<dl>"
-            + "".join(f"<dt>{escape(k)}</dt><dd>{escape(_text(v))}</dd>" for k, v in shown)
-            + "</dl>"
-        )
+        parts.append("<dl>" + "".join(_label_item(k, v) for k, v in shown) + "</dl>")
     else:
         parts.append("<p class=muted>Not in the clients table yet.</p>")
     if alerts:
@@ -225,8 +222,22 @@ def client(
             f"{line_chart(title, chart.lines, chart.unit, drawn)}</div>"
         )
     parts.append("<div class=charts>" + "".join(boxes) + "</div>")
+    if any(line.hint == BOOTSTRAP_HINT for chart in charts for line in chart.lines):
+        parts.append(f"<p class=muted id=bootstrap-note>{escape(BOOTSTRAP_HINT)}</p>")
     name = (details or {}).get("client_id") or instance_id
     return layout(f"Client {name}", "/", "".join(parts))
+
+
+#: Lists longer than this (standard_metrics: up to 21 names) fold behind their count,
+#: so one label does not stretch the labels' box.
+_FOLD_AFTER = 3
+
+
+def _label_item(name: str, value: Any) -> str:
+    text = escape(_text(value))
+    if isinstance(value, list) and len(value) > _FOLD_AFTER:
+        text = f"<details><summary>{len(value)} items</summary>{text}</details>"
+    return f"<dt>{escape(name)}</dt><dd>{text}</dd>"
 
 
 def _text(value: Any) -> str:
