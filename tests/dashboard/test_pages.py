@@ -10,7 +10,8 @@ from pathlib import Path
 import pytest
 
 from clientmetrics.dashboard import Dashboard, DashboardConfig
-from clientmetrics.dashboard.pages import shown
+from clientmetrics.dashboard.series import rate_unit
+from clientmetrics.pipeline.core.units import display_unit
 from tests.dashboard.conftest import NOW
 from tests.dashboard.tables import LATENCY, REQUESTS, DataDir, write_subscriptions
 from tests.synthetic import Push, land, producer_payload
@@ -122,7 +123,12 @@ def test_client_page_adds_pushes_landed_after_the_tables(data: DataDir) -> None:
     latency = page.split(f"<h3>{LATENCY}</h3>")[1].split("</svg>")[0]
     lines = dict(re.findall(r'data-label="([^"]+)"[^>]*points="([^"]+)"', latency))
     assert len(lines["node.id=1"].split()) == 42
-    assert "node.id=-1" in lines  # a series only the landed pushes have
+    # A series only the landed pushes have: the bootstrap connection's, named and explained.
+    assert len(lines["bootstrap"].split()) == 2
+    legend = re.search(r'class="legend"><title>([^<]+)</title>bootstrap = ', latency)
+    assert legend is not None
+    assert "node.id=-1" in legend[1]
+    assert "bootstrap server" in page.split("id=bootstrap-note>")[1].split("</p>")[0]
 
 
 def test_inventory_includes_clients_only_the_landing_zone_knows(data: DataDir) -> None:
@@ -223,11 +229,65 @@ def test_user_text_is_escaped(data: DataDir, target: str) -> None:
     assert "<script>" not in dashboard(data).handle(target).body.decode()
 
 
-def test_labels_no_record_said_show_as_unknown() -> None:
-    # A topic writer configured with fewer labels leaves these columns null.
-    assert shown(None, None) == "unknown"
-    assert shown(None, None, sep=":") == "unknown"
-    assert shown("", None) == "unknown"
-    assert shown("10.1.2.3", None, sep=":") == "10.1.2.3"
-    assert shown("10.1.2.3", 50123, sep=":") == "10.1.2.3:50123"
-    assert shown("librdkafka", "2.16.0") == "librdkafka 2.16.0"
+def test_labels_a_record_lacks_show_as_unknown(data: DataDir) -> None:
+    # As the broker plugin's records can arrive: no software, no source address.
+    moment = NOW - timedelta(seconds=5)
+    stamp = int(moment.timestamp() * 1e6)
+    payload = producer_payload(int(moment.timestamp() * 1e9), 1)
+    land(
+        data.root,
+        [
+            Push(stamp, "bare", payload, client_id="bare-app", client_software_name=None,  # type: ignore[arg-type]
+                 client_software_version=None, client_source_address=None,  # type: ignore[arg-type]
+                 client_source_port=None),  # type: ignore[arg-type]
+            Push(stamp, "half", payload, client_id="half-app", client_software_name="",
+                 client_software_version="1.0", client_source_address="10.0.0.9",
+                 client_source_port=None),  # type: ignore[arg-type]
+        ],
+    )  # fmt: skip
+    app = dashboard(data)
+    cells = re.findall(r"<td>(.*?)</td>", get(app, "/?q=bare-app").split("<tbody>")[1])
+    assert cells[2:4] == ["unknown", "unknown"]
+    cells = re.findall(r"<td>(.*?)</td>", get(app, "/?q=half-app").split("<tbody>")[1])
+    assert cells[2:4] == ["unknown 1.0", "10.0.0.9:unknown"]
+    software = get(app, "/software")
+    assert "<td><b>unknown</b></td><td>unknown</td>" in software
+    assert "<td><b>unknown</b></td><td>1.0</td>" in software
+    for page in (get(app, "/"), software):
+        assert "None" not in page
+        assert ">:<" not in page
+
+
+def test_a_cumulative_sum_is_charted_as_a_rate_and_says_so(data: DataDir) -> None:
+    instance = data.ids[0]
+    # connection.creation.total: 10 × step, pushes 5 s apart -> 2 connections per second.
+    pushes = [
+        Push(
+            int((NOW - timedelta(seconds=s)).timestamp() * 1e6),
+            instance,
+            producer_payload(int((NOW - timedelta(seconds=s)).timestamp() * 1e9), step, (1,)),
+        )
+        for step, s in ((100, 30), (101, 25))
+    ]
+    land(data.root, pushes)
+    page = get(dashboard(data), f"/client/{instance}?window=all")
+    name = "org.apache.kafka.producer.connection.creation.total"
+    chart = page.split(f"<h3>{name} (per second)</h3>")[1].split("</svg>")[0]
+    # Its line is the rate, not a "total"; its axis unit is per second.
+    assert re.search(r'class="legend">per second = 2<', chart)
+    assert "total =" not in chart
+    assert '<text x="4" y="20" class="tick">/s</text>' in chart
+    latency = page.split(f"<h3>{LATENCY}</h3>")[1].split("</svg>")[0]
+    assert '<text x="4" y="20" class="tick">ms</text>' in latency  # a gauge keeps its unit
+
+
+@pytest.mark.parametrize(
+    ("metric", "unit"),
+    [
+        ("org.apache.kafka.consumer.coordinator.rebalance.latency.total", "ms/s"),
+        ("org.apache.kafka.producer.connection.creation.total", "/s"),
+        ("org.apache.kafka.producer.outgoing.byte.total", "bytes/s"),
+    ],
+)
+def test_a_rate_of_a_sum_is_in_its_unit_per_second(metric: str, unit: str) -> None:
+    assert rate_unit(display_unit(metric)) == unit

@@ -22,20 +22,11 @@ import pyarrow.dataset as ds
 import pytest
 
 from clientmetrics.dashboard import Dashboard, DashboardConfig, DashboardServer
+from tests.dashboard.browser import CHROMIUM, CHROMIUM_ARGS
 
 pytestmark = [pytest.mark.integration, pytest.mark.spark]
 
 REPO = Path(__file__).resolve().parents[2]
-CHROMIUM = Path("/usr/bin/chromium")
-CHROMIUM_ARGS = [
-    "--headless",
-    "--no-sandbox",
-    "--disable-gpu",
-    "--disable-background-networking",
-    "--disable-component-update",
-    "--disable-sync",
-    "--no-first-run",
-]
 
 
 @dataclass(frozen=True)
@@ -67,6 +58,10 @@ def test_demo_runs_everything_and_reports_it(demo_run: DemoRun) -> None:
     out = demo_run.stdout
     assert "waiting for Spark's first batch" in out  # progress while Spark starts
     assert "dashboard: http://127.0.0.1:" in out
+    # The summary comes after the dashboard stopped: it says so, and how to see it again.
+    after = out.split("\nsummary\n", 1)[1]
+    assert "dashboard: stopped (was http://127.0.0.1:" in after
+    assert f"clientmetrics dashboard --data-dir {demo_run.data_dir}" in after
     summary = demo_run.summary
     assert summary["real_clients"] == 3  # two confluent-kafka producers and a consumer
     assert summary["simulated_clients"] == 300

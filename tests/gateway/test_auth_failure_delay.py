@@ -10,12 +10,14 @@ held answer must not hold up anyone else.
 from __future__ import annotations
 
 import asyncio
+import hashlib
 import time
 from collections.abc import AsyncIterator
 from pathlib import Path
 
 import pytest
 from peers.free_ports import free_port_block
+from structlog.testing import capture_logs
 
 from clientmetrics.exporters.memory import InMemoryExporter
 from clientmetrics.gateway.config import Address, GatewayConfig, Listener
@@ -123,3 +125,24 @@ async def test_repeated_failures_are_answered_slower_and_a_success_resets(setup:
     code, took = await attempt(setup, "wrong")
     assert code == failed
     assert 0.1 <= took < 0.6, took  # back to the first delay (not 1.6 s)
+
+
+async def test_a_failed_login_names_a_huge_claimed_user_by_its_digest(setup: Setup) -> None:
+    """The audit line names who was tried, but never carries a client's 8 KB name (the
+    largest PLAIN message taken before authentication) in every line."""
+    setup.refuse(True)
+    huge = "u" * 8_000
+    with capture_logs() as logs:
+        reader, writer = await asyncio.open_connection("127.0.0.1", setup.gateway.port)
+        try:
+            token = f"\x00{huge}\x00wrong".encode()
+            code = await asyncio.wait_for(authenticate(reader, writer, token), 30)
+        finally:
+            writer.close()
+        assert code == ErrorCode.SASL_AUTHENTICATION_FAILED
+        deadline = time.monotonic() + 30
+        while not [e for e in logs if e.get("reason") == "authentication_failed"]:
+            assert time.monotonic() < deadline, logs
+            await asyncio.sleep(0.05)
+    (failed,) = [e for e in logs if e.get("reason") == "authentication_failed"]
+    assert failed["user"] == "sha256:" + hashlib.sha256(f"User:{huge}".encode()).hexdigest()

@@ -9,6 +9,7 @@ labels (a complete inventory row); Ctrl-C stops the broker.
 
 from __future__ import annotations
 
+import json
 import shlex
 import shutil
 import signal
@@ -27,14 +28,9 @@ from tests.plugin.records import Record, TopicReader
 from tests.procs import free_port, wait_for
 
 REPO = Path(__file__).resolve().parent.parent.parent
-DEFAULT_LABELS = [
-    "client_id",
-    "client_instance_id",
-    "client_software_name",
-    "client_software_version",
-    "client_source_address",
-    "client_source_port",
-    "principal",
+#: The labels both writers add by default, as the record format's vectors pin them.
+DEFAULT_LABELS = json.loads((REPO / "tests/data/record-format/vectors.json").read_text())[
+    "default_labels"
 ]
 
 

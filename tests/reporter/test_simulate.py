@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import random
+import re
 import socket
 import subprocess
 from collections.abc import Iterator
@@ -13,8 +14,13 @@ import pytest
 from opentelemetry.proto.metrics.v1.metrics_pb2 import MetricsData
 
 from clientmetrics.admin import list_client_metrics_resources
-from clientmetrics.reporter.cli import SUBSCRIPTION_NAME
+from clientmetrics.reporter.cli import SUBSCRIPTION_PREFIX
+from clientmetrics.reporter.driver import new_client_instance_id
 from clientmetrics.reporter.sim_payloads import SimMetrics
+from clientmetrics.reporter.simulate import RunTag
+from clientmetrics.telemetry.configs import validate
+from clientmetrics.telemetry.matching import PatternCache
+from clientmetrics.telemetry.model import ClientContext, kafka_uuid_text
 from tests.golden import LIBRDKAFKA as GOLDEN
 from tests.landed import landed_rows
 from tests.procs import BIN, GatewayProcess, free_port, http_port, wait_for
@@ -97,9 +103,11 @@ def test_simulate_against_the_gateway(gateway: GatewayProcess, processes: int, k
     # First push in [0.5, 1.5] s, then one a second: about 3 regular pushes each in 4 s.
     assert 2.5 * 200 <= report["pushes"] - report["terminating_pushes"] <= 4.2 * 200
     assert report["requests_by_version"] == {"v1": report["handshakes"] + report["pushes"]}
-    # The catch-all subscription lasts the run only, unless asked to stay.
+    # The run's own subscription lasts the run only, unless asked to stay.
+    name = report["subscription"]
+    assert name.startswith(SUBSCRIPTION_PREFIX)
     names = list(list_client_metrics_resources(gateway.bootstrap))
-    assert names == ([SUBSCRIPTION_NAME] if keep else [])
+    assert names == ([name] if keep else [])
 
     def unhealthy_latencies() -> list[float]:
         out: list[float] = []
@@ -169,3 +177,28 @@ def test_a_port_that_never_answers_does_not_outlast_the_duration() -> None:
     assert done.stderr.splitlines() == [
         f"clientmetrics simulate: cannot use 127.0.0.1:{port}: no answer to ApiVersions within 1 s"
     ]
+
+
+def test_a_run_tag_matches_its_own_clients_in_both_texts_and_no_other() -> None:
+    rng = random.Random(7)
+    ours, theirs = RunTag.new(rng), RunTag.new(rng)
+    sub = validate(
+        ours.subscription_name,
+        {"metrics": "org.apache.kafka.", "interval.ms": "1000", "match": ours.match},
+    )
+    assert sub is not None
+    compiled = PatternCache().compile_subscription(sub)
+    ctx = ClientContext(
+        1, "sim-producer-0", "clientmetrics-simulator", "1.0", "127.0.0.1", 1, "", 0
+    )
+    for _ in range(200):
+        own = new_client_instance_id(rng, prefix=ours.value)
+        assert own.version == 4
+        assert own.bytes[:6] == ours.value
+        assert kafka_uuid_text(own).startswith(ours.id_text)
+        assert compiled.matches(own, ctx)
+        assert not compiled.matches(new_client_instance_id(rng, prefix=theirs.value), ctx)
+        assert not compiled.matches(new_client_instance_id(rng), ctx)
+    # Kafka matches the base64 text only: the pattern alone, as Java's Pattern.matches.
+    assert re.fullmatch(ours.match.split("=", 1)[1], kafka_uuid_text(own))
+    assert ours.subscription_name != theirs.subscription_name

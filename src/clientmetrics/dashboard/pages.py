@@ -10,7 +10,7 @@ from urllib.parse import quote, urlencode
 
 from clientmetrics.dashboard.alerts import RESOLUTIONS, Alert
 from clientmetrics.dashboard.inventory import InventoryPage
-from clientmetrics.dashboard.series import Chart
+from clientmetrics.dashboard.series import BOOTSTRAP_HINT, Chart
 from clientmetrics.dashboard.sources import GatewaySample, SubscriptionView
 from clientmetrics.dashboard.svg import format_value, line_chart
 
@@ -41,7 +41,8 @@ svg .grid{stroke:#eaeef2}svg .axis{stroke:#8c959f}svg .tick,svg .legend{font-siz
 svg .empty{font-size:13px;fill:#8c959f;text-anchor:middle}
 code,pre{background:#eaeef2;padding:1px 4px;border-radius:4px;font-size:12px}
 dl{display:grid;grid-template-columns:repeat(3,max-content minmax(120px,auto));gap:2px 12px;
-background:#fff;border:1px solid #d8dee4;padding:8px}dt{color:#57606a}dd{margin:0}
+background:#fff;border:1px solid #d8dee4;padding:8px}dt{color:#57606a}
+dd{margin:0;min-width:0;overflow-wrap:anywhere}
 table.subscriptions td{white-space:normal}td{vertical-align:top}.wrap{white-space:normal}
 tr.alert td{border-bottom:none}
 table.alerts code{display:inline-block;margin:1px}
@@ -83,6 +84,23 @@ def _table(headers: Iterable[str], rows: Iterable[Iterable[str]], css: str = "")
     return f"<table class='{css}'><thead><tr>{head}</tr></thead><tbody>{body}</tbody></table>"
 
 
+#: How the dashboard shows a label a record does not carry (null or empty).
+UNKNOWN = "unknown"
+
+
+def known(value: object) -> str:
+    """A label as shown: its text, or ``UNKNOWN`` when the record lacks it."""
+    return UNKNOWN if value is None or value == "" else str(value)
+
+
+def label_pair(first: object, second: object, separator: str) -> str:
+    """Two labels shown as one (software and version, address and port): ``UNKNOWN``
+    when both are missing, each missing one as ``UNKNOWN`` otherwise."""
+    if known(first) == UNKNOWN and known(second) == UNKNOWN:
+        return UNKNOWN
+    return f"{known(first)}{separator}{known(second)}"
+
+
 def client_link(instance_id: str, text: str | None = None) -> str:
     """A link to a client's page."""
     return f'<a href="/client/{quote(instance_id)}">{escape(text or instance_id)}</a>'
@@ -101,16 +119,9 @@ _INVENTORY_HEADERS = (
 )
 
 
-def shown(*parts: object, sep: str = " ") -> str:
-    """Label values as one cell: ``unknown`` where no record said (a topic writer with
-    fewer labels, docs/record-format.md), never ``None`` or a bare separator."""
-    said = [str(p) for p in parts if p is not None and p != ""]
-    return sep.join(said) if said else "unknown"
-
-
 def _inventory_row(row: dict[str, Any]) -> list[str]:
-    software = shown(row["client_software_name"], row["client_software_version"])
-    address = shown(row["client_source_address"], row["client_source_port"], sep=":")
+    software = label_pair(row["client_software_name"], row["client_software_version"], " ")
+    address = label_pair(row["client_source_address"], row["client_source_port"], ":")
     if row["terminated"]:
         state = "<span class='badge ok'>terminated</span>"
     elif row["silent"]:
@@ -124,7 +135,7 @@ def _inventory_row(row: dict[str, Any]) -> list[str]:
         _short_id(row["client_instance_id"] or ""),
         escape(software),
         escape(address),
-        escape(shown(row["principal"])),
+        escape(row["principal"] or ""),
         escape(row["group_id"] or ""),
         when(row["last_seen"]),
         state,
@@ -184,11 +195,7 @@ def client(
     parts = []
     if details is not None:
         shown = [(k, v) for k, v in details.items() if v not in (None, "") and k != "date"]
-        parts.append(
-            "<dl>"
-            + "".join(f"<dt>{escape(k)}</dt><dd>{escape(_text(v))}</dd>" for k, v in shown)
-            + "</dl>"
-        )
+        parts.append("<dl>" + "".join(_label_item(k, v) for k, v in shown) + "</dl>")
     else:
         parts.append("<p class=muted>Not in the clients table yet.</p>")
     if alerts:
@@ -215,8 +222,22 @@ def client(
             f"{line_chart(title, chart.lines, chart.unit, drawn)}</div>"
         )
     parts.append("<div class=charts>" + "".join(boxes) + "</div>")
+    if any(line.hint == BOOTSTRAP_HINT for chart in charts for line in chart.lines):
+        parts.append(f"<p class=muted id=bootstrap-note>{escape(BOOTSTRAP_HINT)}</p>")
     name = (details or {}).get("client_id") or instance_id
     return layout(f"Client {name}", "/", "".join(parts))
+
+
+#: Lists longer than this (standard_metrics: up to 21 names) fold behind their count,
+#: so one label does not stretch the labels' box.
+_FOLD_AFTER = 3
+
+
+def _label_item(name: str, value: Any) -> str:
+    text = escape(_text(value))
+    if isinstance(value, list) and len(value) > _FOLD_AFTER:
+        text = f"<details><summary>{len(value)} items</summary>{text}</details>"
+    return f"<dt>{escape(name)}</dt><dd>{text}</dd>"
 
 
 def _text(value: Any) -> str:

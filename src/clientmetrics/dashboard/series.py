@@ -73,9 +73,39 @@ class _Sample:
     value: float | None
 
 
-def _label(series: str, metric: str) -> str:
-    # The series' attributes tell the lines of one chart apart.
-    return series_attributes(series) or metric.rsplit(".", 1)[-1]
+#: The series a client reports for its bootstrap connection: the pipeline keeps it
+#: (``node.id`` -1, the Java client's ``node--1``), the charts say what it is.
+BOOTSTRAP_ATTRIBUTE = "node.id=-1"
+BOOTSTRAP_LABEL = "bootstrap"
+BOOTSTRAP_HINT = (
+    "bootstrap: node.id=-1, the client's connection to a bootstrap server, made before "
+    "it knew which broker answers there; clients report that connection's metrics under "
+    "node id -1, beside a series per broker they then used."
+)
+#: The legend of a chart's one unlabelled line when it is a rate, not the metric's value.
+RATE_LABEL = "per second"
+
+
+def _label(series: str, metric: str, is_sum: bool) -> str:
+    # The series' attributes tell the lines of one chart apart; a chart's single
+    # unlabelled line is named for what it shows (a sum's rate is not its "total").
+    attributes = series_attributes(series)
+    if attributes:
+        if BOOTSTRAP_ATTRIBUTE in attributes.split(","):
+            return attributes.replace(BOOTSTRAP_ATTRIBUTE, BOOTSTRAP_LABEL, 1)
+        return attributes
+    return RATE_LABEL if is_sum else metric.rsplit(".", 1)[-1]
+
+
+def _is_bootstrap(label: str) -> bool:
+    return BOOTSTRAP_LABEL in label.split(",")
+
+
+def rate_unit(unit: str) -> str:
+    """The unit of a per-second rate of a sum counted in ``unit`` (ms -> ms/s)."""
+    if not unit:
+        return "/s"
+    return unit if unit.endswith("/s") else f"{unit}/s"
 
 
 def _from_points(table: pa.Table) -> list[_Sample]:
@@ -89,7 +119,7 @@ def _from_points(table: pa.Table) -> list[_Sample]:
                 metric=row["metric_name"] or "",
                 unit=row.get("metric_unit") or "",
                 kind=row["kind"] or "",
-                label=_label(row["series"] or "", row["metric_name"] or ""),
+                label=_label(row["series"] or "", row["metric_name"] or "", is_sum),
                 time_s=row["event_time"].timestamp(),
                 value=value,
             )
@@ -114,11 +144,14 @@ def build_charts(samples: Iterable[_Sample]) -> list[Chart]:
         if sample.value is None or not math.isfinite(sample.value):
             continue
         grouped[sample.metric][sample.label].append((sample.time_s, sample.value))
-        meta[sample.metric] = (display_unit(sample.metric, sample.unit), sample.kind == "sum")
+        is_rate = sample.kind == "sum"
+        unit = display_unit(sample.metric, sample.unit)
+        meta[sample.metric] = (rate_unit(unit) if is_rate else unit, is_rate)
     charts = []
     for metric in sorted(grouped, key=_chart_order):
         lines = tuple(
-            Line(label, tuple(sorted(points))) for label, points in sorted(grouped[metric].items())
+            Line(label, tuple(sorted(points)), BOOTSTRAP_HINT if _is_bootstrap(label) else "")
+            for label, points in sorted(grouped[metric].items())
         )
         unit, is_rate = meta[metric]
         charts.append(Chart(metric, unit, is_rate, lines))

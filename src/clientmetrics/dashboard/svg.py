@@ -21,6 +21,8 @@ class Line:
 
     label: str
     points: tuple[tuple[float, float], ...]
+    #: What the label means, shown as the legend's tooltip ('' for none).
+    hint: str = ""
 
 
 def nice_ticks(low: float, high: float, count: int = 5) -> list[float]:
@@ -115,7 +117,8 @@ def line_chart(
         parts.append(
             f'<rect x="{WIDTH - _RIGHT + 10}" y="{legend_y - 8}" width="10" height="10" '
             f'fill="{colour}"/><text x="{WIDTH - _RIGHT + 24}" y="{legend_y + 1}" '
-            f'class="legend">{escape(line.label)} = {escape(format_value(last))}</text>'
+            f'class="legend">{_tooltip(line.hint)}{escape(line.label)} = '
+            f"{escape(format_value(last))}</text>"
         )
     parts.append("</svg>")
     return "".join(parts)
@@ -155,3 +158,7 @@ def _axes(
     if unit:
         parts.append(f'<text x="4" y="{_TOP + 8}" class="tick">{escape(unit)}</text>')
     return "".join(parts)
+
+
+def _tooltip(hint: str) -> str:
+    return f"<title>{escape(hint)}</title>" if hint else ""

@@ -28,6 +28,7 @@ class DemoSummary:
     alerts: int
     open_alerts: int
     alerted_clients: tuple[str, ...]
+    #: Where the dashboard was served while the demo ran (it stops with the demo).
     dashboard_url: str
     data_dir: str
 
@@ -43,7 +44,9 @@ class DemoSummary:
             ("data points", str(self.data_points)),
             ("alerts", f"{self.alerts} ({self.open_alerts} open)"),
             ("alerted clients", ", ".join(self.alerted_clients) or "-"),
-            ("dashboard", self.dashboard_url),
+            # Printed after everything stopped: the address no longer answers, and the
+            # demo's last line says how to serve the dashboard again.
+            ("dashboard", f"stopped (was {self.dashboard_url})" if self.dashboard_url else "-"),
             ("data directory", self.data_dir),
         ]
         return [f"{name:>16}: {value}" for name, value in rows]

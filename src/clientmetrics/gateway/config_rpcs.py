@@ -23,6 +23,7 @@ from clientmetrics.telemetry.configs import (
     apply_incremental,
     describe,
     normalize,
+    over_cap,
     validate,
 )
 from clientmetrics.telemetry.java_order import map_key_order
@@ -142,11 +143,8 @@ class ConfigHandlers:
         cap = self._max_subscriptions
         if cap is None or not new or stored or count < cap:
             return None
-        return {
-            "error_code": ErrorCode.POLICY_VIOLATION,
-            "error_message": f"Cannot create client metrics subscription {name}: the gateway "
-            f"already holds the maximum of {cap} subscriptions (max_subscriptions)",
-        }
+        error = over_cap(name, cap)
+        return {"error_code": error.error_code, "error_message": error.message}
 
     # -- DescribeConfigs ------------------------------------------------------
     async def describe_configs(self, conn: ConnectionState, request: Request) -> Reply:

@@ -80,6 +80,11 @@ class ConnectionState:
         """The transport's identity (a TLS client certificate), before any request."""
         self.core.set_transport_principal(principal)
 
+    def forget_closer(self) -> None:
+        """The connection is gone: drop ``close`` (its driver's bound method, which
+        holds this state: a cycle the cyclic collector alone would free)."""
+        self.close = _no_close
+
     @property
     def user(self) -> str:
         """Whose failed logins a successful authentication forgets (the failure

@@ -13,13 +13,14 @@ from clientmetrics.client.properties import PROTOCOLS, ClientSecurity, read_prop
 from clientmetrics.errors import ClientMetricsError, ConfigurationError
 from clientmetrics.reporter.sim_net import delete_subscription, set_subscription
 from clientmetrics.reporter.sim_payloads import FAULTS, SimFault
-from clientmetrics.reporter.simulate import SimConfig, SimReport
+from clientmetrics.reporter.simulate import RunTag, SimConfig, SimReport
 from clientmetrics.reporter.simulate import simulate as run_simulation
 
-__all__ = ["SUBSCRIPTION_NAME", "simulate"]
+__all__ = ["SUBSCRIPTION_PREFIX", "simulate"]
 
-#: The catch-all subscription ``--interval-ms`` creates for the run (and deletes after it).
-SUBSCRIPTION_NAME = "clientmetrics-simulate"
+#: The start of the name of the subscription ``--interval-ms`` creates for the run (and
+#: deletes after it); the rest is the run's tag (``RunTag``).
+SUBSCRIPTION_PREFIX = "clientmetrics-simulate-"
 
 
 def _host_port(value: str) -> tuple[str, int]:
@@ -29,9 +30,10 @@ def _host_port(value: str) -> tuple[str, int]:
     return host or "127.0.0.1", int(port)
 
 
-def _summary(report: SimReport) -> dict[str, object]:
+def _summary(report: SimReport, subscription: str | None) -> dict[str, object]:
     elapsed = report.elapsed_s or 1.0
     return {
+        "subscription": subscription,
         "clients": report.clients,
         "connections": report.connections,
         "elapsed_s": round(report.elapsed_s, 2),
@@ -80,13 +82,13 @@ def _client_properties(path: Path | None, options: dict[str, str | None]) -> dic
     return props
 
 
-def _remove_subscription(host: str, port: int, security: ClientSecurity) -> None:
+def _remove_subscription(host: str, port: int, name: str, security: ClientSecurity) -> None:
     try:
-        asyncio.run(delete_subscription(host, port, SUBSCRIPTION_NAME, security))
+        asyncio.run(delete_subscription(host, port, name, security))
     except (ClientMetricsError, OSError) as exc:
         click.echo(
-            f"clientmetrics simulate: could not delete the subscription {SUBSCRIPTION_NAME}: "
-            f"{exc} (kafka-client-metrics --delete --name {SUBSCRIPTION_NAME} removes it)",
+            f"clientmetrics simulate: could not delete the subscription {name}: "
+            f"{exc} (kafka-client-metrics --delete --name {name} removes it)",
             err=True,
         )
 
@@ -104,13 +106,14 @@ def _remove_subscription(host: str, port: int, security: ClientSecurity) -> None
     "--interval-ms",
     type=click.IntRange(min=100),
     default=None,
-    help=f"Create the catch-all subscription {SUBSCRIPTION_NAME} (every metric, every client, "
-    "this interval.ms) for the run; it is deleted when the run ends.",
+    help=f"Create the subscription {SUBSCRIPTION_PREFIX}TAG (every metric, this interval.ms) "
+    "for the run; it matches only this run's clients (their instance ids start with the "
+    "run's tag) and is deleted when the run ends.",
 )
 @click.option(
     "--keep-subscription",
     is_flag=True,
-    help="Leave --interval-ms's subscription in place after the run (real clients get it too).",
+    help="Leave --interval-ms's subscription in place after the run.",
 )
 @click.option(
     "--duration",
@@ -214,6 +217,8 @@ def simulate(
             "ssl.ca.location": ssl_ca,
         },
     )
+    tag = RunTag.new()
+    subscription = tag.subscription_name if interval_ms is not None else None
     config = SimConfig(
         host=host,
         port=port,
@@ -224,22 +229,26 @@ def simulate(
         clients_per_connection=clients_per_connection,
         seed=seed,
         client_properties=tuple(sorted(props.items())),
+        run_tag=tag.value,
         faults=_faults(faults),
     )
     security = ClientSecurity.from_properties(props)
     try:
-        if interval_ms is not None:
-            configs = {"metrics": "org.apache.kafka.", "interval.ms": str(interval_ms)}
-            asyncio.run(set_subscription(host, port, SUBSCRIPTION_NAME, configs, security))
+        if subscription is not None:
+            configs = {
+                "metrics": "org.apache.kafka.",
+                "interval.ms": str(interval_ms),
+                "match": tag.match,
+            }
+            asyncio.run(set_subscription(host, port, subscription, configs, security))
         try:
             report = run_simulation(config, processes)
-            summary = _summary(report)
+            summary = _summary(report, subscription)
             if fault_truth is not None:
                 _write_truth(fault_truth, report)
         finally:
-            # Real clients matched it too: it must not outlive the run unless asked.
-            if interval_ms is not None and not keep_subscription:
-                _remove_subscription(host, port, security)
+            if subscription is not None and not keep_subscription:
+                _remove_subscription(host, port, subscription, security)
     except (ClientMetricsError, OSError) as exc:
         # One line and exit 1: the gateway could not be reached or refused us.
         click.echo(f"clientmetrics simulate: {exc}", err=True)

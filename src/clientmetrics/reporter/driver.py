@@ -46,11 +46,20 @@ __all__ = ["Reporter", "ReporterStats", "enable_telemetry", "new_client_instance
 log = logging.getLogger("clientmetrics.reporter")
 
 
-def new_client_instance_id(rng: random.Random | None = None) -> uuid.UUID:
-    """A random id as Java's ``Uuid.randomUuid()`` draws it (KIP-1313: the client's own)."""
+def new_client_instance_id(rng: random.Random | None = None, prefix: bytes = b"") -> uuid.UUID:
+    """A random id as Java's ``Uuid.randomUuid()`` draws it (KIP-1313: the client's own).
+
+    ``prefix`` (at most 6 bytes, before the version nibble) replaces its first bytes:
+    the simulator tags a run's clients with it."""
+    if len(prefix) > 6:
+        raise ValueError("an instance id prefix is at most 6 bytes")
     source = rng or random.SystemRandom()
+    shift = 128 - 8 * len(prefix)
     while True:
-        candidate = uuid.UUID(int=source.getrandbits(128), version=4)
+        drawn = source.getrandbits(128)
+        if prefix:
+            drawn = int.from_bytes(prefix, "big") << shift | drawn & ((1 << shift) - 1)
+        candidate = uuid.UUID(int=drawn, version=4)
         if candidate not in RESERVED_UUIDS and not kafka_uuid_text(candidate).startswith("-"):
             return candidate
 

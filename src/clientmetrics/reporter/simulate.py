@@ -14,6 +14,7 @@ import asyncio
 import contextlib
 import random
 import time
+import uuid
 from collections.abc import Sequence
 from concurrent.futures import ProcessPoolExecutor
 from dataclasses import dataclass, field
@@ -44,9 +45,10 @@ from clientmetrics.telemetry.client_state import (
     SubscriptionReceived,
     SubscriptionRequested,
 )
+from clientmetrics.telemetry.model import kafka_uuid_text
 from clientmetrics.wire import RequestHeader
 
-__all__ = ["SimConfig", "SimReport", "run_process", "simulate"]
+__all__ = ["RunTag", "SimConfig", "SimReport", "run_process", "simulate"]
 
 _LATENCY_SAMPLES = 200_000
 
@@ -72,6 +74,55 @@ class SimConfig:
     #: Kafka client properties (``security.protocol``, ``sasl.*``, ``ssl.*``); pairs,
     #: so the config crosses to worker processes (an SSLContext would not).
     client_properties: tuple[tuple[str, str], ...] = ()
+    #: The run's tag: the first bytes of every client instance id of the run
+    #: (``RunTag``), so that the run's own subscription matches its clients and no
+    #: others (another simulator's, real clients).
+    run_tag: bytes = b""
+
+
+#: Bytes of a run tag: 6 bytes are exactly 8 characters of Kafka's base64 id text.
+_TAG_BYTES = 6
+
+
+@dataclass(frozen=True, slots=True)
+class RunTag:
+    """What tells one simulator run's clients from every other client.
+
+    Each run draws its own first 6 bytes for every client instance id it makes, so
+    the run's subscription can match exactly its own clients: two simulators
+    behind gateways that share a store then neither delete each other's
+    subscription nor change the SubscriptionId of each other's clients.
+    """
+
+    value: bytes
+
+    @classmethod
+    def new(cls, rng: random.Random | None = None) -> RunTag:
+        """A fresh random tag (never one whose id text starts with ``-``: the
+        reporter's ids avoid that, as a command line would take it for an option)."""
+        source = rng or random.SystemRandom()
+        while True:
+            tag = cls(source.getrandbits(8 * _TAG_BYTES).to_bytes(_TAG_BYTES, "big"))
+            if not tag.id_text.startswith("-"):
+                return tag
+
+    @property
+    def id_text(self) -> str:
+        """The first 8 characters of Kafka's text of every instance id of the run."""
+        example = uuid.UUID(bytes=self.value + bytes(16 - _TAG_BYTES))
+        return kafka_uuid_text(example)[: _TAG_BYTES * 4 // 3]
+
+    @property
+    def subscription_name(self) -> str:
+        """The run's own subscription."""
+        return f"clientmetrics-simulate-{self.value.hex()}"
+
+    @property
+    def match(self) -> str:
+        """The subscription's ``match``: this run's clients only. Kafka matches the
+        base64 text of the id, the gateway either text; base64url's ``-`` and ``_`` are
+        literal in a regular expression."""
+        return f"client_instance_id={self.id_text}.*"
 
 
 @dataclass
@@ -147,7 +198,7 @@ class _SimClient:
         self.rng = rng
         self.report = report
         self.config = config
-        self.instance_id = new_client_instance_id(rng)
+        self.instance_id = new_client_instance_id(rng, prefix=config.run_tag)
         self.machine = ClientTelemetry(rng=rng, client_instance_id=self.instance_id)
         version = telemetry_version(conn.api_versions)
         self.version = 0 if version is None else version

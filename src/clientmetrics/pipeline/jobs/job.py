@@ -19,8 +19,6 @@ makes a replayed batch produce exactly what the first try would have (see
 
 from __future__ import annotations
 
-import os
-import re
 import time
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
@@ -40,6 +38,7 @@ from clientmetrics.pipeline.jobs import sources
 from clientmetrics.pipeline.jobs.notify import AlertNotifier
 from clientmetrics.pipeline.jobs.sources import KafkaSource
 from clientmetrics.pipeline.spark import passes
+from clientmetrics.pipeline.spark.files import absolute_location
 from clientmetrics.pipeline.spark.storage import TableStore
 from clientmetrics.pipeline.spark.tasks import ShareInput, rejected_counts, share_files
 
@@ -96,7 +95,7 @@ class PipelineJob:
         self._spark = spark
         self._config = config
         try:
-            self._store = TableStore(_absolute(config.output_path))
+            self._store = TableStore(absolute_location(config.output_path))
         except (pa.ArrowInvalid, pa.ArrowNotImplementedError, OSError, ValueError) as exc:
             raise ValueError(f"cannot open the tables' location {config.output_path!r}") from exc
         self._notifier = AlertNotifier(
@@ -345,13 +344,6 @@ def _micros_or_none(moment: datetime | None) -> int | None:
     if moment is None:
         return None
     return (_aware(moment) - datetime(1970, 1, 1, tzinfo=UTC)) // timedelta(microseconds=1)
-
-
-def _absolute(path: str) -> str:
-    """A local path made absolute (Spark and pyarrow must agree on it); URIs as they are."""
-    if re.match(r"^[A-Za-z][A-Za-z0-9+.-]*:", path):
-        return path
-    return os.path.abspath(path)
 
 
 def trigger_active(query: StreamingQuery) -> bool:
