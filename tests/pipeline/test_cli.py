@@ -190,6 +190,7 @@ def test_run_prints_a_summary_and_warns_of_a_rule_no_client_matches(
         "alerts_resolved": 0,
         "clients": 1,
         "unmatched_rules": {"typo": "org.apache.kafka.producer.request.latncy.avg"},
+        "non_finite_values": 0,
     }
     # A second run has nothing new to do, and says so in words.
     again = _pipeline(*args, *conf, env=env)

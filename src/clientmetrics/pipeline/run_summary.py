@@ -47,6 +47,8 @@ class RunSummary:
     clients: int
     #: Rules whose metric matched none of the points this run wrote: rule -> metric.
     unmatched_rules: Mapping[str, str]
+    #: Points whose value is NaN or ±Inf (no measurement: no rule judges them).
+    non_finite_values: int = 0
 
     def lines(self) -> list[str]:
         """The summary for people, one count a line."""
@@ -58,6 +60,8 @@ class RunSummary:
             ("alerts resolved", self.alerts_resolved),
             ("clients", self.clients),
         ]
+        if self.non_finite_values:  # a line only when there are some: they are rare
+            rows.append(("NaN/Inf values", self.non_finite_values))
         return [f"{name:>15}: {value}" for name, value in rows]
 
     def as_dict(self) -> dict[str, object]:
@@ -91,7 +95,13 @@ def summarise_run(
         alerts_resolved=resolved,
         clients=_rows(_data_files(root / "clients")),
         unmatched_rules=_unmatched(added["points"], rules) if points else {},
+        non_finite_values=sum(map(_non_finite, added["points"])),
     )
+
+
+def _non_finite(path: Path) -> int:
+    values = pq.read_table(path, columns=["value"]).column("value")
+    return int(pc.sum(pc.invert(pc.is_finite(values))).as_py() or 0)  # nulls are not counted
 
 
 def _unmatched(points: Sequence[Path], rules: Sequence[AlertRule]) -> dict[str, str]:
