@@ -174,7 +174,9 @@ def test_non_finite_values_are_no_measurement_never_a_crossing_nor_a_peak() -> N
     rules = _rules("exceeded 5000 ms for more than 5 seconds")
     nan, inf = float("nan"), float("inf")
     # A Java client's bootstrap connection: nothing but NaN, never an episode.
-    events, state = _step(rules, [(t, nan) for t in range(0, 60, 5)], ALERT_STATE_ARROW.empty_table())
+    events, state = _step(
+        rules, [(t, nan) for t in range(0, 60, 5)], ALERT_STATE_ARROW.empty_table()
+    )
     assert (events.num_rows, state.num_rows) == (0, 0)
     events, state = _step(rules, [(0, inf), (10, -inf), (20, inf)], state)
     assert (events.num_rows, state.num_rows) == (0, 0)

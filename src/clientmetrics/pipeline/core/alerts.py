@@ -75,7 +75,8 @@ def holds(op: str, value: np.ndarray, threshold: float) -> np.ndarray:
         "==": value == threshold,
         "!=": value != threshold,
     }[op]
-    return np.asarray(result, dtype=bool) & np.isfinite(value)
+    finite: np.ndarray = np.asarray(result, dtype=bool) & np.isfinite(value)
+    return finite
 
 
 def rule_matches(metric: pa.Array | pa.ChunkedArray, rule: AlertRule) -> np.ndarray:
