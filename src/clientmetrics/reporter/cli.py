@@ -100,7 +100,7 @@ def _remove_subscription(host: str, port: int, security: ClientSecurity) -> None
     type=click.FloatRange(min=0.1),
     default=60.0,
     show_default=True,
-    help="Seconds to run.",
+    help="Seconds the clients run once connected.",
 )
 @click.option(
     "--processes",
