@@ -12,6 +12,7 @@ catches up), never waited for. Lines queued at exit are written first.
 from __future__ import annotations
 
 import atexit
+import contextlib
 import json
 import logging
 import queue
@@ -53,6 +54,11 @@ class BackgroundWriter:
         while True:
             line = self._queue.get()
             if line is self._STOP:
+                # close() may queue the stop behind lines still waiting: their drops are
+                # told here, or never (the last line saw a non-empty queue).
+                with contextlib.suppress(OSError, ValueError):
+                    self._report_dropped()
+                    self._stream.flush()
                 return
             try:
                 self._stream.write(f"{line}\n")
