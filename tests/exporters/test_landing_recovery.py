@@ -145,7 +145,7 @@ async def test_running_writer_recovers_a_writer_that_died_later(
     await survivor.start()
     _write_orphan_segment(tmp_path, [encode_record(build_push(i)) for i in range(3)], b"")
     # The counter moves once recover_orphans returns, just after the file appears.
-    for _ in range(300):
+    for _ in range(6000):  # 60 s at most: generous for a busy machine
         if parquet_files(tmp_path) and survivor.stats.recovered_files:
             break
         await asyncio.sleep(0.01)

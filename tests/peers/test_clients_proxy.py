@@ -17,16 +17,22 @@ from collections.abc import Iterator
 from contextlib import ExitStack
 from pathlib import Path
 
+import pyarrow as pa
+import pyarrow.compute as pc
 import pytest
 from confluent_kafka import Producer
 from peers.free_ports import free_port_block
 from peers.kafka import KafkaBroker
 
 from clientmetrics.dashboard.inventory import with_landed_clients
+from clientmetrics.pipeline.core.batch import PassPlan, pass_input, process_group
+from clientmetrics.pipeline.core.rules import parse_rules
+from clientmetrics.pipeline.core.schemas import CARRIED, LANDING_ARROW
 from tests.kadmin import set_subscription
 from tests.kafka import kafka_broker
 from tests.landed import landed_table
 from tests.peers.clients import Row, franz, java, names, node_labels, rows_by_client
+from tests.pipeline.core.test_java_bootstrap import readme_rules
 from tests.procs import GatewayProcess, wait_for
 
 pytestmark = [pytest.mark.kafka, pytest.mark.integration]
@@ -124,7 +130,23 @@ def test_three_real_clients_through_the_proxy(proxy: GatewayProcess, tmp_path: P
         r["client_instance_id"]: r["terminated"] for r in inventory.to_pylist() if r["terminated"]
     }
     assert set(instances.values()) <= set(ended)
+    assert no_alerts_under_the_readme_rule(proxy.data_dir, set(instances.values()))
     capture(rows)
+
+
+def no_alerts_under_the_readme_rule(data_dir: Path, instances: set[str]) -> bool:
+    """Whether these instances' landed pushes make no alert event under the README's rule.
+
+    The Java client sends NaN for its bootstrap connection's latency (node.id -1) once
+    it is idle: no measurement, so no episode (``core.alerts.measured``).
+    """
+    landed = landed_table(data_dir).cast(LANDING_ARROW)
+    mine = landed.filter(pc.is_in(landed.column("client_instance_id"), pa.array(sorted(instances))))
+    rules = parse_rules(readme_rules()).rules
+    state = {tag: schema.empty_table() for tag, schema in CARRIED.items()}
+    plan = PassPlan(staging="", window_seconds=60, rules=rules)
+    sides = process_group(pass_input(mine, state), plan).sides
+    return sides["alerts"].num_rows == sides["alert_state"].num_rows == 0
 
 
 def capture(rows: dict[str, list[Row]]) -> None:
