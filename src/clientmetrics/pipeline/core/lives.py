@@ -137,6 +137,9 @@ def alerts_by_life(
     (their labels); ``gaps`` the batch's ``silences``. After each life, the
     episodes of the instances that then went silent end as of that silence.
     """
+    if gaps.num_rows == 0:  # the usual batch: one life each, one pass
+        episodes = track_episodes(rule_candidates(points, order, rules), state, rules)
+        return alert_events(episodes, rules, inventory), open_episodes(episodes)
     received, _ = micros(points.column("received_at"))
     life = lives(points.column("client_instance_id"), received, gaps)[order.rows]
     # The gaps in instance and time order: the n-th of an instance follows its life n - 1.
