@@ -245,5 +245,5 @@ async def test_submit_tells_the_outcome_and_offers_after_the_gate(tmp_path: Path
     assert stats["landing"].failed == 1
     assert queued.stats.received == 2
     landing._failure = None
-    await landing.close(5)
+    await landing.close(60)
     await queued.close(1)

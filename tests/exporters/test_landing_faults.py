@@ -87,13 +87,13 @@ async def test_wal_write_failure_heals_without_a_restart(
         assert counters["landing_wal_failures"] >= 1
         assert counters["landing_pushes_durable"] == len(acked)
         # The converter child runs niced: on a busy machine its work waits.
-        await exporter.flush(timeout_s=30)
+        await exporter.flush(timeout_s=60)
         # Every acknowledged push landed, exactly once; no refused one did.
         client_ids = sorted(read_landing(tmp_path).column("client_id").to_pylist())
         assert client_ids == sorted(f"c{i}" for i in acked)
         assert exporter.counters()["landing_rows_landed"] == len(acked)
     finally:
-        await exporter.close(timeout_s=10)
+        await exporter.close(timeout_s=60)
 
 
 async def test_failed_conversion_is_retried_until_the_rows_are_visible(
@@ -136,4 +136,4 @@ async def test_failed_conversion_is_retried_until_the_rows_are_visible(
         ]  # fmt: skip
         assert exporter.counters()["landing_converting_ok"] == 1.0
     finally:
-        await exporter.close(timeout_s=10)
+        await exporter.close(timeout_s=60)
