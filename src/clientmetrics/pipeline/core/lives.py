@@ -79,7 +79,9 @@ def silences(pushes: pa.Table, carried: pa.Table) -> pa.Table:
     order = usable[np.lexsort((seen[usable], codes[usable]))]
     deadline, _ = silence_deadlines(pa.array(seen[order], pa.int64()), interval.take(order))
     after = order[1:]
-    gap = (codes[after] == codes[order[:-1]]) & (seen[after] > deadline[:-1])
+    # Only a push of this batch ends a silence (a carried row out of time order does not).
+    is_push = after >= live.num_rows
+    gap = (codes[after] == codes[order[:-1]]) & (seen[after] > deadline[:-1]) & is_push
     before, resumed = order[:-1][gap], after[gap]
     return pa.table(
         {
