@@ -1,10 +1,11 @@
-# One command each: `make run` (the demo), `make serve`, `make upstream`, `make kafka`, `make test`,
-# `make coverage`, `make lint`, `make peers`, `make system`, `make bench`.
+# One command each: `make run` (the demo), `make serve`, `make upstream`, `make kafka`,
+# `make kafka-plugin` (Kafka with the clientmetrics broker plugin), `make test`, `make coverage`,
+# `make lint`, `make peers`, `make system`, `make bench`.
 VENV ?= .venv
 PYTHON ?= python3
 BIN = $(VENV)/bin
 
-.PHONY: install run serve upstream kafka peers system test coverage lint bench clean
+.PHONY: install run serve upstream kafka kafka-plugin peers system test coverage lint bench clean
 
 $(VENV)/.installed: pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -38,6 +39,12 @@ upstream: install
 KAFKA_ARGS ?=
 kafka: install
 	$(BIN)/python -m peers.kafka $(KAFKA_ARGS)
+
+# The same Kafka with the clientmetrics broker plugin built from broker-plugin/ (Maven, its JUnit
+# tests included) on metric.reporters and its topic otlp_metrics created: docs/kafka-plugin.md on
+# one machine. `make kafka-plugin KAFKA_ARGS="--set topic.partitions=4"` passes plugin settings.
+kafka-plugin: install
+	$(BIN)/python -m peers.kafka --plugin clientmetrics $(KAFKA_ARGS)
 
 # Fetch (Maven Central, the Go module proxy) and build the real peers the tests drive:
 # Kafka 4.4's jars, the Java client program, franz-go's program, the broker plugin. Cached

@@ -192,7 +192,7 @@ def parse(argv: Sequence[str] | None = None) -> argparse.Namespace:
         default=[],
         type=lambda text: tuple(text.split("=", 1)),
         metavar="NAME=VALUE",
-        help="a plugin setting (without clientmetrics.), e.g. --set producer.linger.ms=20",
+        help="a plugin setting (without clientmetrics.), e.g. --set linger.ms=20",
     )
     return parser.parse_args(argv)
 

@@ -12,14 +12,20 @@ alternating which goes first each round, and prints the ratios (gateway / direct
 
 The aim (issue 21) is a throughput ratio of at least 0.95 and at most 0.5 ms added
 p99. ``--profile out.txt`` runs the gateway under py-spy (``pip install py-spy``)
-and writes its folded stacks, to see where the time goes. Usage:
+and writes its folded stacks, to see where the time goes. ``--baseline SRC`` adds
+a second gateway running the code in SRC (another checkout's ``src``) to the same
+rounds, in rotating order, to compare two versions of the gateway under the same
+load. The gateways keep their subscriptions in the topic store (the proxy's
+default, whose topic they guard) unless ``--store sqlite``. Usage:
 
     python bench/proxy.py --upstream kafka --messages 300000 --size 1000 --rounds 4
+    python bench/proxy.py --baseline ../main/src --rounds 6
 """
 
 from __future__ import annotations
 
 import argparse
+import functools
 import os
 import shutil
 import signal
@@ -161,70 +167,100 @@ def main() -> None:
     parser.add_argument("--latency-samples", type=int, default=1000)
     parser.add_argument("--rounds", type=int, default=4, help="alternating direct/gateway runs")
     parser.add_argument("--profile", type=Path, help="py-spy's folded stacks of the gateway")
+    parser.add_argument("--store", choices=("topic", "sqlite"), default="topic")
+    parser.add_argument("--baseline", help="a second gateway runs the code in this src directory")
     args = parser.parse_args()
     if args.consume_messages is None:
         args.consume_messages = args.messages if args.upstream == "kafka" else 20_000
 
     workdir = Path(tempfile.mkdtemp(prefix="cm-bench-proxy-"))
-    gw_port = free_port()
     node = KAFKA_NODE if args.upstream == "kafka" else TANSU_NODE
-    base = _port_block(node)
     broker: KafkaBroker | TansuProcess
     if args.upstream == "kafka":
         broker = KafkaBroker(workdir / "kafka", plugins=()).start()
     else:
         broker = TansuProcess().start()
-    gateway = profiler = None
+    gateways: dict[str, tuple[subprocess.Popen[bytes], str]] = {}
+    profiler = None
     try:
-        command = [
-            str(BIN / "clientmetrics"), "serve", "--listen", f"127.0.0.1:{gw_port}",
-            "--upstream", broker.bootstrap, "--broker-port-base", str(base),
-            "--store", "sqlite", "--data-dir", str(workdir / "gw"), "--log-level", "warning",
-        ]  # fmt: skip
-        gateway = subprocess.Popen(command, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-        wait_port(gw_port)
-        wait_port(base + node)
+        sources = {"gateway": None, **({"baseline": args.baseline} if args.baseline else {})}
+        for label, source in sources.items():
+            gateways[label] = start_gateway(args, broker.bootstrap, workdir / label, node, source)
         if args.profile is not None:
             profiler = subprocess.Popen(
                 [str(BIN / "py-spy"), "record", "--format", "raw", "--rate", "500", "--nonblocking",
-                 "--pid", str(gateway.pid), "-o", str(args.profile)],
+                 "--pid", str(gateways["gateway"][0].pid), "-o", str(args.profile)],
                 stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
             )  # fmt: skip
-        runs: dict[str, list[Figures]] = {"direct": [], "gateway": []}
-        targets = {"direct": broker.bootstrap, "gateway": f"127.0.0.1:{gw_port}"}
-        gateway_cpu = latency_cpu = 0.0
-        pid = gateway.pid
-        for i in range(args.rounds):
-            # Alternate which goes first: the host is shared, load drifts during a run.
-            order = ("direct", "gateway") if i % 2 == 0 else ("gateway", "direct")
-            for label in order:
-                before = cpu_seconds(pid)
-                figures, during_latency = measure(
-                    targets[label], args, label, lambda: cpu_seconds(pid)
-                )
-                runs[label].append(figures)
-                if label == "gateway":
-                    gateway_cpu += cpu_seconds(pid) - before
-                    latency_cpu += during_latency
+        targets = {"direct": broker.bootstrap, **{k: v[1] for k, v in gateways.items()}}
+        pids = {label: process.pid for label, (process, _) in gateways.items()}
+        runs, cpu, latency_cpu = run_rounds(args, targets, pids)
         report(args, runs)
         # Noise-free figure on a shared host: what the proxy itself costs per GB moved
         # (each message is produced once and consumed once through it).
         moved = args.messages + min(args.consume_messages, args.messages)
         moved_gb = args.rounds * moved * args.size / 1e9
-        print(f"gateway CPU: {gateway_cpu:.2f} s for {moved_gb:.2f} GB through it "
-              f"({gateway_cpu / moved_gb:.2f} s/GB, latency runs included)")  # fmt: skip
-        # The proxy's own cost per request, free of the host's scheduling noise: a lower
-        # bound of the latency it adds (request and response each cross it once).
-        per_request = latency_cpu / (args.rounds * args.latency_samples) * 1e6
-        print(f"gateway CPU per produce round trip (latency runs): {per_request:.0f} us")
+        for label in pids:
+            # The proxy's own cost per request, free of the host's scheduling noise: a
+            # lower bound of the latency it adds (request and response cross it once).
+            per_request = latency_cpu[label] / (args.rounds * args.latency_samples) * 1e6
+            print(f"{label} CPU: {cpu[label]:.2f} s for {moved_gb:.2f} GB through it "
+                  f"({cpu[label] / moved_gb:.2f} s/GB, latency runs included); "
+                  f"{per_request:.0f} us per produce round trip (latency runs)")  # fmt: skip
     finally:
         if profiler is not None:  # py-spy writes its file on SIGINT
             profiler.send_signal(signal.SIGINT)
             profiler.wait(60)
-        if gateway is not None:
-            stop_process(gateway, 30)
+        for process, _ in gateways.values():
+            stop_process(process, 30)
         broker.stop()
         shutil.rmtree(workdir, ignore_errors=True)
+
+
+def start_gateway(
+    args: argparse.Namespace, upstream: str, data_dir: Path, node: int, source: str | None
+) -> tuple[subprocess.Popen[bytes], str]:
+    """A proxy in front of ``upstream`` (the code in ``source`` when given); its bootstrap."""
+    port, base = free_port(), _port_block(node)
+    command = [
+        str(BIN / "clientmetrics"), "serve", "--listen", f"127.0.0.1:{port}",
+        "--upstream", upstream, "--broker-port-base", str(base), "--store", args.store,
+        "--data-dir", str(data_dir), "--log-level", "warning",
+    ]  # fmt: skip
+    env = dict(os.environ)
+    if source is not None:
+        env["PYTHONPATH"] = str(Path(source).resolve())
+    gateway = subprocess.Popen(
+        command, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, env=env
+    )
+    wait_port(port)
+    wait_port(base + node)
+    return gateway, f"127.0.0.1:{port}"
+
+
+def run_rounds(
+    args: argparse.Namespace, targets: dict[str, str], pids: dict[str, int]
+) -> tuple[dict[str, list[Figures]], dict[str, float], dict[str, float]]:
+    """Every target once a round, the order rotating (the host is shared, load drifts
+    during a run); each gateway's CPU seconds in all, and in its latency runs."""
+    runs: dict[str, list[Figures]] = {label: [] for label in targets}
+    cpu = dict.fromkeys(pids, 0.0)
+    latency_cpu = dict.fromkeys(pids, 0.0)
+    labels = list(targets)
+    for i in range(args.rounds):
+        for label in labels[i % len(labels) :] + labels[: i % len(labels)]:
+            pid = pids.get(label)
+            if pid is None:
+                runs[label].append(measure(targets[label], args, label, lambda: 0.0)[0])
+                continue
+            before = cpu_seconds(pid)
+            figures, during_latency = measure(
+                targets[label], args, label, functools.partial(cpu_seconds, pid)
+            )
+            runs[label].append(figures)
+            cpu[label] += cpu_seconds(pid) - before
+            latency_cpu[label] += during_latency
+    return runs, cpu, latency_cpu
 
 
 def _port_block(node: int) -> int:
@@ -245,33 +281,43 @@ def median(runs: list[Figures]) -> Figures:
 
 
 def report(args: argparse.Namespace, runs: dict[str, list[Figures]]) -> None:
-    d, g = median(runs["direct"]), median(runs["gateway"])
-    per_round = [
-        gw.produce_mb_s / direct.produce_mb_s
-        for direct, gw in zip(runs["direct"], runs["gateway"], strict=True)
-    ]
+    d = median(runs["direct"])
+    gateways = [label for label in runs if label != "direct"]
     print(
-        f"proxy benchmark ({args.upstream}): {args.messages} x {args.size} B produced, "
-        f"{args.consume_messages} consumed, {args.latency_samples} latency samples, median of "
-        f"{args.rounds} rounds, load average {os.getloadavg()[0]:.2f}"
+        f"proxy benchmark ({args.upstream}, {args.store} store): {args.messages} x {args.size} B "
+        f"produced, {args.consume_messages} consumed, {args.latency_samples} latency samples, "
+        f"median of {args.rounds} rounds, load average {os.getloadavg()[0]:.2f}"
     )
-    print(f"{'':24}{'direct':>12}{'gateway':>12}{'ratio':>10}")
-    rows = [
-        ("produce MB/s", d.produce_mb_s, g.produce_mb_s),
-        ("produce msgs/s", d.produce_msg_s, g.produce_msg_s),
-        ("consume MB/s", d.consume_mb_s, g.consume_mb_s),
-        ("consume msgs/s", d.consume_msg_s, g.consume_msg_s),
-    ]
-    for name, direct, gateway in rows:
-        print(f"{name:24}{direct:12.1f}{gateway:12.1f}{gateway / direct:10.3f}")
-    print(f"{'produce p50 ms':24}{d.p50_ms:12.3f}{g.p50_ms:12.3f}{g.p50_ms - d.p50_ms:+10.3f}")
-    print(f"{'produce p99 ms':24}{d.p99_ms:12.3f}{g.p99_ms:12.3f}{g.p99_ms - d.p99_ms:+10.3f}")
+    print(f"{'':24}{'direct':>12}" + "".join(f"{g:>12}{'ratio':>8}" for g in gateways))
+    medians = {g: median(runs[g]) for g in gateways}
+    for name, field in (
+        ("produce MB/s", "produce_mb_s"),
+        ("produce msgs/s", "produce_msg_s"),
+        ("consume MB/s", "consume_mb_s"),
+        ("consume msgs/s", "consume_msg_s"),
+    ):
+        direct = getattr(d, field)
+        cells = "".join(
+            f"{getattr(m, field):12.1f}{getattr(m, field) / direct:8.3f}" for m in medians.values()
+        )
+        print(f"{name:24}{direct:12.1f}{cells}")
+    for name, field in (("produce p50 ms", "p50_ms"), ("produce p99 ms", "p99_ms")):
+        direct = getattr(d, field)
+        cells = "".join(
+            f"{getattr(m, field):12.3f}{getattr(m, field) - direct:+8.3f}" for m in medians.values()
+        )
+        print(f"{name:24}{direct:12.3f}{cells}")
     print("(ratio = gateway / direct for throughput; latency column = added ms)")
-    print(
-        "produce ratio per round:",
-        " ".join(f"{r:.2f}" for r in per_round),
-        f"(median of paired ratios {statistics.median(per_round):.3f})",
-    )
+    for g in gateways:
+        per_round = [
+            gw.produce_mb_s / direct.produce_mb_s
+            for direct, gw in zip(runs["direct"], runs[g], strict=True)
+        ]
+        print(
+            f"{g} produce ratio per round:",
+            " ".join(f"{r:.2f}" for r in per_round),
+            f"(median of paired ratios {statistics.median(per_round):.3f})",
+        )
 
 
 if __name__ == "__main__":

@@ -125,6 +125,14 @@ class GatewayProcess:
             return metric_value(response.read().decode(), name)
 
 
+def rss_mib(pid: int) -> float:
+    """The resident memory of process ``pid`` (alone), MiB."""
+    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+        if line.startswith("VmRSS:"):
+            return int(line.split()[1]) / 1024
+    raise AssertionError(f"no VmRSS for process {pid}")
+
+
 def metric_value(text: str, name: str) -> float:
     """The value of ``kafka_server_client_metrics_<name>`` in a /metrics page."""
     for line in text.splitlines():

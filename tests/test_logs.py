@@ -54,3 +54,18 @@ def test_close_writes_everything_queued() -> None:
         writer.write(f"{i}")
     writer.close()
     assert stream.getvalue().splitlines() == [str(i) for i in range(500)]
+
+
+def test_the_queue_is_bounded_in_bytes_too() -> None:
+    # A failed login's line names the user it claimed: up to hundreds of KB each.
+    stream = StuckStream()
+    writer = BackgroundWriter(stream, max_lines=10_000, max_chars=1_000_000)
+    for i in range(100):
+        writer.write(f"{i:03} " + "u" * 100_000)
+    stream.unblock.set()
+    writer.close()
+    lines = stream.getvalue().splitlines()
+    kept = [line for line in lines if not line.startswith("{")]
+    (report,) = [json.loads(line) for line in lines if line.startswith("{")]
+    assert 9 <= len(kept) <= 11  # 1 MB queued, and the line the thread was writing
+    assert len(kept) + report["count"] == 100

@@ -11,8 +11,9 @@ when the storage is formatted), TLS from a :class:`TlsFiles` the caller made,
 ``authorizer=True`` for ``StandardAuthorizer`` with ``super_users``; ``plugins`` on the
 classpath and ``metric.reporters`` (the broker advertises GetTelemetrySubscriptions and
 PushTelemetry only with a telemetry plugin; the default is the minimal one in
-``test-plugin/``). The broker's log stays in ``workdir/broker.log``; ``log_tail()`` shows
-its end when a test fails. Kafka's command-line tools run from the same jars (``tool``).
+``test-plugin/``). The broker's log stays in ``workdir/broker.log`` (each start appends to
+it and waits for its own start line); ``log_tail()`` shows its end when a test fails.
+Kafka's command-line tools run from the same jars (``tool``).
 """
 
 from __future__ import annotations
@@ -46,6 +47,8 @@ TOOLS = {
     "topics": "org.apache.kafka.tools.TopicCommand",
     "storage": "kafka.tools.StorageTool",
 }
+#: What Kafka logs once it serves (one line per start; the log is appended to).
+STARTED_LINE = "Kafka Server started"
 #: Every SCRAM user gets credentials for both mechanisms.
 SCRAM_MECHANISMS = ("SCRAM-SHA-256", "SCRAM-SHA-512")
 ADMIN = "admin"
@@ -193,6 +196,9 @@ class KafkaBroker:
         if not (self.workdir / "data" / "meta.properties").exists():
             self._format(jars, config)
         began = time.monotonic()
+        # The log is kept across starts (appended to): this run's start line is the one
+        # written after this offset, not a previous run's.
+        since = _size(self.log_path)
         log = open(self.log_path, "ab")  # noqa: SIM115 - the child owns it from here
         try:
             self.proc = subprocess.Popen(
@@ -213,7 +219,7 @@ class KafkaBroker:
         finally:
             log.close()
         try:
-            self._wait_started(began, timeout)
+            self._wait_started(began, timeout, since)
         except BaseException:
             self.stop()
             raise
@@ -433,7 +439,8 @@ class KafkaBroker:
         if proc.returncode != 0:
             raise RuntimeError(f"formatting Kafka's storage failed: {proc.stdout}{proc.stderr}")
 
-    def _wait_started(self, began: float, timeout: float) -> None:
+    def _wait_started(self, began: float, timeout: float, since: int) -> None:
+        """Until the log has a start line after byte ``since`` (this run's)."""
         assert self.proc is not None
         deadline = began + timeout
         while time.monotonic() < deadline:
@@ -442,10 +449,27 @@ class KafkaBroker:
                     f"kafka exited with {self.proc.returncode}; log {self.log_path}:\n"
                     + self.log_tail(30)
                 )
-            if "Kafka Server started" in self.log_path.read_text(errors="replace"):
+            if logged_since(self.log_path, since, STARTED_LINE):
                 return
             time.sleep(0.1)
         raise RuntimeError(f"kafka did not start in {timeout:.0f} s; log {self.log_path}")
+
+
+def logged_since(path: Path, offset: int, text: str) -> bool:
+    """Whether ``text`` is in the file at ``path`` after its first ``offset`` bytes."""
+    try:
+        with path.open("rb") as file:
+            file.seek(offset)
+            return text.encode() in file.read()
+    except OSError:
+        return False
+
+
+def _size(path: Path) -> int:
+    try:
+        return path.stat().st_size
+    except OSError:
+        return 0
 
 
 def _scram_jaas(user: str, password: str) -> str:
@@ -499,6 +523,7 @@ def _rss_mib(pid: int) -> float:
 
 __all__ = [
     "LEGACY_VERSION",
+    "STARTED_LINE",
     "TOOLS",
     "VERSION",
     "KafkaBroker",
@@ -507,6 +532,7 @@ __all__ = [
     "TlsFiles",
     "clientmetrics_plugin",
     "kafka_jars",
+    "logged_since",
     "minimal_plugin",
     "plugin_jar",
     "run_tool",

@@ -24,6 +24,10 @@ SUBCOMMANDS: dict[str, tuple[str, str]] = {
     "dashboard": ("clientmetrics.dashboard.cli:dashboard", "Serve the read-only web dashboard."),
     "pipeline": ("clientmetrics.pipeline.cli:pipeline", "Turn pushes into tables (spark extra)."),
     "demo": ("clientmetrics.demo.cli:demo", "Run everything on one machine (spark extra)."),
+    "investigate": (
+        "clientmetrics.investigate.cli:investigate",
+        "Find clients, watch them live, stop: troubleshoot a client.",
+    ),
     "users": ("clientmetrics.gateway.users_cli:users", "Manage the SCRAM users SASL checks."),
 }
 

@@ -30,6 +30,7 @@ import sys
 __all__ = [
     "BACKGROUND_NICENESS",
     "child_started",
+    "exec_child",
     "leave_parent_cores",
     "lower_priority",
     "run_child",
@@ -61,7 +62,12 @@ def leave_parent_cores() -> None:
         pass
 
 
-def child_started(parent_pid: int, quiet_stdout: bool = False, background: bool = False) -> None:
+def child_started(
+    parent_pid: int,
+    quiet_stdout: bool = False,
+    background: bool = False,
+    death_signal: int = signal.SIGKILL,
+) -> None:
     """Die with ``parent_pid``; exit at once if it is already gone; leave Ctrl-C to it.
 
     ``quiet_stdout`` points file descriptor 1 at /dev/null: a child holding the
@@ -72,7 +78,8 @@ def child_started(parent_pid: int, quiet_stdout: bool = False, background: bool 
     ``KeyboardInterrupt`` traceback from the middle of the child's work, is off.
     ``background`` (a converter or exporter child): ``leave_parent_cores`` now; the
     child calls ``lower_priority`` itself once it has started, so that its start
-    does not starve behind a busy machine's work.
+    does not starve behind a busy machine's work. ``death_signal`` is what the
+    kernel sends when the parent dies (SIGTERM lets a JVM run its shutdown hooks).
     """
     signal.signal(signal.SIGINT, signal.SIG_IGN)
     if background:
@@ -81,11 +88,21 @@ def child_started(parent_pid: int, quiet_stdout: bool = False, background: bool 
         os.dup2(os.open(os.devnull, os.O_WRONLY), 1)
     if sys.platform == "linux":
         libc = ctypes.CDLL(None, use_errno=True)
-        libc.prctl(_PR_SET_PDEATHSIG, signal.SIGKILL)
+        libc.prctl(_PR_SET_PDEATHSIG, death_signal)
     # Compared with the pid, not with 1: under a subreaper an orphan's new parent
     # is not init.
     if os.getppid() != parent_pid:
         os._exit(1)
+
+
+def exec_child(parent_pid: int, argv: list[str], death_signal: int = signal.SIGTERM) -> None:
+    """Become ``argv`` (``execv``) dying with ``parent_pid``: the death signal survives exec.
+
+    For programs we do not write, such as the JVM a PySpark driver starts: run this
+    file as ``python -I -S lifeline.py PARENT_PID PROGRAM ARGS...`` in its place.
+    """
+    child_started(parent_pid, death_signal=death_signal)
+    os.execv(argv[0], argv)
 
 
 def run_child(parent_pid: int, target: str, payload: bytes) -> None:
@@ -94,3 +111,7 @@ def run_child(parent_pid: int, target: str, payload: bytes) -> None:
     module, _, name = target.partition(":")
     function = getattr(importlib.import_module(module), name)
     function(*pickle.loads(payload))
+
+
+if __name__ == "__main__":
+    exec_child(int(sys.argv[1]), sys.argv[2:])

@@ -4,7 +4,8 @@ A gateway process logs from its event loop, and a write to stderr blocks while
 the reader of that pipe (a terminal, journald, a container runtime) is slow or
 stalled: every client would wait with it. So the gateway configures
 ``background=True``: lines are rendered on the caller's thread and written by a
-thread of their own, through a bounded queue; when the queue is full, lines are
+thread of their own, through a queue bounded in lines and in bytes (a line may
+carry a claimed user name of hundreds of KB); when it is full, lines are
 dropped and counted (one ``log_lines_dropped`` line says how many once the writer
 catches up), never waited for. Lines queued at exit are written first.
 """
@@ -12,7 +13,6 @@ catches up), never waited for. Lines queued at exit are written first.
 from __future__ import annotations
 
 import atexit
-import contextlib
 import json
 import logging
 import queue
@@ -24,8 +24,9 @@ import structlog
 
 #: ``auto`` is ``console`` when stderr is a terminal, else ``json``.
 LOG_FORMATS = ("auto", "json", "console")
-#: Lines waiting for the writer thread at most.
+#: Lines waiting for the writer thread at most, and their characters.
 MAX_QUEUED_LINES = 10_000
+MAX_QUEUED_CHARS = 32 * 1024 * 1024
 
 __all__ = ["LOG_FORMATS", "BackgroundWriter", "configure_logging"]
 
@@ -35,31 +36,47 @@ class BackgroundWriter:
 
     _STOP = object()
 
-    def __init__(self, stream: TextIO, max_lines: int = MAX_QUEUED_LINES) -> None:
+    def __init__(
+        self,
+        stream: TextIO,
+        max_lines: int = MAX_QUEUED_LINES,
+        max_chars: int = MAX_QUEUED_CHARS,
+    ) -> None:
         self._stream = stream
         self._queue: queue.Queue[object] = queue.Queue(max_lines)
         self._lock = threading.Lock()
+        self._max_chars = max_chars
+        self._queued_chars = 0
         self.dropped = 0
         self._thread = threading.Thread(target=self._run, name="log-writer", daemon=True)
         self._thread.start()
 
     def write(self, line: str) -> None:
+        with self._lock:
+            if self._queued_chars + len(line) > self._max_chars:
+                self.dropped += 1
+                return
+            self._queued_chars += len(line)
         try:
             self._queue.put_nowait(line)
         except queue.Full:
             with self._lock:
+                self._queued_chars -= len(line)
                 self.dropped += 1
 
     def _run(self) -> None:
         while True:
             line = self._queue.get()
-            if line is self._STOP:
-                # close() may queue the stop behind lines still waiting: their drops are
-                # told here, or never (the last line saw a non-empty queue).
-                with contextlib.suppress(OSError, ValueError):
+            if line is self._STOP:  # what was dropped is said before the end
+                try:
                     self._report_dropped()
                     self._stream.flush()
+                except (OSError, ValueError):
+                    pass
                 return
+            assert isinstance(line, str)
+            with self._lock:
+                self._queued_chars -= len(line)
             try:
                 self._stream.write(f"{line}\n")
                 if self._queue.empty():

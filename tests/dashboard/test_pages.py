@@ -10,6 +10,7 @@ from pathlib import Path
 import pytest
 
 from clientmetrics.dashboard import Dashboard, DashboardConfig
+from clientmetrics.dashboard.pages import shown
 from tests.dashboard.conftest import NOW
 from tests.dashboard.tables import LATENCY, REQUESTS, DataDir, write_subscriptions
 from tests.synthetic import Push, land, producer_payload
@@ -220,3 +221,13 @@ def test_client_labels_show_lists_and_maps(data: DataDir) -> None:
 @pytest.mark.parametrize("target", ["/client/%3Cscript%3E", "/?q=%3Cscript%3Ealert(1)"])
 def test_user_text_is_escaped(data: DataDir, target: str) -> None:
     assert "<script>" not in dashboard(data).handle(target).body.decode()
+
+
+def test_labels_no_record_said_show_as_unknown() -> None:
+    # A topic writer configured with fewer labels leaves these columns null.
+    assert shown(None, None) == "unknown"
+    assert shown(None, None, sep=":") == "unknown"
+    assert shown("", None) == "unknown"
+    assert shown("10.1.2.3", None, sep=":") == "10.1.2.3"
+    assert shown("10.1.2.3", 50123, sep=":") == "10.1.2.3:50123"
+    assert shown("librdkafka", "2.16.0") == "librdkafka 2.16.0"

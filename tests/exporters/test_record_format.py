@@ -19,12 +19,15 @@ from opentelemetry.proto.collector.metrics.v1.metrics_service_pb2 import (
     ExportMetricsServiceRequest,
 )
 
-from clientmetrics.exporters.topic import producer_config, topic_record
+from clientmetrics.exporters.queued import QueuedExporter
+from clientmetrics.exporters.topic import TopicSink, create, producer_config, topic_record
+from clientmetrics.exporters.topic_acked import AckedTopicExporter
 from clientmetrics.telemetry.model import AcceptedPush
 from clientmetrics.telemetry.otlp import InvalidPayload
 
 VECTORS = Path(__file__).resolve().parent.parent / "data" / "record-format"
-CASES: list[dict[str, Any]] = json.loads((VECTORS / "vectors.json").read_text("utf-8"))["cases"]
+DOCUMENT: dict[str, Any] = json.loads((VECTORS / "vectors.json").read_text("utf-8"))
+CASES: list[dict[str, Any]] = DOCUMENT["cases"]
 
 
 def accepted(push: dict[str, Any]) -> AcceptedPush:
@@ -94,3 +97,15 @@ def test_the_vectors_file_is_what_its_generator_writes() -> None:
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
     assert (VECTORS / "vectors.json").read_text("utf-8") == module.render()
+
+
+@pytest.mark.parametrize("required", [False, True])
+def test_without_a_labels_option_the_exporter_adds_the_formats_default(
+    tmp_path: Path, required: bool
+) -> None:
+    """The broker plugin's RecordFormatTest checks its default against the same list."""
+    exporter = create({"bootstrap_servers": "127.0.0.1:9", "required": required}, tmp_path)
+    assert isinstance(exporter, QueuedExporter | AckedTopicExporter)
+    assert isinstance(exporter.sink, TopicSink)
+    assert exporter.sink.labels == tuple(DOCUMENT["default_labels"])
+    assert "client_software_name" in DOCUMENT["default_labels"]

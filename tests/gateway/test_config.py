@@ -79,6 +79,7 @@ def test_environment_then_command_line_override(tmp_path: Path) -> None:
         ("[telemetry]\nmax_bytes = 0\n", "max_bytes"),
         ("[nope]\n", "unknown settings: [nope]"),
         ("not toml [", "not valid TOML"),
+        ("[gateway]\nsubscriptions_key_file = 'k'\n", "keeps subscriptions in SQLite"),
     ],
 )
 def test_bad_configuration_is_one_clear_error(tmp_path: Path, text: str, message: str) -> None:
@@ -167,3 +168,23 @@ def test_config_errors_are_one_line_and_exit_2_wherever_found(tmp_path: Path) ->
         "",
         ["clientmetrics serve: cannot read JWKS file absent.json: No such file or directory"],
     )
+
+
+def test_a_subscription_key_file_others_may_read_stops_the_start(tmp_path: Path) -> None:
+    key = tmp_path / "subscriptions.key"
+    key.write_text("k" * 64 + "\n")
+    key.chmod(0o644)
+    (tmp_path / "g.toml").write_text(
+        f"[gateway]\nsubscriptions_bootstrap_servers = '127.0.0.1:1'\n"
+        f"subscriptions_key_file = '{key}'\n"
+    )
+    started = subprocess.run(
+        [str(BIN / "clientmetrics"), "serve", "--config", "g.toml", "--data-dir", "d",
+         "--listen", "127.0.0.1:0"],
+        cwd=tmp_path, capture_output=True, text=True, timeout=60, check=False,
+    )  # fmt: skip
+    assert (started.returncode, started.stderr.splitlines()) == (
+        2,
+        [f"clientmetrics serve: subscriptions_key_file {key} is readable by others "
+         "(mode 644); chmod 600 it"],
+    )  # fmt: skip

@@ -6,7 +6,9 @@ import uuid
 from pathlib import Path
 
 import pytest
+import structlog
 from confluent_kafka import Consumer, Producer
+from confluent_kafka.admin import AdminClient, NewTopic  # type: ignore[attr-defined]
 from opentelemetry.proto.collector.metrics.v1.metrics_service_pb2 import (
     ExportMetricsServiceRequest,
 )
@@ -215,3 +217,35 @@ def test_a_required_topic_exporter_gates_answers_in_the_gateway(
     # the exporter process.
     assert path.gating == (["landing", "topic"] if landing else ["topic"])
     assert [e.name for e in exporters if isinstance(e, ChildExporters)] == ["exporter-process"]
+
+
+@pytest.mark.integration
+async def test_an_existing_topic_with_another_partition_count_is_named_once(
+    tmp_path: Path,
+) -> None:
+    """``partitions = 12`` meeting a 1-partition topic: one warning naming both counts,
+    the topic left as it is (adding partitions would move instances' records midway)."""
+    tansu = TansuProcess(log_path=tmp_path / "tansu.log").start()
+    try:
+        admin = AdminClient({"bootstrap.servers": tansu.bootstrap, "log_level": 3})
+        admin.create_topics([NewTopic("existing", 1, 1)])["existing"].result(30)
+        for topic, configured, want in (
+            ("existing", 12, [("existing", 1, 12)]),
+            ("existing", 1, []),
+            ("fresh", 12, []),
+        ):
+            exporter = create(
+                {"bootstrap_servers": tansu.bootstrap, "topic": topic, "partitions": configured},
+                tmp_path,
+            )
+            assert isinstance(exporter, QueuedExporter)
+            with structlog.testing.capture_logs() as logs:
+                await exporter.start()
+                await exporter.close(5)
+            differ = [e for e in logs if e["event"] == "topic_exporter_partitions_differ"]
+            assert [(e["topic"], e["partitions"], e["configured"]) for e in differ] == want
+            assert not [e for e in logs if e["event"] == "topic_exporter_topic_not_created"]
+        topics = admin.list_topics(timeout=10).topics
+        assert (len(topics["existing"].partitions), len(topics["fresh"].partitions)) == (1, 12)
+    finally:
+        tansu.stop()

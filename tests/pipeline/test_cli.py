@@ -2,10 +2,14 @@
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
+import socket
 import subprocess
 import sys
+import threading
+import time
 import uuid
 from pathlib import Path
 
@@ -129,9 +133,83 @@ def test_an_unreachable_master_is_one_line_at_once(tmp_path: Path) -> None:
     done = _pipeline("run", "--data-dir", str(tmp_path), "--master", f"spark://127.0.0.1:{port}")
     assert (done.returncode, done.stdout) == (1, "")
     assert done.stderr.splitlines() == [
-        f"clientmetrics pipeline: cannot reach the Spark master (127.0.0.1:{port}: "
-        "Connection refused)"
+        f"clientmetrics pipeline: cannot use the Spark master spark://127.0.0.1:{port} "
+        f"(127.0.0.1:{port}: Connection refused)"
     ]
+
+
+def _serve(answer: bytes | None) -> tuple[socket.socket, threading.Thread]:
+    """A listener that answers each connection with ``answer`` and hangs up (None: silence)."""
+    server = socket.create_server(("127.0.0.1", 0))
+
+    def serve() -> None:
+        with contextlib.suppress(OSError):
+            while True:
+                conn, _ = server.accept()
+                if answer is None:
+                    continue  # accepted and never answered; closed with the test
+                with conn:
+                    conn.recv(4096)
+                    conn.sendall(answer)
+
+    thread = threading.Thread(target=serve, daemon=True)
+    thread.start()
+    return server, thread
+
+
+@pytest.mark.parametrize(
+    ("answer", "reason"),
+    [
+        (
+            b"HTTP/1.1 400 Bad Request\r\n\r\n",
+            "not a Spark master (it does not answer Spark's RPC)",
+        ),
+        (None, "no answer within 10 s"),
+    ],
+    ids=["http", "silent"],
+)
+def test_a_master_that_is_not_spark_is_one_line_within_the_budget(
+    tmp_path: Path, answer: bytes | None, reason: str
+) -> None:
+    # Spark gave a 202-line Py4JJavaError after 108 s for a port that was not Spark.
+    (tmp_path / "landing" / "pushes").mkdir(parents=True)
+    server, _ = _serve(answer)
+    port = server.getsockname()[1]
+    started = time.monotonic()
+    with server:
+        done = _pipeline(
+            "run", "--data-dir", str(tmp_path), "--master", f"spark://127.0.0.1:{port}"
+        )
+    elapsed = time.monotonic() - started
+    assert (done.returncode, done.stdout) == (1, ""), done.stderr[-3000:]
+    assert done.stderr.splitlines() == [
+        f"clientmetrics pipeline: cannot use the Spark master spark://127.0.0.1:{port} "
+        f"(127.0.0.1:{port}: {reason})"
+    ]
+    # The budget is 10 s (reach.CONNECT_TIMEOUT_S) after the command's start-up; the rest
+    # is slack for a busy machine, far below Spark's own 108 s.
+    assert elapsed < 60
+
+
+@pytest.mark.parametrize(
+    ("master", "line"),
+    [
+        ("bogus", "bad Spark master 'bogus': expected local, local[N], local[*], "
+         "spark://HOST:PORT[,HOST:PORT...], yarn or k8s://URL"),
+        ("local[2", "bad Spark master 'local[2': expected local, local[N], local[*], "
+         "spark://HOST:PORT[,HOST:PORT...], yarn or k8s://URL"),
+        ("spark://master", "bad Spark master 'spark://master': 'master' is not HOST:PORT"),
+        ("spark://a:1,b:99999",
+         "bad Spark master 'spark://a:1,b:99999': 'b:99999' is not HOST:PORT"),
+    ],
+)  # fmt: skip
+def test_an_unparseable_master_is_one_line_before_spark_starts(
+    tmp_path: Path, master: str, line: str
+) -> None:
+    (tmp_path / "landing" / "pushes").mkdir(parents=True)
+    done = _pipeline("run", "--data-dir", str(tmp_path), "--master", master)
+    assert (done.returncode, done.stdout) == (1, "")
+    assert done.stderr.splitlines() == [f"clientmetrics pipeline: {line}"]
 
 
 def test_no_java_is_one_line(tmp_path: Path) -> None:
@@ -194,6 +272,7 @@ def test_run_prints_a_summary_and_warns_of_a_rule_no_client_matches(
         "alerts_resolved": 0,
         "clients": 1,
         "unmatched_rules": {"typo": "org.apache.kafka.producer.request.latncy.avg"},
+        "rejected": {},
         "non_finite_values": 0,
     }
     # A second run has nothing new to do, and says so in words.
@@ -206,4 +285,5 @@ def test_run_prints_a_summary_and_warns_of_a_rule_no_client_matches(
         "  alerts firing: 0",
         "alerts resolved: 0",
         "        clients: 1",
+        "       rejected: 0",
     ]

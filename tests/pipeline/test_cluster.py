@@ -275,6 +275,7 @@ def _land_records(records: list[Any], data: Path) -> None:
         {
             "key": [r.key() for r in records],
             "value": [r.value() for r in records],
+            "topic": [r.topic() for r in records],
             "partition": [r.partition() for r in records],
             "offset": [r.offset() for r in records],
             "timestamp": [r.timestamp()[1] * 1000 for r in records],

@@ -18,6 +18,7 @@ from confluent_kafka.admin import AdminClient, NewTopic
 from peers.kafka import KafkaBroker
 from pyspark.sql import SparkSession
 
+from clientmetrics.pipeline.core.rejects import counts_by_reason
 from clientmetrics.pipeline.jobs.job import PipelineJob
 from clientmetrics.pipeline.jobs.sources import KafkaSource
 from tests.kafka import kafka_broker
@@ -29,9 +30,10 @@ from tests.pipeline.golden import (
     golden_rows,
     read_table,
 )
+from tests.pipeline.hostile import hostile_records
 from tests.pipeline.test_golden import golden_config
 from tests.pipeline.topic_records import produce
-from tests.synthetic import landing_table
+from tests.synthetic import land, landing_table
 
 pytestmark = [pytest.mark.kafka, pytest.mark.spark, pytest.mark.integration]
 
@@ -106,3 +108,39 @@ def _in_millis(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
 
     coarse = [{k: millis(v) if k in _RECEIVED else v for k, v in row.items()} for row in rows]
     return sorted(coarse, key=lambda row: json.dumps(row, sort_keys=True))
+
+
+def test_hostile_records_on_the_topic_leave_the_tables_of_the_good_ones(
+    spark_kafka: SparkSession, broker: KafkaBroker, tmp_path: Path
+) -> None:
+    """The issue's records (bad headers, a non-UTF-8 client id, a key that is no UUID, a
+    point at 2^64 - 1 ns) among good ones: the tables of the good ones alone, plus the
+    dead letters, counted by reason."""
+    topic = _topic(broker, "hostile", 2)
+    good = golden_batches()[0]
+    hostile, expected = hostile_records(min(p.received_at_us for p in good))
+    producer = Producer(broker.client_config())
+    produce(producer, topic, landing_table(good[:5]))
+    for key, value, headers in hostile:
+        producer.produce(topic, value, key, headers=headers)
+    produce(producer, topic, landing_table(good[5:]))
+    on_topic = tmp_path / "topic"
+    job = PipelineJob(spark_kafka, golden_config(on_topic, kafka=_source(broker, topic)))
+    job.run()
+    alone = tmp_path / "landed"
+    land(alone, good)
+    PipelineJob(spark_kafka, golden_config(alone)).run()
+    for name in TABLES:
+        rows = canonical_rows(read_table(on_topic / "tables", name))
+        assert _in_millis(rows) == _in_millis(canonical_rows(read_table(alone / "tables", name)))
+    letters = read_table(on_topic / "tables", "rejected")
+    assert counts_by_reason(letters) == expected == job.rejected
+    assert expected == {
+        "invalid_header": 5,
+        "header_not_utf8": 2,
+        "invalid_instance_id": 1,
+        "invalid_received_at": 1,
+        "point_time_out_of_range": 3,
+    }
+    assert set(letters.column("topic").to_pylist()) == {topic}
+    assert all(offset is not None for offset in letters.column("offset").to_pylist())

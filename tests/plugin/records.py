@@ -85,6 +85,7 @@ def as_source_records(records: list[Record]) -> pa.Table:
         {
             "key": [r.key.encode() for r in records],
             "value": [r.value for r in records],
+            "topic": ["otlp_metrics"] * len(records),
             "partition": [0] * len(records),
             "offset": list(range(len(records))),
             "timestamp": [r.timestamp_ms * 1000 for r in records],

@@ -56,7 +56,7 @@ class FakeUpstream:
         while data := await reader.read(65536):
             for frame in decoder.feed(data):
                 header, _ = parse_request_header(frame)
-                if header.api_key in (3, 10, 60, 74):
+                if header.api_key in (3, 10, 18, 60, 74):
                     writer.write(self._cluster_answer(header))
                     continue
                 if header.api_key in (17, 36):
@@ -91,10 +91,12 @@ class FakeUpstream:
             "cluster_id": "fake",
             "controller_id": NODE,
             "topics": [],
+            "api_keys": [{"api_key": 3, "min_version": 0, "max_version": 12}],
             "node_id": NODE,
             **me,
             "config_resources": [
                 {"resource_name": "upstream-topic", "resource_type": 2},
+                {"resource_name": "__client_metrics_subscriptions", "resource_type": 2},
                 {"resource_name": "upstream-own-sub", "resource_type": 16},
             ],
             "coordinators": [

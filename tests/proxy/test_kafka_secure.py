@@ -15,6 +15,7 @@ gateway's certificate (mutual TLS to the cluster). Two gateways:
 
 from __future__ import annotations
 
+import asyncio
 import subprocess
 import uuid
 from collections.abc import Iterator
@@ -23,7 +24,13 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from confluent_kafka import Consumer, ConsumerGroupTopicPartitions, KafkaError, Producer
+from confluent_kafka import (
+    Consumer,
+    ConsumerGroupTopicPartitions,
+    KafkaError,
+    Producer,
+    TopicPartition,
+)
 from confluent_kafka.admin import (  # type: ignore[attr-defined]
     AclBinding,
     AclOperation,
@@ -33,14 +40,22 @@ from confluent_kafka.admin import (  # type: ignore[attr-defined]
     ResourcePatternType,
     ResourceType,
 )
+from kafka.record.default_records import DefaultRecordBatchBuilder
+from kio.index import load_request_schema
 from peers.free_ports import free_port_block
 from peers.kafka import KafkaBroker
 
+from clientmetrics.admin import AdminConfig
+from clientmetrics.admin.connection import BrokerConnection
+from clientmetrics.client.properties import read_properties
+from clientmetrics.wire import ZERO_UUID, ApiKey, request_type
+from clientmetrics.wire.build import build
 from tests.admin.tool import run_tool
 from tests.kafka import broker_tls, kafka_broker
 from tests.landed import rows_of
 from tests.peers.clients import java
 from tests.procs import BIN, GatewayProcess, wait_for
+from tests.proxy.answers import decode_any_response, error_codes
 from tests.proxy.conftest import FAST_LANDING
 from tests.tlsfiles import Pem, TestCA
 
@@ -344,3 +359,187 @@ def test_terminate_logs_each_link_in_as_the_gateways_own_user(
     assert code == 0
     assert gw.tracebacks() == []
     assert gw.events("upstream_login_failed") == []
+
+
+#: The guarded gateway's store topic: its own, so that the passthrough gateway's
+#: subscriptions (kept in the default topic) do not mix into what its clients get.
+STORE = "__client_metrics_subscriptions_guarded"
+#: What an intruder writes to the store's topic: every client, every metric, 100 ms.
+TAKEOVER = b'{"configs":{"metrics":"*","interval.ms":"100"}}'
+
+
+def record_batch(key: bytes, value: bytes) -> bytes:
+    """One valid v2 record batch (kafka-python's builder: Kafka checks its CRC)."""
+    builder = DefaultRecordBatchBuilder(2, 0, False, -1, -1, -1, 1 << 20)
+    builder.append(0, timestamp=None, key=key, value=value, headers=[])
+    return bytes(builder.build())
+
+
+def store_end_offset(s: Secured) -> int:
+    """The store topic's end offset, asked of the broker itself as its super user."""
+    consumer = Consumer(
+        {
+            **librdkafka(s, s.kafka, "admin", s.kafka.admin_password),
+            "ssl.certificate.location": str(s.client.certificate),
+            "ssl.key.location": str(s.client.private_key),
+            "group.id": "store-end-offset",
+        }
+    )
+    try:
+        return int(consumer.get_watermark_offsets(TopicPartition(STORE, 0), timeout=30)[1])
+    finally:
+        consumer.close()
+
+
+async def raw_requests(
+    s: Secured, gw: GatewayProcess, props: Path, requests: list[tuple[int, int, dict[str, Any]]]
+) -> list[Any]:
+    """Each request as written (no Metadata first, as a real client would do), on one
+    SASL_SSL connection through the gateway; the decoded answers."""
+    config = AdminConfig.from_properties(gw.bootstrap, read_properties(props))
+    conn = await BrokerConnection.connect(config)
+    answers = []
+    try:
+        for api_key, version, values in requests:
+            body = build(load_request_schema(api_key, version), values, blank=True)
+            header = conn._header(api_key, version)
+            frame = await conn._exchange(
+                conn._framing.request(header, body), header.correlation_id, 30, str(api_key)
+            )
+            answers.append(decode_any_response(api_key, version, frame)[1])
+    finally:
+        await conn.close()
+    return answers
+
+
+def test_terminate_no_client_request_touches_the_subscription_store(
+    secured: Secured, passthrough: GatewayProcess, tmp_path: Path
+) -> None:
+    """The topic store's topic is the gateway's own: its upstream user (gw) may do
+    anything there, as the store needs; dave, a user of the gateway without
+    ALTER_CONFIGS, goes upstream as gw too, and still cannot change the fleet's
+    subscriptions by any request."""
+    s = secured
+    admin = AdminClient(librdkafka(s, passthrough, "admin", s.kafka.admin_password))
+    # What the topic store needs, as the gateway's own user (docs/security.md).
+    grant(
+        admin,
+        acl("User:gw", ResourceType.TOPIC, STORE, AclOperation.ALL),
+        acl("User:gw", ResourceType.GROUP, "clientmetrics-topic-store", AclOperation.READ),
+    )
+    data_dir = tmp_path / "guarded"
+    data_dir.mkdir()
+    for user in ("dave", "erin"):
+        subprocess.run(
+            [str(BIN / "clientmetrics"), "users", "add", user, "--data-dir", str(data_dir),
+             "--password", f"{user}-secret"],
+            check=True, capture_output=True,
+        )  # fmt: skip
+    extra = (
+        '[sasl]\nmechanisms = ["SCRAM-SHA-512"]\n[proxy]\nsasl = "terminate"\n'
+        '[authorization]\nacls = [{ principal = "User:erin", operation = "ALTER_CONFIGS", '
+        'permission = "allow" }]\n'
+    )
+    config = gateway_config(s, "gw", extra)
+    gw = start_gateway(s, data_dir, config, "--subscriptions-topic", STORE)  # the topic store
+    try:
+        dave = command_config(s, tmp_path, "dave", "dave-secret")
+        erin = command_config(s, tmp_path, "erin", "erin-secret")
+        fleet = ("--alter", "--name", "fleet", "--metrics", "org.apache.kafka.producer.",
+                 "--interval", "5000")  # fmt: skip
+        tool = ("--bootstrap-server", gw.bootstrap, "--timeout", "15000")
+        assert run_tool(*tool, "--command-config", str(erin), *fleet).out == (
+            "Altered client metrics config for fleet.\n"
+        )
+        subscribed = (5000, ("org.apache.kafka.producer.",))
+        assert asyncio.run(get_subscription(gw, dave)) == subscribed
+        end = store_end_offset(s)
+        [learned] = gw.events("store_topic_id")
+        store_id = uuid.UUID(learned["topic_id"])
+
+        # The config RPCs refuse dave (31), as before.
+        takeover = ("--alter", "--name", "fleet", "--metrics", "*", "--interval", "100")
+        refused = run_tool(*tool, "--command-config", str(dave), *takeover)
+        assert (refused.code, refused.out) == (1, REFUSED)
+
+        # Every request naming the topic, by name or by id: 29 on each item.
+        batch = record_batch(b"fleet", TAKEOVER)
+        by_name = [{"name": STORE, "partitions": [{"partition_index": 0, "offset": -1}]}]
+        requests: list[tuple[int, int, dict[str, Any]]] = [
+            (0, 9, {"acks": -1, "timeout": 5000, "topic_data": [
+                {"name": STORE, "partition_data": [{"index": 0, "records": batch}]}]}),
+            (0, 13, {"acks": -1, "timeout": 5000, "topic_data": [
+                {"topic_id": store_id, "partition_data": [{"index": 0, "records": batch}]}]}),
+            (21, 2, {"timeout": 5000, "topics": by_name}),
+            (20, 5, {"timeout": 5000, "topic_names": [STORE]}),
+            (20, 6, {"timeout": 5000, "topics": [{"name": None, "topic_id": store_id}]}),
+            (37, 3, {"timeout": 5000, "topics": [{"name": STORE, "count": 3}]}),
+            (44, 1, {"resources": [{"resource_type": 2, "resource_name": STORE, "configs": [
+                {"name": "cleanup.policy", "config_operation": 0, "value": "delete"}]}]}),
+            (1, 12, {"max_wait": 0, "max_bytes": 1 << 20, "topics": [{"topic": STORE,
+                "partitions": [{"partition": 0, "partition_max_bytes": 1 << 20}]}]}),
+            (1, 16, {"max_wait": 0, "max_bytes": 1 << 20, "topics": [{"topic_id": store_id,
+                "partitions": [{"partition": 0, "partition_max_bytes": 1 << 20}]}]}),
+            (2, 9, {"replica_id": -1, "topics": [{"name": STORE, "partitions": [
+                {"partition_index": 0, "timestamp": -1}]}]}),
+        ]  # fmt: skip
+        answers = asyncio.run(raw_requests(s, gw, dave, requests))
+        assert [error_codes(a)[1] for a in answers] == [[29]] * len(requests)
+        assert [error_codes(a)[0] for a in answers] == [None] * 7 + [0, 0, None]
+
+        # librdkafka as dave: the topic is not listed, and producing to it is refused.
+        client = librdkafka(s, gw, "dave", "dave-secret")
+        assert STORE not in AdminClient(client).list_topics(timeout=30).topics
+        failures: list[KafkaError | None] = []
+        producer = Producer(client)
+        producer.produce(
+            STORE, key=b"fleet", value=TAKEOVER, on_delivery=lambda e, _m: failures.append(e)
+        )
+        producer.flush(30)
+        assert [e.code() if e is not None else None for e in failures] == [
+            KafkaError.TOPIC_AUTHORIZATION_FAILED
+        ]
+
+        # Nothing changed: no record was written, a Get returns the subscription erin set.
+        assert store_end_offset(s) == end
+        assert asyncio.run(get_subscription(gw, dave)) == subscribed
+        described = run_tool(*tool, "--command-config", str(erin), "--describe", "--name", "fleet")
+        assert "interval.ms=5000" in described.out, described.out
+        # The audit trail names each refusal: who, from where, which api.
+        audit = gw.events("store_topic_refused")
+        assert {(e["principal"], e["topic"], e["error_code"]) for e in audit} == {
+            ("User:dave", STORE, 29)
+        }
+        assert sorted({e["api"] for e in audit}) == [
+            "CreatePartitions", "DeleteRecords", "DeleteTopics", "Fetch",
+            "IncrementalAlterConfigs", "ListOffsets", "Produce",
+        ]  # fmt: skip
+        assert all(e["source"].startswith("127.0.0.1:") for e in audit)
+        assert gw.events("subscription_change_refused")[0]["principal"] == "User:dave"
+
+        # Passthrough: not even the cluster's super user writes the store through a gateway.
+        su = command_config(s, tmp_path, "admin", s.kafka.admin_password)
+        default = [{"name": "__client_metrics_subscriptions", "partition_data": [
+            {"index": 0, "records": batch}]}]  # fmt: skip
+        produce = (0, 9, {"acks": -1, "timeout": 5000, "topic_data": default})
+        [answer] = asyncio.run(raw_requests(s, passthrough, su, [produce]))
+        assert error_codes(answer)[1] == [29]
+        [audit] = passthrough.events("store_topic_refused")
+        assert (audit["principal"], audit["api"]) == ("User:admin", "Produce")
+    finally:
+        code = gw.stop()
+    assert code == 0
+    assert gw.tracebacks() == []
+
+
+async def get_subscription(gw: GatewayProcess, props: Path) -> tuple[int, tuple[str, ...]]:
+    """GetTelemetrySubscriptions through the gateway: (push interval ms, metrics)."""
+    config = AdminConfig.from_properties(gw.bootstrap, read_properties(props))
+    conn = await BrokerConnection.connect(config)
+    try:
+        # v0: the instance id in the body (v1, KIP-1313, wants it in the header).
+        body = request_type(ApiKey.GET_TELEMETRY_SUBSCRIPTIONS, 0)(client_instance_id=ZERO_UUID)
+        answer = await conn._round_trip(ApiKey.GET_TELEMETRY_SUBSCRIPTIONS, 0, body, 30, "Get")
+    finally:
+        await conn.close()
+    return int(answer.push_interval.total_seconds() * 1000), tuple(answer.requested_metrics)

@@ -256,7 +256,7 @@ async def test_list_config_resources_merges_upstream_and_gateway(
     writer.write(encode_request(RequestHeader(74, 1, 2, "t", None, 2), listing))
     _, response = decode_response(74, 1, await asyncio.wait_for(read_frame(reader), 5))
     assert [(r.resource_type, r.resource_name) for r in response.config_resources] == [
-        (2, "upstream-topic"),
+        (2, "upstream-topic"),  # not the store's topic: hidden, as Metadata hides it
         (16, "gw-sub"),  # the upstream's own client-metrics entry is not the one in force
     ]
     writer.close()

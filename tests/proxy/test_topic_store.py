@@ -9,7 +9,9 @@ import uuid
 import pytest
 
 from clientmetrics.store.base import ConfigMap
-from clientmetrics.store.topic import TopicSubscriptionStore, decode_value, encode_value
+from clientmetrics.store.log_state import LogState, Outcome
+from clientmetrics.store.records import Decoded, decode_record, encode_value
+from clientmetrics.store.topic import TopicSubscriptionStore
 from tests.procs import TansuProcess
 from tests.proxy.conftest import TANSU_FETCH_WAIT_MS
 
@@ -18,10 +20,11 @@ pytestmark = pytest.mark.integration
 
 def test_value_codec_round_trip_and_tombstone() -> None:
     configs = {"metrics": "org.apache.kafka.", "interval.ms": "1000", "match": "client_id=a=b"}
-    assert decode_value(encode_value(configs)) == configs
+    assert decode_record(b"a", encode_value(configs), None, None, "t") == Decoded(
+        "a", configs, None
+    )
     assert encode_value({}) is None
-    assert decode_value(None) == {}
-    assert decode_value(b"not json") == {}
+    assert decode_record(b"a", None, None, None, "t") == Decoded("a", {}, None)
 
 
 async def test_latest_record_per_name_wins_across_restarts(tansu: TansuProcess) -> None:
@@ -65,12 +68,15 @@ async def test_change_through_one_store_reaches_another_quickly(tansu: TansuProc
 
 
 def test_a_record_computed_from_a_replaced_state_is_rejected_by_every_reader() -> None:
-    store = TopicSubscriptionStore("127.0.0.1:1", "t")
-    state: dict[str, dict[str, str]] = {}
-    assert store._accept(state, "a", {"metrics": "x."}, -1, 0)
-    assert store._accept(state, "a", {"metrics": "y."}, 0, 1)
-    assert not store._accept(state, "a", {"metrics": "lost."}, 0, 2), "base 0 was replaced"
-    assert not store._accept(state, "a", {"metrics": "new."}, -1, 3), "a existed already"
-    assert store._accept(state, "a", {"metrics": "legacy."}, None, 4), "no base: applied"
-    assert store._accept(state, "b", {"metrics": "z."}, 17, 5), "first seen: compacted before"
-    assert state == {"a": {"metrics": "legacy."}, "b": {"metrics": "z."}}
+    log = LogState()
+
+    def apply(name: str, metrics: str, base: int | None, offset: int) -> Outcome:
+        return log.apply(Decoded(name, {"metrics": metrics}, base), offset)
+
+    assert apply("a", "x.", -1, 0) is Outcome.APPLIED
+    assert apply("a", "y.", 0, 1) is Outcome.APPLIED
+    assert apply("a", "lost.", 0, 2) is Outcome.STALE, "base 0 was replaced"
+    assert apply("a", "new.", -1, 3) is Outcome.STALE, "a existed already"
+    assert apply("a", "legacy.", None, 4) is Outcome.APPLIED, "no base: applied"
+    assert apply("b", "z.", 17, 5) is Outcome.APPLIED, "first seen: compacted before"
+    assert log.configs == {"a": {"metrics": "legacy."}, "b": {"metrics": "z."}}

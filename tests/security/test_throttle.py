@@ -61,3 +61,27 @@ def test_memory_is_bounded() -> None:
     for i in range(10_000):
         throttle.failed(f"10.0.{i // 256}.{i % 256}", i)
     assert len(throttle) == 100
+
+
+def test_a_source_that_stopped_failing_is_forgotten_as_others_fail() -> None:
+    throttle = FailureThrottle(forget_after_ms=60_000)
+    for i in range(1000):
+        throttle.failed(f"10.1.{i // 256}.{i % 256}", 0, "User:bob")
+    assert len(throttle) == 1000
+    throttle.failed("10.2.0.1", 59_999)
+    assert len(throttle) == 1001  # none is a minute old yet
+    throttle.failed("10.2.0.2", 60_000)
+    assert len(throttle) == 2  # the thousand went stale; the last two stay
+
+
+def test_a_long_claimed_name_is_kept_as_a_digest_and_still_forgotten_by_its_success() -> None:
+    throttle = FailureThrottle(base_delay_ms=100, max_delay_ms=5000)
+    names = [f"User:{i}" + "x" * 500_000 for i in range(64)]
+    for name in names:
+        throttle.failed("10.0.0.9", 0, name)
+    kept = throttle._sources["10.0.0.9"].by_user
+    assert len(kept) == 64
+    assert max(len(key) for key in kept) < 100  # not 64 x 500 KB
+    for name in names[1:]:
+        throttle.succeeded("10.0.0.9", name)
+    assert throttle.failed("10.0.0.9", 1, names[0]) == 200  # one failure left, then this one

@@ -19,6 +19,7 @@ from clientmetrics.client.sasl import SaslCredentials, SaslOAuthBearer, SaslPlai
 from clientmetrics.errors import ConfigurationError
 
 __all__ = [
+    "CONNECT_TIMEOUT_S",
     "PROTOCOLS",
     "SUPPORTED_MECHANISMS",
     "ClientSecurity",
@@ -28,6 +29,10 @@ __all__ = [
 ]
 
 PROTOCOLS = ("PLAINTEXT", "SSL", "SASL_PLAINTEXT", "SASL_SSL")
+#: How long reaching a Kafka cluster (connect, TLS, SASL, a first answer) may take
+#: before a command that needs it at start says it cannot: the gateway's upstream
+#: (``upstream_connect_timeout_s``) and the pipeline's source and master.
+CONNECT_TIMEOUT_S = 10.0
 SUPPORTED_MECHANISMS = ("PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512", "OAUTHBEARER")
 _PLAIN_MODULE = "org.apache.kafka.common.security.plain.PlainLoginModule"
 _SCRAM_MODULE = "org.apache.kafka.common.security.scram.ScramLoginModule"

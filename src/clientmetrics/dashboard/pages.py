@@ -101,9 +101,16 @@ _INVENTORY_HEADERS = (
 )
 
 
+def shown(*parts: object, sep: str = " ") -> str:
+    """Label values as one cell: ``unknown`` where no record said (a topic writer with
+    fewer labels, docs/record-format.md), never ``None`` or a bare separator."""
+    said = [str(p) for p in parts if p is not None and p != ""]
+    return sep.join(said) if said else "unknown"
+
+
 def _inventory_row(row: dict[str, Any]) -> list[str]:
-    software = f"{row['client_software_name'] or ''} {row['client_software_version'] or ''}"
-    address = f"{row['client_source_address'] or ''}:{row['client_source_port'] or ''}"
+    software = shown(row["client_software_name"], row["client_software_version"])
+    address = shown(row["client_source_address"], row["client_source_port"], sep=":")
     if row["terminated"]:
         state = "<span class='badge ok'>terminated</span>"
     elif row["silent"]:
@@ -115,9 +122,9 @@ def _inventory_row(row: dict[str, Any]) -> list[str]:
     return [
         client_link(row["client_instance_id"], row["client_id"] or "(none)"),
         _short_id(row["client_instance_id"] or ""),
-        escape(software.strip()),
+        escape(software),
         escape(address),
-        escape(row["principal"] or ""),
+        escape(shown(row["principal"])),
         escape(row["group_id"] or ""),
         when(row["last_seen"]),
         state,

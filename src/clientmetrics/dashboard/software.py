@@ -10,7 +10,7 @@ from html import escape
 
 import pyarrow as pa
 
-from clientmetrics.dashboard.pages import layout
+from clientmetrics.dashboard.pages import layout, shown
 from clientmetrics.pipeline.core.coverage import COVERAGE_INPUT, software_coverage
 from clientmetrics.pipeline.core.decode import decode_pushes
 from clientmetrics.pipeline.core.schemas import LABEL_COLUMNS
@@ -50,8 +50,8 @@ def software_page(table: pa.Table | None) -> str:
         share = "" if row["coverage"] is None else f" ({row['coverage']:.0%})"
         rows.append(
             "<tr>"
-            f"<td><b>{escape(str(row['client_software_name']))}</b></td>"
-            f"<td>{escape(str(row['client_software_version']))}</td>"
+            f"<td><b>{escape(shown(row['client_software_name']))}</b></td>"
+            f"<td>{escape(shown(row['client_software_version']))}</td>"
             f"<td>{row['instances']}</td>"
             f"<td>{escape(', '.join(row['roles'])) or '<span class=muted>none</span>'}</td>"
             f"<td class=coverage>{len(sent)} of {wanted}{share}</td>"

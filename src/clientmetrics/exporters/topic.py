@@ -38,6 +38,19 @@ from clientmetrics.telemetry.otlp import TELEMETRY_TOPIC, export_request
 log = structlog.get_logger(__name__)
 
 DEFAULT_TOPIC = TELEMETRY_TOPIC
+#: The labels of a record by default (docs/record-format.md), the broker plugin's too: all
+#: the inventory shows of a client. A record's labels multiply no series (readers key a
+#: client by its instance id), unlike the other exporters', whose default stays short;
+#: ``bench/record_labels.py`` measures what the five beyond Strimzi's two cost a record.
+DEFAULT_LABELS = (
+    "client_id",
+    "client_instance_id",
+    "client_software_name",
+    "client_software_version",
+    "client_source_address",
+    "client_source_port",
+    "principal",
+)
 #: Settings that map straight onto librdkafka's producer properties.
 SECURITY = {
     "security_protocol": "security.protocol",
@@ -165,21 +178,36 @@ class TopicSink:
         self._thread.start()
 
     def _ensure_topic(self, ck: Any) -> None:
-        """Create the topic if it is missing; a broker that refuses is logged, not fatal."""
+        """Create the topic if it is missing; a broker that refuses is logged, not fatal.
+
+        A topic that exists is left as it is, whatever its partition count: adding
+        partitions would move some instances' records to another partition midway
+        (a reader takes a partition as a share of instances). When its count is not
+        ``partitions``, one warning names both.
+        """
         admin = ck.admin.AdminClient(
             {k: v for k, v in self.config.items() if k.startswith(_CLIENT)}
         )
         new_topic = ck.admin.NewTopic
         try:
             topics = admin.list_topics(timeout=10).topics
-            if self.topic in topics and not topics[self.topic].error:
+            found = topics.get(self.topic)
+            if found is not None and not found.error:
+                if len(found.partitions) != self.partitions:
+                    log.warning(
+                        "topic_exporter_partitions_differ",
+                        topic=self.topic,
+                        partitions=len(found.partitions),
+                        configured=self.partitions,
+                        note="the topic exists and is left as it is; see docs/exporters.md",
+                    )
                 return
             futures = admin.create_topics(
                 [new_topic(self.topic, num_partitions=self.partitions, replication_factor=-1)],
                 operation_timeout=10,
             )
             futures[self.topic].result(10)
-            log.info("topic_exporter_created_topic", topic=self.topic)
+            log.info("topic_exporter_created_topic", topic=self.topic, partitions=self.partitions)
         except ck.KafkaException as exc:
             log.warning("topic_exporter_topic_not_created", topic=self.topic, error=str(exc))
 
@@ -288,6 +316,10 @@ def producer_config(options: Mapping[str, object], *, required: bool = False) ->
         "client.id": "clientmetrics-topic-exporter",
         "acks": "all",
         "linger.ms": 5 if required else 20,
+        # As the broker plugin's producer: a Java client's record repeats its labels in
+        # each of its ~100 resources (~20 KB more per record with the default labels;
+        # ~0.3-0.5 KB once compressed, bench/record_labels.py).
+        "compression.type": "lz4",
         "log_level": 3,
         **PARTITIONER,
     }
@@ -335,7 +367,7 @@ def create(options: Mapping[str, object], data_dir: Path) -> Exporter:
     Fail-open (a ``QueuedExporter``) unless ``required = true``: then the gating
     ``AckedTopicExporter``, whose ``queue_size`` bounds the pushes awaiting the cluster.
     """
-    queue, rest = QueueOptions.take("topic", options)
+    queue, rest = QueueOptions.take("topic", {"labels": list(DEFAULT_LABELS), **options})
     unknown = set(rest) - _OWN
     if unknown:
         raise ConfigurationError(f"unknown topic exporter options: {', '.join(sorted(unknown))}")

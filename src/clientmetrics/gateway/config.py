@@ -10,6 +10,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from clientmetrics.addresses import parse_host_port
+from clientmetrics.client.properties import CONNECT_TIMEOUT_S
 from clientmetrics.errors import ConfigurationError
 from clientmetrics.gateway.tls import TlsConfig
 from clientmetrics.gateway.upstream_security import UpstreamSecurity
@@ -129,7 +130,10 @@ class GatewayConfig:
     subscriptions_bootstrap_servers: tuple[Address, ...] = ()
     #: How long the broker may hold the topic store's fetch when nothing changed.
     subscriptions_fetch_wait_ms: int = 30_000
-    upstream_connect_timeout_s: float = 10.0
+    #: The key file the gateways sharing a topic store sign its records with; None:
+    #: records are not signed, and anyone who can write the topic changes the fleet.
+    subscriptions_key_file: Path | None = None
+    upstream_connect_timeout_s: float = CONNECT_TIMEOUT_S
     #: ``[tls]``: the certificate SSL and SASL_SSL listeners present.
     tls: TlsConfig | None = None
     #: ``[upstream]``: how proxy mode and the topic store reach the cluster.
@@ -186,6 +190,9 @@ class GatewayConfig:
                 "subscriptions_bootstrap_servers is the topic store's cluster; "
                 'it does not go with store = "sqlite"'
             )
+        if self.subscriptions_key_file is not None and self.store_kind != "topic":
+            raise ConfigurationError("subscriptions_key_file signs the topic store's records; "
+                                     "this gateway keeps subscriptions in SQLite")  # fmt: skip
         if not 100 <= self.subscriptions_fetch_wait_ms <= 300_000:
             raise ConfigurationError("subscriptions_fetch_wait_ms must be 100 to 300000")
         if self.broker_port_base is not None and not 0 < self.broker_port_base <= 65535:

@@ -253,6 +253,7 @@ _GATEWAY_SETTINGS: dict[str, tuple[str, Callable[[str, Any], Any]]] = {
     },
     "upstream": ("upstream", _addresses),
     "subscriptions_bootstrap_servers": ("subscriptions_bootstrap_servers", _addresses),
+    "subscriptions_key_file": ("subscriptions_key_file", lambda _name, value: Path(str(value))),
 }
 #: ``data_dir`` too: ``--data-dir`` may come from the file.
 GATEWAY_KEYS = frozenset({*_GATEWAY_SETTINGS, "data_dir"})

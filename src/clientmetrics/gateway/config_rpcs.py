@@ -14,7 +14,7 @@ from typing import Any
 import structlog
 
 from clientmetrics.gateway.authz import CLUSTER_AUTHORIZATION_FAILED_MESSAGE, AuthorizationHolder
-from clientmetrics.gateway.handlers import ConnectionState
+from clientmetrics.gateway.handlers import ConnectionState, audit_identity
 from clientmetrics.gateway.subscriptions import Subscriptions
 from clientmetrics.security.base import Operation
 from clientmetrics.store.base import StoreError
@@ -23,6 +23,7 @@ from clientmetrics.telemetry.configs import (
     apply_incremental,
     describe,
     normalize,
+    over_cap,
     validate,
 )
 from clientmetrics.telemetry.java_order import map_key_order
@@ -80,11 +81,7 @@ def _audit(
     Info level, one event per resource: ``subscription_changed`` with the configs
     before and after, ``subscription_change_refused`` with the error and what was asked.
     """
-    who = (
-        {"principal": conn.principal, "source": f"{conn.peer_host}:{conn.peer_port}"}
-        if conn is not None
-        else {}
-    )
+    who = audit_identity(conn)
     asked = [
         {"name": c.name, "op": int(getattr(c, "config_operation", 0)), "value": c.value}
         for c in resource.configs
@@ -146,11 +143,8 @@ class ConfigHandlers:
         cap = self._max_subscriptions
         if cap is None or not new or stored or count < cap:
             return None
-        return {
-            "error_code": ErrorCode.POLICY_VIOLATION,
-            "error_message": f"Cannot create client metrics subscription {name}: the gateway "
-            f"already holds the maximum of {cap} subscriptions (max_subscriptions)",
-        }
+        error = over_cap(name, cap)
+        return {"error_code": error.error_code, "error_message": error.message}
 
     # -- DescribeConfigs ------------------------------------------------------
     async def describe_configs(self, conn: ConnectionState, request: Request) -> Reply:

@@ -123,6 +123,8 @@ class Connection:
         #: Answers under way (upstream responses, ``AnswerLater``s): a close waits for them.
         self._pending = 0
         self._later: set[asyncio.Future[bytes]] = set()
+        #: Aborts a closing connection that its grace (or the failed-login delay) outlived.
+        self._deadline: asyncio.TimerHandle | None = None
 
     # -- transport callbacks ----------------------------------------------------
     def _made(self, transport: asyncio.Transport) -> None:
@@ -208,9 +210,17 @@ class Connection:
                 request, UnsupportedApi(request.header.api_key, request.header.api_version)
             )
             return
+        refusal = upstream.refuse(self.conn, request)
+        if refusal is not None:  # never forwarded (proxy mode's protected topic)
+            if isinstance(refusal, Close):
+                self.close(refusal)
+                return
+            self.core.complete(request.id, refusal.data)
+            self._flush()
+            return
         answered = None
         if request.id != NO_RESPONSE:
-            rewrite = upstream.rewriter_for(request.header)
+            rewrite = upstream.rewriter_for(request)
             answered = functools.partial(self._upstream_answered, request, rewrite, verdict)
         try:
             link.forward(request.frame, answered)
@@ -370,7 +380,7 @@ class Connection:
             delay = self._limits.authentication_failed(conn.peer_host, conn.core.sasl.claimed)
         loop = asyncio.get_running_loop()
         # Neither a peer that stops reading nor an answer that never comes holds it open.
-        loop.call_later(delay + _CLOSE_GRACE_S, self.protocol.abort)
+        self._deadline = loop.call_later(delay + _CLOSE_GRACE_S, self.protocol.abort)
         if delay > 0:
             self._holding = True
             loop.call_later(delay, self._release_hold)
@@ -414,6 +424,18 @@ class Connection:
             self.protocol.close()
             self._limits.release(self.conn.peer_host)
             self._services.on_close(self.conn)
+            self._let_go()
+
+    def _let_go(self) -> None:
+        """Free this connection by reference counting alone, at once: cancel its timer
+        and break the cycles between it, its state and its core (the framer breaks its
+        own). Left to the cyclic collector, a closed connection's objects (~5 KB) stay
+        for good once gc.freeze has moved them to the permanent generation."""
+        if self._deadline is not None:
+            self._deadline.cancel()
+            self._deadline = None
+        self.conn.forget_closer()
+        self.core.on_readable = None
 
     def _upstream_closed(self) -> None:
         # A broker going away closes its clients' connections, idle ones too;

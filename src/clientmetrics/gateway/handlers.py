@@ -21,8 +21,8 @@ from typing import TYPE_CHECKING, Any, Protocol
 
 from clientmetrics.security.base import Operation
 from clientmetrics.telemetry.model import UNKNOWN, ClientContext
-from clientmetrics.wire import SERVED, ApiKey, RequestHeader
-from clientmetrics.wire.results import Close, Reply, Request
+from clientmetrics.wire import SERVED, ApiKey
+from clientmetrics.wire.results import Answer, Close, Reply, Request
 from clientmetrics.wire.server import ServerConnection
 
 if TYPE_CHECKING:
@@ -36,6 +36,7 @@ __all__ = [
     "Services",
     "Upstream",
     "advertised_versions",
+    "audit_identity",
     "served_versions",
 ]
 
@@ -78,6 +79,11 @@ class ConnectionState:
     def principal(self, principal: str) -> None:
         """The transport's identity (a TLS client certificate), before any request."""
         self.core.set_transport_principal(principal)
+
+    def forget_closer(self) -> None:
+        """The connection is gone: drop ``close`` (its driver's bound method, which
+        holds this state: a cycle the cyclic collector alone would free)."""
+        self.close = _no_close
 
     @property
     def user(self) -> str:
@@ -134,6 +140,13 @@ class ConnectionState:
         return context
 
 
+def audit_identity(conn: ConnectionState | None) -> dict[str, str]:
+    """Who did it, from where: the fields every audit line of the gateway starts with."""
+    if conn is None:
+        return {}
+    return {"principal": conn.principal, "source": f"{conn.peer_host}:{conn.peer_port}"}
+
+
 #: A request handler: the connection and the request in, a named reply out.
 Handler = Callable[[ConnectionState, Request], Awaitable[Reply]]
 
@@ -145,8 +158,12 @@ class Upstream(Protocol):
         """A link to the broker, logged in where the gateway logs in; ``UpstreamError``."""
         ...
 
-    def rewriter_for(self, header: RequestHeader) -> Rewriter | None:
-        """What the answer to ``header``'s request needs changed (None: nothing)."""
+    def refuse(self, conn: ConnectionState, request: Request) -> Answer | Close | None:
+        """The answer refusing ``request`` without forwarding it (None: forward it)."""
+        ...
+
+    def rewriter_for(self, request: Request) -> Rewriter | None:
+        """What the answer to ``request`` needs changed (None: nothing)."""
         ...
 
 

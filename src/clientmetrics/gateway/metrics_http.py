@@ -39,6 +39,7 @@ METRICS: dict[str, tuple[str, str]] = {
     "push": ("counter", "PushTelemetry requests answered"),
     "get_subscriptions": ("counter", "GetTelemetrySubscriptions requests answered"),
     "connections": ("gauge", "Open client connections"),
+    "connections_closed": ("counter", "Client connections closed, by either side"),
     "connections_throttled": (
         "counter",
         "Connections held unread, then closed, over connection_creation_rate_per_ip",
@@ -77,7 +78,22 @@ METRICS: dict[str, tuple[str, str]] = {
         "Event-loop delays of loop_stall_log_ms or more (logged as loop_stalled)",
     ),
     "gc_pause_seconds": ("counter", "Time spent in garbage collections, seconds"),
+    "subscription_records_refused": (
+        "counter",
+        "Subscription store records refused (changing nothing), by reason",
+    ),
+    "subscription_records_signed": (
+        "gauge",
+        "1 when the topic store's records are signed and verified (subscriptions_key_file)",
+    ),
+    "subscription_follower_up": ("gauge", "1 while the topic store's follower thread runs"),
+    "subscription_follower_restarts": (
+        "counter",
+        "Times the topic store's follower died and was started again",
+    ),
 }
+#: Values of a labelled metric are keyed ``name:label value`` (one label, ``reason``).
+LABELLED = {"subscription_records_refused": "reason"}
 
 
 PREFIX = "kafka_server_client_metrics_"
@@ -95,10 +111,19 @@ class _GatewayCollector(Collector):
     def collect(self) -> Iterator[Metric]:
         values = self._read()
         for name, (kind, text) in METRICS.items():
-            if name not in values:
-                continue
             full = f"{PREFIX}{name}"
             family: Metric
+            if name in LABELLED:
+                labelled = {k.split(":", 1)[1]: v for k, v in values.items()
+                            if k.startswith(f"{name}:")}  # fmt: skip
+                if labelled:
+                    family = CounterMetricFamily(full, text, labels=[LABELLED[name]])
+                    for label, value in sorted(labelled.items()):
+                        family.add_metric([label], value)
+                    yield family
+                continue
+            if name not in values:
+                continue
             if kind == "counter":
                 family = CounterMetricFamily(full, text, value=values[name])
             else:

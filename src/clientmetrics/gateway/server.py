@@ -45,7 +45,7 @@ from clientmetrics.gateway.sasl_setup import (
     warn_unprotected,
 )
 from clientmetrics.gateway.scram_rpcs import ScramHandlers
-from clientmetrics.gateway.subscriptions import Subscriptions
+from clientmetrics.gateway.subscriptions import Subscriptions, store_signer
 from clientmetrics.gateway.tables import standalone_handlers
 from clientmetrics.gateway.tasks import OwnedTasks
 from clientmetrics.gateway.telemetry_rpcs import TelemetryHandlers
@@ -118,7 +118,7 @@ class Gateway:
         self._connections: dict[int, ConnectionState] = {}
         self._services: Services | None = None
         self._proxy: ProxyServer | None = None
-        self._stats = {"push": 0, "get_subscriptions": 0}
+        self._stats = {"push": 0, "get_subscriptions": 0, "connections_closed": 0}
         #: Decompresses and parses large pushes off the event loop (see telemetry_rpcs).
         self._decoder = ThreadPoolExecutor(2, thread_name_prefix="push-decode")
         #: Telemetry requests' turns on the event loop, shared fairly between sources.
@@ -266,6 +266,8 @@ class Gateway:
                 cfg.subscriptions_topic,
                 client_config=cfg.upstream_security.librdkafka(),
                 fetch_wait_ms=cfg.subscriptions_fetch_wait_ms,
+                signer=store_signer(cfg),
+                max_subscriptions=cfg.max_subscriptions,
             )
         return SqliteSubscriptionStore(cfg.data_dir / "subscriptions.db")
 
@@ -377,6 +379,7 @@ class Gateway:
 
     def _closed(self, conn: ConnectionState) -> None:
         self._connections.pop(conn.connection_id, None)
+        self._stats["connections_closed"] += 1
         self._housekeeping.connection_closed(conn)
 
     def not_ready(self) -> str | None:
@@ -390,6 +393,8 @@ class Gateway:
                 reason = exporter.health()
                 if reason is not None:
                     return f"{exporter.name}: {reason}"
+        if isinstance(self._store, HealthReporting):
+            return self._store.health()  # a topic store with no live follower
         return None
 
     def metrics_snapshot(self) -> dict[str, float]:
@@ -416,6 +421,8 @@ class Gateway:
         for exporter in self._exporters or []:
             if isinstance(exporter, HealthReporting):
                 values.update(exporter.counters())
+        if isinstance(self._store, HealthReporting):
+            values.update(self._store.counters())
         values["ready"] = 0.0 if self.not_ready() else 1.0
         return values
 

@@ -28,6 +28,10 @@ _WRITE_HIGH = 8 * 1024 * 1024
 TLS_READ_AHEAD_BYTES = 64 * 1024
 
 
+def _ignore(*_args: object) -> None:
+    return None
+
+
 def frame_bytes(frame: bytes | bytearray) -> list[bytes | bytearray]:
     """The pieces to write for ``frame`` with its size prefix (one piece when small)."""
     prefix = _SIZE.pack(len(frame))
@@ -162,6 +166,11 @@ class FrameProtocol(asyncio.BufferedProtocol):
         self._view = memoryview(self._scratch)
         self._start = self._end = 0
         self.transport = None
+        # And of the callbacks: they are the owner's bound methods, and the owner holds
+        # this protocol, a cycle that only the cyclic collector would free (and never,
+        # once gc.freeze has moved it to the permanent generation).
+        self._on_frame = self._on_lost = self._on_writable = _ignore
+        self._on_made = self._reserve = None
 
     def _fail(self, exc: Exception) -> None:
         self._report_lost(exc)

@@ -164,8 +164,11 @@ class UpstreamLink:
         """Write a request frame (no size prefix); ``on_answer`` gets its response frame,
         or the ``UpstreamError`` that ended the link, from the link's own callback (no
         future, no task switch: the proxy's hot path). None: no response is owed."""
-        if self._failure is not None:
-            raise self._failure
+        failure = self._failure
+        if failure is not None:
+            # A fresh one each time: the stored error would collect every raiser's frames
+            # in its traceback, a cycle through this link and its client's connection.
+            raise type(failure)(*failure.args)
         assert self._protocol is not None, "send before connect"
         self._protocol.write_frame(frame)
         if on_answer is not None:

@@ -5,7 +5,6 @@ from __future__ import annotations
 import json
 import os
 import signal
-import socket
 import threading
 from collections.abc import Callable
 from pathlib import Path
@@ -25,6 +24,7 @@ from clientmetrics.errors import ClientMetricsError, ConfigurationError
 from clientmetrics.logs import configure_logging
 from clientmetrics.pipeline.core.rules import RuleSet, load_rules
 from clientmetrics.pipeline.run_summary import RunSummary, summarise_run, table_files
+from clientmetrics.pipeline.spark.files import absolute_location
 from clientmetrics.telemetry.otlp import TELEMETRY_TOPIC as DEFAULT_TOPIC
 from clientmetrics.telemetry.push_arrow import landed_pushes
 
@@ -143,17 +143,21 @@ def _options(function: Callable[..., Any]) -> Callable[..., Any]:
 def _config(options: dict[str, Any], trigger_seconds: float, flush_windows: bool) -> Any:
     from clientmetrics.pipeline.jobs.job import PipelineConfig
 
-    data: Path = options["data_dir"]
+    # Every location absolute from here on (``absolute_location``): the default data
+    # directory, ./cm-data, is relative, and Spark's checkpoint and pyarrow must agree.
+    data = Path(absolute_location(str(options["data_dir"])))
     rules = load_rules(options["rules"]) if options["rules"] else RuleSet()
     if options["webhook"]:
         rules = RuleSet(rules.rules, options["webhook"], rules.sink)
+    checkpoint = options["checkpoint"] or str(data / "checkpoints" / "pipeline")
+    sink = options["alert_sink"] or rules.sink or str(data / "alerts.jsonl")
     return PipelineConfig(
         kafka=_kafka(options),
-        input_path=options["input_path"] or str(landed_pushes(data)),
-        output_path=options["output_path"] or str(data / "tables"),
-        checkpoint_path=options["checkpoint"] or str(data / "checkpoints" / "pipeline"),
+        input_path=absolute_location(options["input_path"] or str(landed_pushes(data))),
+        output_path=absolute_location(options["output_path"] or str(data / "tables")),
+        checkpoint_path=absolute_location(checkpoint),
         rules=rules,
-        alert_sink=options["alert_sink"] or rules.sink or str(data / "alerts.jsonl"),
+        alert_sink=absolute_location(sink),
         window_seconds=options["window_seconds"],
         lateness_seconds=options["lateness_seconds"],
         max_files_per_trigger=options["max_files_per_trigger"],
@@ -191,35 +195,18 @@ def _local_path(path: str) -> Path | None:
     return None if "://" in path else Path(path)
 
 
-#: How long ``spark://`` masters get to accept a TCP connection before the run gives up.
-MASTER_CONNECT_TIMEOUT_S = 5.0
+def _check_reachable(master: str | None, kafka: Any) -> None:
+    """One line, within ``reach.CONNECT_TIMEOUT_S`` each, when the master or the topic
+    cannot be used: Spark would retry for minutes, or for ever, then print pages."""
+    from clientmetrics.pipeline.jobs.reach import Unreachable, check_kafka, check_master
 
-
-def check_master_reachable(master: str, timeout_s: float = MASTER_CONNECT_TIMEOUT_S) -> None:
-    """``CommandError`` (one line) when no address of a ``spark://`` master accepts TCP.
-
-    Spark itself retries an unreachable standalone master for about a minute and then
-    prints pages of Java and Python traces; this answers in seconds instead.
-    """
-    if not master.startswith("spark://"):
-        return
-    reasons = []
-    for address in master.removeprefix("spark://").split(","):
-        host, _, port = address.rpartition(":")
-        if not port.isdigit():
-            raise CommandError(f"clientmetrics pipeline: bad Spark master {master!r}: {address}")
-        try:
-            socket.create_connection((host.strip("[]"), int(port)), timeout_s).close()
-            return
-        except socket.gaierror as exc:
-            reasons.append(f"{address}: {exc.strerror}")
-        except TimeoutError:
-            reasons.append(f"{address}: no answer within {timeout_s:g} s")
-        except OSError as exc:
-            reasons.append(f"{address}: {exc.strerror or exc}")
-    raise CommandError(
-        f"clientmetrics pipeline: cannot reach the Spark master ({'; '.join(reasons)})"
-    )
+    try:
+        if master is not None:
+            check_master(master)
+        if kafka is not None:
+            check_kafka(kafka.bootstrap_servers, kafka.topic, kafka.properties)
+    except Unreachable as exc:
+        raise CommandError(f"clientmetrics pipeline: {exc}") from exc
 
 
 def _start(
@@ -230,7 +217,7 @@ def _start(
         extra = dict(item.split("=", 1) for item in options["conf"])
     except (ConfigurationError, ValueError) as exc:
         raise click.UsageError(str(exc)) from exc
-    check_master_reachable(options["master"] or "")
+    _check_reachable(options["master"], config.kafka)
     from pyspark.errors import AnalysisException
 
     from clientmetrics.pipeline.jobs.job import PipelineJob

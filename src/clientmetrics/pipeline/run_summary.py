@@ -11,13 +11,15 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
+import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
+from clientmetrics.pipeline.core.rejects import counts_by_reason
 from clientmetrics.pipeline.core.rules import AlertRule
 
 #: The tables a run appends to (``clients`` is a snapshot, counted whole).
-APPENDED = ("points", "client_windows", "alerts")
+APPENDED = ("points", "client_windows", "alerts", "rejected")
 
 
 def table_files(root: Path) -> dict[str, set[Path]]:
@@ -26,7 +28,7 @@ def table_files(root: Path) -> dict[str, set[Path]]:
 
 
 def _data_files(table: Path) -> Iterable[Path]:
-    for path in table.glob("date=*/*.parquet"):
+    for path in sorted(table.glob("date=*/*.parquet")):
         if not path.name.startswith(("_", ".")):
             yield path
 
@@ -47,6 +49,8 @@ class RunSummary:
     clients: int
     #: Rules whose metric matched none of the points this run wrote: rule -> metric.
     unmatched_rules: Mapping[str, str]
+    #: Records and points this run left out (the ``rejected`` table), by reason.
+    rejected: Mapping[str, int]
     #: Points whose value is NaN or ±Inf (no measurement: no rule judges them).
     non_finite_values: int = 0
 
@@ -59,7 +63,9 @@ class RunSummary:
             ("alerts firing", self.alerts_firing),
             ("alerts resolved", self.alerts_resolved),
             ("clients", self.clients),
+            ("rejected", sum(self.rejected.values())),
         ]
+        rows += [(f"  {reason}", count) for reason, count in sorted(self.rejected.items())]
         if self.non_finite_values:  # a line only when there are some: they are rare
             rows.append(("NaN/Inf values", self.non_finite_values))
         return [f"{name:>15}: {value}" for name, value in rows]
@@ -68,6 +74,7 @@ class RunSummary:
         """The summary as JSON-ready values."""
         values = asdict(self)
         values["unmatched_rules"] = dict(self.unmatched_rules)
+        values["rejected"] = dict(sorted(self.rejected.items()))
         return values
 
 
@@ -95,8 +102,14 @@ def summarise_run(
         alerts_resolved=resolved,
         clients=_rows(_data_files(root / "clients")),
         unmatched_rules=_unmatched(added["points"], rules) if points else {},
+        rejected=_rejected(added["rejected"]),
         non_finite_values=sum(map(_non_finite, added["points"])),
     )
+
+
+def _rejected(paths: Sequence[Path]) -> dict[str, int]:
+    tables = [pq.read_table(path, columns=["reason", "count"]) for path in paths]
+    return counts_by_reason(pa.concat_tables(tables)) if tables else {}
 
 
 def _non_finite(path: Path) -> int:

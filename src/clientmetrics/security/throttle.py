@@ -10,16 +10,28 @@ A successful authentication forgets only its own user's failures from that sourc
 logging in with an account one owns between guesses at another account's password
 (or at many accounts') no longer resets the delay, while a user who mistyped and
 then logged in starts afresh. Memory is bounded: the least recently failing sources
-are forgotten first, and a source keeps at most ``max_users_per_source`` names
-(failures beyond count for the source and are forgotten only with it).
+are forgotten first, a source whose last failure is ``forget_after_ms`` old is
+dropped as others fail, and a source keeps at most ``max_users_per_source`` names
+(failures beyond count for the source and are forgotten only with it); a name longer
+than ``_NAME_KEPT`` is kept as its digest (a client may claim a 500 KB one).
 """
 
 from __future__ import annotations
 
+import hashlib
 from collections import OrderedDict
 from dataclasses import dataclass, field
 
 __all__ = ["FailureThrottle"]
+
+#: Characters of a claimed name kept as such; longer ones are keyed by a digest.
+_NAME_KEPT = 256
+
+
+def _user_key(user: str) -> str:
+    if len(user) <= _NAME_KEPT:
+        return user
+    return "sha256:" + hashlib.sha256(user.encode("utf-8", "surrogatepass")).hexdigest()
 
 
 @dataclass(slots=True)
@@ -60,17 +72,25 @@ class FailureThrottle:
     def failed(self, source: str, now_ms: int, user: str | None = None) -> int:
         """Record a failure from ``source`` (claiming ``user``, if known); the delay (ms)
         before answering it."""
-        record = self._sources.pop(source, None)
+        sources = self._sources
+        record = sources.pop(source, None)
         if record is None or now_ms - record.last_ms >= self.forget_after_ms:
             record = _Record(0, now_ms)
         record.failures += 1
         record.last_ms = now_ms
         by_user = record.by_user
-        if user is not None and (user in by_user or len(by_user) < self.max_users_per_source):
-            by_user[user] = by_user.get(user, 0) + 1
-        self._sources[source] = record
-        while len(self._sources) > self.max_sources:
-            self._sources.popitem(last=False)
+        if user is not None:
+            key = _user_key(user)
+            if key in by_user or len(by_user) < self.max_users_per_source:
+                by_user[key] = by_user.get(key, 0) + 1
+        # In order of last failure: the stale ones are first (``last_ms`` only grows
+        # for a source moved to the end, so the first fresh one ends the sweep).
+        while sources:
+            oldest = next(iter(sources.values()))
+            if len(sources) < self.max_sources and now_ms - oldest.last_ms < self.forget_after_ms:
+                break
+            sources.popitem(last=False)
+        sources[source] = record
         if self.base_delay_ms == 0:
             return 0
         # 2**n overflows nothing here: the exponent is capped well below the ceiling.
@@ -83,6 +103,6 @@ class FailureThrottle:
         record = self._sources.get(source)
         if record is None:
             return
-        record.failures -= record.by_user.pop(user, 0)
+        record.failures -= record.by_user.pop(_user_key(user), 0)
         if record.failures <= 0:
             del self._sources[source]

@@ -21,17 +21,22 @@ record without ``base`` (older versions, other tools) is applied as it stands,
 and a name's first record seen is accepted whatever its base: the ones before
 it may have been compacted away.
 
+The topic is open to whoever may write to it, so its records are untrusted:
+each is decoded with bounded size and depth, verified when the gateways share a
+key (``signing.py``), and counted as refused when unusable (``records.py``,
+``refusals.py``); the subscription cap holds on what is read as on what is
+written (``log_state.py``). Nothing a record holds can stop the follower.
+
 The Kafka client is librdkafka (confluent-kafka): its producer and consumer are
-thread-based, so the consumer is polled on one thread of ours, the producer is
-flushed on a worker thread, and results cross into the event loop with
-``call_soon_threadsafe``.
+thread-based, so the consumer is polled on one thread of ours (``follow.py``,
+which decodes there and restarts the thread if it dies), the producer is
+flushed on a worker thread, and results cross into the event loop in batches
+with ``call_soon_threadsafe``.
 """
 
 from __future__ import annotations
 
 import asyncio
-import json
-import threading
 import time
 from collections.abc import Mapping
 from typing import Any
@@ -48,7 +53,12 @@ from confluent_kafka import (
 from confluent_kafka.admin import AdminClient, NewTopic  # type: ignore[attr-defined]
 
 from clientmetrics.store.base import Change, ChangeListener, ConfigMap, StoreError
-from clientmetrics.store.follow import FetchWatch
+from clientmetrics.store.follow import FetchWatch, Follower, Item, read_batch
+from clientmetrics.store.log_state import LogState, Outcome
+from clientmetrics.store.records import Decoded, Reason, Refused, encode_value
+from clientmetrics.store.refusals import Refusals
+from clientmetrics.store.signing import SIGNATURE_HEADER, RecordSigner
+from clientmetrics.telemetry.configs import over_cap
 
 __all__ = ["DEFAULT_TOPIC", "TopicSubscriptionStore"]
 
@@ -59,50 +69,16 @@ DEFAULT_TOPIC = "__client_metrics_subscriptions"
 #: ``fetch.wait.max.ms``): the idle gateway's request rate to the cluster.
 DEFAULT_FETCH_WAIT_MS = 30_000
 CLIENT_ID = "clientmetrics-subscriptions"
-_POLL_S = 0.5  # how soon the following thread notices close()
 _CAS_ATTEMPTS = 50  # an alter losing this many compare-and-sets in a row gives up
 
 
-def encode_value(configs: ConfigMap, base: int | None = None) -> bytes | None:
-    """The record value for ``configs`` computed from the record at ``base``.
-
-    Without a base, empty configs are a tombstone (``None``); with one, a deletion
-    is an empty map so that it is compared-and-set like any other change.
-    """
-    if not configs and base is None:
-        return None
-    doc: dict[str, Any] = {"configs": dict(sorted(configs.items()))}
-    if base is not None:
-        doc["base"] = base
-    return json.dumps(doc).encode()
-
-
-def decode_base(value: bytes | None) -> int | None:
-    """The ``base`` offset a record value carries, or ``None`` (apply unconditionally)."""
-    if not value:
-        return None
-    try:
-        base = json.loads(value).get("base")
-    except (ValueError, AttributeError):
-        return None
-    return base if isinstance(base, int) else None
-
-
-def decode_value(value: bytes | None) -> dict[str, str]:
-    """The configs a record value carries (empty for a tombstone or garbage)."""
-    if not value:
-        return {}
-    try:
-        doc = json.loads(value)
-        configs = doc["configs"]
-        return {str(k): str(v) for k, v in configs.items()}
-    except (ValueError, KeyError, TypeError, AttributeError):
-        log.warning("subscription_record_invalid", value=value[:200])
-        return {}
-
-
 class TopicSubscriptionStore:
-    """A ``SubscriptionStore`` backed by a (compacted) Kafka topic."""
+    """A ``SubscriptionStore`` backed by a (compacted) Kafka topic.
+
+    ``signer``: records are signed and only signed ones are applied (None: any
+    record is applied; the gateway warns). ``max_subscriptions``: the cap every
+    reader enforces on the log, in log order.
+    """
 
     def __init__(
         self,
@@ -112,25 +88,27 @@ class TopicSubscriptionStore:
         timeout_s: float = 10.0,
         client_config: Mapping[str, Any] | None = None,
         fetch_wait_ms: int = DEFAULT_FETCH_WAIT_MS,
+        signer: RecordSigner | None = None,
+        max_subscriptions: int | None = None,
     ) -> None:
         self._bootstrap = bootstrap
         self._topic = topic
         self._timeout = timeout_s
         self._fetch_wait_ms = fetch_wait_ms
         self._extra = dict(client_config or {})
-        self._state: dict[str, dict[str, str]] = {}
-        #: name -> offset of the last record applied for it (deletions included).
-        self._versions: dict[str, int] = {}
+        self._signer = signer
+        self._cap = max_subscriptions
+        self._log = LogState(max_subscriptions)
+        self.refusals = Refusals(topic)
         self._writing = asyncio.Lock()  # one alter at a time from this gateway
         self._consumed: dict[int, int] = {}  # partition -> next offset to read
-        self._waiters: list[tuple[int, int, asyncio.Future[None]]] = []
+        self._waiters: dict[tuple[int, int], asyncio.Future[Outcome | Reason]] = {}
         self._on_change: ChangeListener | None = None
         self._loop: asyncio.AbstractEventLoop | None = None
         self._producer: Producer | None = None
         self._consumer: Consumer | None = None
-        self._stop = threading.Event()
         self._watch = FetchWatch(topic)
-        self._thread: threading.Thread | None = None
+        self._follower: Follower | None = None
 
     def _client_config(self) -> dict[str, Any]:
         return {
@@ -141,19 +119,22 @@ class TopicSubscriptionStore:
         }
 
     async def start(self, on_change: ChangeListener) -> dict[str, dict[str, str]]:
-        """Create the topic if missing, read it to its end, then follow it."""
+        """Create the topic if missing, read it to its end (off the event loop), then follow it."""
         self._loop = asyncio.get_running_loop()
         try:
             await asyncio.to_thread(self._ensure_topic)
-            state = await asyncio.to_thread(self._catch_up)
+            await asyncio.to_thread(self._catch_up)
         except KafkaException as exc:
             raise StoreError(f"subscription topic {self._topic}: {exc}") from exc
         self._on_change = on_change
-        self._thread = threading.Thread(
-            target=self._follow, name="clientmetrics-topic-store", daemon=True
-        )
-        self._thread.start()
-        log.info("topic_store_started", topic=self._topic, resources=len(state))
+        self._follower = Follower(
+            self._loop, lambda: self._consumer, self._topic, self._signer, self._watch,
+            deliver=self._apply_batch, resume_at=lambda: dict(self._consumed),
+        )  # fmt: skip
+        self._follower.start()
+        state = self._log.configs
+        log.info("topic_store_started", topic=self._topic, resources=len(state),
+                 signed=self._signer is not None)  # fmt: skip
         return {name: dict(configs) for name, configs in state.items()}
 
     def _ensure_topic(self) -> None:
@@ -177,7 +158,9 @@ class TopicSubscriptionStore:
                 log.info("create_topic_retry", topic=self._topic, error=str(error))
         raise StoreError(f"cannot create subscription topic {self._topic}")
 
-    def _catch_up(self) -> dict[str, dict[str, str]]:
+    def _catch_up(self) -> None:
+        """Read the topic to the end it had at start (on a worker thread: the loop has
+        not handed this store anything yet, so the state is this thread's until it ends)."""
         self._producer = Producer({**self._client_config(), "linger.ms": 0, "acks": "all"})
         # Connect and learn the partition leader now, not on the first alter.
         self._producer.list_topics(self._topic, timeout=self._timeout)
@@ -207,22 +190,11 @@ class TopicSubscriptionStore:
             ends[p] = high
             self._consumed[p] = 0
         consumer.assign([TopicPartition(self._topic, p, OFFSET_BEGINNING) for p in partitions])
-        state: dict[str, dict[str, str]] = {}
-        remaining = {p for p, end in ends.items() if end > 0}
-        while remaining:
-            message = consumer.poll(self._timeout)
-            if message is None:
+        while any(self._consumed[p] < end for p, end in ends.items()):
+            items = read_batch(consumer, self._topic, self._signer, self._timeout)
+            if not items:
                 raise StoreError(f"timed out reading subscription topic {self._topic}")
-            if message.error():
-                continue
-            name, configs, base = self._record(message)
-            partition, offset = int(message.partition() or 0), int(message.offset() or 0)
-            self._consumed[partition] = offset + 1
-            self._accept(state, name, configs, base, offset)
-            if offset + 1 >= ends[partition]:
-                remaining.discard(partition)
-        self._state = state
-        return state
+            self._apply_batch(items, notify=False)
 
     def _partitions(self, consumer: Consumer) -> list[int]:
         """The topic's partitions once each has a leader (a topic just created may be
@@ -242,87 +214,38 @@ class TopicSubscriptionStore:
                 raise StoreError(f"subscription topic {self._topic} has no partition leaders")
             time.sleep(0.1)
 
-    @staticmethod
-    def _record(message: Any) -> tuple[str, dict[str, str], int | None]:
-        key = message.key()
-        name = key.decode("utf-8", "replace") if key else ""
-        value = message.value()
-        return name, decode_value(value), decode_base(value)
+    def _apply_batch(self, items: list[Item], notify: bool = True) -> None:
+        """Apply records read from the log, skipping those applied already (our own writes).
 
-    def _accept(
-        self,
-        state: dict[str, dict[str, str]],
-        name: str,
-        configs: dict[str, str],
-        base: int | None,
-        offset: int,
-    ) -> bool:
-        """Apply one record to ``state`` if its compare-and-set holds; True if applied."""
-        if not name:
-            return False
-        last = self._versions.get(name)
-        if base is not None and last is not None and base != last:
-            return False  # computed from a state another record has replaced
-        self._versions[name] = offset
-        if configs:
-            state[name] = configs
-        else:
-            state.pop(name, None)
-        return True
-
-    def _follow(self) -> None:
-        """Hand every new record to the event loop, as the long-polling consumer reads it.
-
-        librdkafka keeps one fetch outstanding, held by the broker until a record
-        arrives or ``fetch.wait.max.ms`` passes; ``poll`` only waits for what it
-        delivers, so it sends nothing to the cluster by itself.
+        Runs on the event loop once following; each record costs a few dict
+        operations (decoding and verifying happened on the follower's thread).
         """
-        consumer = self._consumer
-        loop = self._loop
-        assert consumer is not None
-        assert loop is not None
-        read_to = dict(self._consumed)  # this thread's view; _consumed belongs to the loop
-        while not self._stop.is_set():
-            if self._watch.stuck:
-                # Sent no fetch for two fetch waits: start the partitions' fetchers again.
-                log.warning("subscription_follower_restarted", topic=self._topic)
-                self._watch.stuck = False
-                partitions = [TopicPartition(self._topic, p, o) for p, o in read_to.items()]
-                consumer.assign(partitions)
-                consumer.resume(partitions)
-            try:
-                message = consumer.poll(_POLL_S)
-            except RuntimeError:  # closed under us: close() is under way
-                return
-            if message is None:
+        for partition, offset, record in items:
+            if offset < self._consumed.get(partition, 0):
                 continue
-            if message.error():
-                log.warning("subscription_topic_error", error=str(message.error()))
-                continue
-            name, configs, base = self._record(message)
-            partition, offset = int(message.partition() or 0), int(message.offset() or 0)
-            read_to[partition] = offset + 1
-            loop.call_soon_threadsafe(self._apply, name, configs, base, partition, offset)
+            self._consumed[partition] = offset + 1
+            outcome = self._apply_one(partition, offset, record, notify)
+            waiter = self._waiters.pop((partition, offset), None)
+            if waiter is not None and not waiter.done():
+                waiter.set_result(outcome)
+        for (partition, offset), waiter in list(self._waiters.items()):
+            if self._consumed.get(partition, 0) > offset and not waiter.done():
+                waiter.set_result(Outcome.STALE)  # never delivered: the writer retries
 
-    def _apply(
-        self, name: str, configs: dict[str, str], base: int | None, partition: int, offset: int
-    ) -> None:
-        """Apply the record at ``offset`` unless it was applied already (our own write)."""
-        if offset < self._consumed.get(partition, 0):
-            return
-        self._consumed[partition] = offset + 1
-        before = self._state.get(name, {})
-        applied = self._accept(self._state, name, configs, base, offset)
-        if applied and before != configs and self._on_change is not None:
-            self._on_change(name, dict(configs))
-        still = []
-        for p, o, future in self._waiters:
-            if self._consumed.get(p, 0) > o:
-                if not future.done():
-                    future.set_result(None)
-            else:
-                still.append((p, o, future))
-        self._waiters = still
+    def _apply_one(
+        self, partition: int, offset: int, record: Decoded | Refused, notify: bool
+    ) -> Outcome | Reason:
+        if isinstance(record, Refused):
+            self.refusals.refused(record.name, record.reason, record.detail, partition, offset)
+            return record.reason
+        before = self._log.configs.get(record.name, {})
+        outcome = self._log.apply(record, offset)
+        if outcome is Outcome.OVER_CAP:
+            detail = f"over max_subscriptions ({self._cap})"
+            self.refusals.refused(record.name, Reason.OVER_CAP, detail, partition, offset)
+        elif outcome is Outcome.APPLIED and notify and before != record.configs and self._on_change:
+            self._on_change(record.name, dict(record.configs))
+        return outcome
 
     async def put(self, name: str, configs: ConfigMap) -> None:
         """Replace ``name``'s configs (an update that ignores the stored ones)."""
@@ -334,33 +257,45 @@ class TopicSubscriptionStore:
 
         Each attempt reads the state as of the last record this gateway has read;
         after a lost attempt that includes the winner's record, so every round
-        some writer succeeds.
+        some writer succeeds. A record every reader refuses as over the cap is
+        the cap's ``ConfigError``.
         """
         async with self._writing:
             for _ in range(_CAS_ATTEMPTS):
-                base = self._versions.get(name, -1)
-                new = dict(change(dict(self._state.get(name, {}))))
-                offset = await self._append(name, encode_value(new, base))
-                if self._versions.get(name) == offset:
+                base = self._log.versions.get(name, -1)
+                new = dict(change(dict(self._log.configs.get(name, {}))))
+                value = encode_value(new, base)
+                outcome = await self._append(Decoded(name, new, base), value)
+                if outcome is Outcome.APPLIED:
                     return new
+                if outcome is Outcome.OVER_CAP and self._cap is not None:
+                    raise over_cap(name, self._cap)
+                if isinstance(outcome, Reason):
+                    raise StoreError(f"subscription {name}: own record refused ({outcome.value})")
         raise StoreError(f"subscription {name} kept changing; gave up after {_CAS_ATTEMPTS} tries")
 
-    async def _append(self, name: str, value: bytes | None) -> int:
-        """Append a record for ``name``; return its offset once it is applied here.
+    async def _append(self, record: Decoded, value: bytes | None) -> Outcome | Reason:
+        """Append ``record``; return what applying it did, once it is applied here.
 
         When every record before it has been read, it is applied at once (the
         consumer's copy is skipped later); otherwise once the consumer reaches it.
         """
-        producer = self._producer
-        if producer is None or self._loop is None:
+        producer, loop, name = self._producer, self._loop, record.name
+        if producer is None or loop is None:
             raise StoreError("topic store is not started")
+        key = name.encode()
+        headers: list[tuple[str, str | bytes | None]] = []
+        if self._signer is not None:
+            headers.append((SIGNATURE_HEADER, self._signer.sign(self._topic, key, value)))
         outcome: list[tuple[Any, int, int]] = []  # set by the callback, in flush()
 
         def on_delivery(error: Any, message: Any) -> None:
             outcome.append((error, int(message.partition() or 0), int(message.offset() or 0)))
 
         try:
-            producer.produce(self._topic, key=name.encode(), value=value, on_delivery=on_delivery)
+            producer.produce(
+                self._topic, key=key, value=value, headers=headers, on_delivery=on_delivery
+            )
         except (KafkaException, BufferError) as exc:
             raise StoreError(f"cannot write subscription {name}: {exc}") from exc
         await asyncio.to_thread(producer.flush, self._timeout)
@@ -369,23 +304,50 @@ class TopicSubscriptionStore:
         error, partition, offset = outcome[0]
         if error is not None:
             raise StoreError(f"cannot write subscription {name}: {error}")
-        if self._consumed.get(partition) == offset:
-            self._apply(name, decode_value(value), decode_base(value), partition, offset)
         if self._consumed.get(partition, 0) > offset:
-            return offset
-        seen: asyncio.Future[None] = self._loop.create_future()
-        self._waiters.append((partition, offset, seen))
+            # Read already (by the follower, racing the delivery report): as applied then.
+            return self._outcome_of(record, offset)
+        seen: asyncio.Future[Outcome | Reason] = loop.create_future()
+        self._waiters[(partition, offset)] = seen
+        if self._consumed.get(partition) == offset:
+            self._apply_batch([(partition, offset, record)])
         try:
-            await asyncio.wait_for(seen, self._timeout)
+            return await asyncio.wait_for(seen, self._timeout)
         except TimeoutError as exc:
             raise StoreError(f"timed out reading back subscription {name}") from exc
-        return offset
+        finally:
+            self._waiters.pop((partition, offset), None)
+
+    def _outcome_of(self, record: Decoded, offset: int) -> Outcome:
+        """What applying ``record`` at ``offset`` did, read off the state afterwards."""
+        if self._log.versions.get(record.name) == offset:
+            return Outcome.APPLIED
+        full = self._cap is not None and len(self._log.configs) >= self._cap
+        if record.configs and record.name not in self._log.configs and full:
+            return Outcome.OVER_CAP
+        return Outcome.STALE
+
+    def health(self) -> str | None:
+        """None while the follower is alive; else why the store is not following."""
+        if self._follower is None:
+            return None
+        return self._follower.health()
+
+    def counters(self) -> dict[str, float]:
+        """For ``/metrics``: refused records by reason, the follower's state and restarts."""
+        follower = self._follower
+        self.refusals.flush_due()
+        refused = self.refusals.snapshot()
+        values = {f"subscription_records_refused:{k}": v for k, v in refused.items()}
+        values["subscription_records_signed"] = 1.0 if self._signer is not None else 0.0
+        values["subscription_follower_up"] = 1.0 if follower and follower.alive else 0.0
+        values["subscription_follower_restarts"] = float(follower.restarts if follower else 0)
+        return values
 
     async def close(self) -> None:
         """Stop following the topic and release the clients."""
-        self._stop.set()
-        if self._thread is not None:
-            await asyncio.to_thread(self._thread.join, 5.0)
+        if self._follower is not None:
+            await self._follower.stop()
         if self._producer is not None:
             await asyncio.to_thread(self._producer.flush, 5.0)
         if self._consumer is not None:

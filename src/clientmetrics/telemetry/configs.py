@@ -70,6 +70,23 @@ class ConfigError(ClientMetricsError):
         return self.message
 
 
+def over_cap(name: str, cap: int) -> ConfigError:
+    """Creating ``name`` would exceed ``max_subscriptions`` (one message, written or read)."""
+    return ConfigError(
+        ErrorCode.POLICY_VIOLATION,
+        f"Cannot create client metrics subscription {name}: the gateway already holds "
+        f"the maximum of {cap} subscriptions (max_subscriptions)",
+    )
+
+
+def too_large(size: int, limit: int) -> ConfigError:
+    """A subscription whose stored form would exceed what the stores keep."""
+    return ConfigError(
+        ErrorCode.INVALID_CONFIG,
+        f"The subscription's configs take {size} bytes; at most {limit} are stored",
+    )
+
+
 @dataclass(frozen=True, slots=True)
 class ConfigEntry:
     """One row of a DescribeConfigs result for a client-metrics resource."""

@@ -18,6 +18,7 @@ sharing a bucket are taken by name). Both need many colliding hashes.
 from __future__ import annotations
 
 import struct
+from collections import Counter
 from collections.abc import Iterable
 
 __all__ = ["hash_set_order", "map_key_order", "string_hash"]
@@ -66,17 +67,24 @@ def hash_set_order(items: Iterable[str], *, copy_of: int | None = None) -> tuple
     """
     capacity = _DEFAULT_CAPACITY if copy_of is None else _initial_capacity(copy_of)
     spreads: dict[str, int] = {}
+    # Items per bucket, counted again only when the table grows: linear, not a scan of
+    # every item per insertion (1,000 subscriptions' metrics took 150 ms that way).
+    chains: Counter[int] = Counter()
     for item in items:
         if item in spreads:
             continue
         spread = _spread(item)
         bucket = spread & (capacity - 1)
-        chain = sum(1 for s in spreads.values() if s & (capacity - 1) == bucket)
+        chain = chains[bucket]
         spreads[item] = spread
+        chains[bucket] += 1
+        grown = capacity
         if chain >= _TREEIFY_THRESHOLD and capacity < _MIN_TREEIFY_CAPACITY:
             capacity <<= 1  # treeifyBin resizes a small table instead
         if len(spreads) > capacity * 3 // 4:
             capacity <<= 1
+        if capacity != grown:
+            chains = Counter(s & (capacity - 1) for s in spreads.values())
     position = {item: i for i, item in enumerate(spreads)}
     mask = capacity - 1
     return tuple(sorted(spreads, key=lambda item: (spreads[item] & mask, position[item])))

@@ -79,6 +79,10 @@ POINT_SCHEMA = pa.schema(
 )
 
 
+#: The largest count a point may carry: counts are unsigned 64-bit in OTLP, signed in the tables.
+MAX_COUNT = 2**63 - 1
+
+
 @dataclass(frozen=True, slots=True)
 class DecodedPoints:
     """The data points of a batch of payloads and the payloads that failed to parse."""
@@ -86,6 +90,10 @@ class DecodedPoints:
     points: pa.RecordBatch
     #: Indices (into the input) of payloads that are not valid ``MetricsData``.
     malformed: tuple[int, ...]
+    #: Per point: the OTLP field whose value the tables cannot hold (a count above
+    #: ``MAX_COUNT``: ``count``, ``zero_count`` or ``bucket_counts``), else null. Such a
+    #: point's counts are null in ``points``; the caller decides what it costs.
+    problems: pa.Array | None = None
 
 
 @cache
@@ -112,7 +120,8 @@ def decode_points(
     except ValueError:  # ptars reports bad bytes for the whole batch; find the rows
         binary, malformed = _without_malformed(binary)
         nested = _handler().array_to_record_batch(binary)
-    return DecodedPoints(points=_flatten(nested, drop_resource_keys), malformed=malformed)
+    points, problems = _flatten(nested, drop_resource_keys)
+    return DecodedPoints(points=points, malformed=malformed, problems=problems)
 
 
 def _as_binary(payloads: pa.Array | pa.ChunkedArray) -> pa.Array:
@@ -136,7 +145,9 @@ def _without_malformed(binary: pa.Array) -> tuple[pa.Array, tuple[int, ...]]:
     return pa.array(values, pa.binary()), tuple(bad)
 
 
-def _flatten(nested: pa.RecordBatch, drop_resource_keys: tuple[str, ...]) -> pa.RecordBatch:
+def _flatten(
+    nested: pa.RecordBatch, drop_resource_keys: tuple[str, ...]
+) -> tuple[pa.RecordBatch, pa.Array]:
     resources = nested.column("resource_metrics")
     resource_row = pc.list_parent_indices(resources)
     resource = pc.list_flatten(resources)
@@ -173,7 +184,8 @@ def _flatten(nested: pa.RecordBatch, drop_resource_keys: tuple[str, ...]) -> pa.
         per_point[field.name] if field.name in per_point else _gather(kinds, field, order)
         for field in POINT_SCHEMA
     ]
-    return pa.RecordBatch.from_arrays(arrays, schema=POINT_SCHEMA)
+    problems = _gather(kinds, pa.field("_problem", pa.string()), order)
+    return pa.RecordBatch.from_arrays(arrays, schema=POINT_SCHEMA), problems
 
 
 def _gather(kinds: list[dict[str, pa.Array]], field: pa.Field, order: pa.Array | None) -> pa.Array:
@@ -182,7 +194,8 @@ def _gather(kinds: list[dict[str, pa.Array]], field: pa.Field, order: pa.Array |
     if not any(field.name in points for points in kinds):
         return pa.nulls(sum(sizes), field.type)
     parts = [
-        pc.cast(points[field.name], field.type)
+        # Counts above the target's range were nulled (``_counts_in_range``): no cast fails.
+        pc.cast(points[field.name], field.type, safe=False)
         if field.name in points
         else pa.nulls(size, field.type)
         for points, size in zip(kinds, sizes, strict=True)
@@ -212,7 +225,52 @@ def _kind_points(kind: str, metric: pa.Array) -> dict[str, pa.Array] | None:
         pc.struct_field(point, "attributes"), aliases=ATTRIBUTE_ALIASES, values=ATTRIBUTE_VALUES
     )
     columns.update(_values(kind, point))
+    problem = _counts_in_range(columns)
+    if problem is not None:
+        columns["_problem"] = problem
     return columns
+
+
+#: Unsigned count columns, in the order a point's problem names them.
+_COUNTS = (
+    "count",
+    "zero_count",
+    "bucket_counts",
+    "positive_bucket_counts",
+    "negative_bucket_counts",
+)
+
+
+def _counts_in_range(columns: dict[str, pa.Array]) -> pa.Array | None:
+    """Null every count above ``MAX_COUNT`` (the tables' counts are signed); name the first.
+
+    Returns each point's first out-of-range field (null when none), or None when
+    every count fits. A list is nulled whole when one of its counts does not fit.
+    """
+    problem: pa.Array | None = None
+    ceiling = pa.scalar(MAX_COUNT, pa.uint64())
+    for name in reversed(_COUNTS):
+        if name not in columns:
+            continue
+        values = columns[name]
+        if pa.types.is_list(values.type):
+            flat = pc.list_flatten(values)
+            over = np.flatnonzero(pc.fill_null(pc.greater(flat, ceiling), False).to_numpy(False))
+            bad = np.zeros(len(values), dtype=bool)
+            bad[pc.list_parent_indices(values).to_numpy()[over]] = True
+        else:
+            bad = pc.fill_null(pc.greater(values, ceiling), False).to_numpy(False)
+        if not bad.any():
+            continue
+        mask = pa.array(bad)
+        columns[name] = pc.if_else(mask, pa.nulls(len(values), values.type), values)
+        named = pa.repeat(
+            pa.scalar(name.removeprefix("positive_").removeprefix("negative_")), len(values)
+        )
+        problem = pc.if_else(
+            mask, named, problem if problem is not None else pa.nulls(len(values), pa.string())
+        )
+    return problem
 
 
 def _temporality(data: pa.Array, point_metric: pa.Array) -> pa.Array:
@@ -222,13 +280,16 @@ def _temporality(data: pa.Array, point_metric: pa.Array) -> pa.Array:
 
 
 def _timestamp(nanos: pa.Array) -> pa.Array:
-    micros = pc.divide(pc.cast(nanos, pa.int64()), 1000)
-    return pc.cast(micros, _TIMESTAMP)
+    # Divided while unsigned: any uint64 of nanoseconds is a µs count int64 holds
+    # (2^64 - 1 ns is in the year 2554), so no value a client sends fails the cast.
+    micros = pc.divide(pc.cast(nanos, pa.uint64()), pa.scalar(1000, pa.uint64()))
+    return pc.cast(pc.cast(micros, pa.int64()), _TIMESTAMP)
 
 
 def _values(kind: str, point: pa.Array) -> dict[str, pa.Array]:
     if kind in ("gauge", "sum"):
-        as_int = pc.cast(pc.struct_field(point, "as_int"), pa.float64())
+        # Unsafe: an int above 2^53 becomes the nearest double instead of failing the batch.
+        as_int = pc.cast(pc.struct_field(point, "as_int"), pa.float64(), safe=False)
         return {"value": pc.coalesce(pc.struct_field(point, "as_double"), as_int)}
     values = {
         "value": pc.struct_field(point, "sum"),

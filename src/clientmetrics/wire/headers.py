@@ -141,7 +141,7 @@ def read_uvarint(frame: bytes | bytearray | memoryview, offset: int) -> tuple[in
             raise ProtocolError("varint longer than 5 bytes")
 
 
-def skip_tagged_fields(frame: bytes, offset: int) -> int:
+def skip_tagged_fields(frame: bytes | bytearray | memoryview, offset: int) -> int:
     """Offset after a tagged-fields section; every tag is unknown to a header."""
     count, offset = read_uvarint(frame, offset)
     for _ in range(count):

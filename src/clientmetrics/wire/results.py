@@ -73,6 +73,9 @@ class CloseReason(enum.Enum):
     IDLE = "idle"
     #: The upstream broker went away or answered garbage (proxy mode).
     UPSTREAM_FAILED = "upstream_failed"
+    #: A request the client may not send that cannot be answered with an error (proxy
+    #: mode: Produce with acks=0 naming a protected topic; Kafka closes there too).
+    REFUSED = "refused"
 
 
 @dataclass(frozen=True, slots=True)

@@ -116,7 +116,7 @@ def cases() -> list[dict[str, Any]]:
     producer = LIBRDKAFKA_PRODUCER.read_bytes()
     out.append(
         case(
-            "librdkafka producer push, default labels",
+            "librdkafka producer push, the client id and instance id only",
             PUSH,
             producer,
             ["client_id", "client_instance_id"],
@@ -303,9 +303,22 @@ PARTITIONS = {
 }
 
 
+#: The labels both writers add when none are configured: all the inventory shows of a client.
+DEFAULT_LABELS = [
+    "client_id",
+    "client_instance_id",
+    "client_software_name",
+    "client_software_version",
+    "client_source_address",
+    "client_source_port",
+    "principal",
+]
+
+
 def document() -> dict[str, Any]:
     return {
         "about": "The record format's test vectors (docs/record-format.md), by make_vectors.py.",
+        "default_labels": DEFAULT_LABELS,
         "cases": cases(),
         "partitions": {
             "about": "key -> partition for each count: where every writer puts a record",

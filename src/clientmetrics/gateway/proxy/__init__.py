@@ -17,6 +17,7 @@ from clientmetrics.gateway.limits import ConnectionLimits
 from clientmetrics.gateway.listeners import ListenerSet
 from clientmetrics.gateway.proxy.cluster_map import ClusterMap
 from clientmetrics.gateway.proxy.configs import SplitConfigs
+from clientmetrics.gateway.proxy.guard import StoreTopicGuard
 from clientmetrics.gateway.proxy.rewrite import merged_versions
 from clientmetrics.gateway.proxy.server import ProxyServer
 from clientmetrics.gateway.subscriptions import Subscriptions
@@ -25,7 +26,14 @@ from clientmetrics.gateway.upstream_security import UpstreamLogin, UpstreamTls
 from clientmetrics.wire import ApiKey
 from clientmetrics.wire.sasl import ListenerPolicy
 
-__all__ = ["ClusterMap", "ProxyServer", "SplitConfigs", "build_proxy", "merged_versions"]
+__all__ = [
+    "ClusterMap",
+    "ProxyServer",
+    "SplitConfigs",
+    "StoreTopicGuard",
+    "build_proxy",
+    "merged_versions",
+]
 
 CONFIG_APIS = (ApiKey.DESCRIBE_CONFIGS, ApiKey.ALTER_CONFIGS, ApiKey.INCREMENTAL_ALTER_CONFIGS)
 
@@ -51,11 +59,15 @@ def build_proxy(
     """
     cluster = ClusterMap(config.upstream, config.advertised.host, config.broker_port)
     handlers: dict[int, Handler] = dict(telemetry)
+    guard = None
+    if subscriptions is not None and config.store_kind == "topic":
+        # Clients never touch the store's topic, whoever carries them upstream.
+        guard = StoreTopicGuard(config.subscriptions_topic)
     if subscriptions is not None:
         configs = ConfigHandlers(
             subscriptions, authorization, max_subscriptions=config.max_subscriptions
         )
-        split = SplitConfigs(configs, cluster)
+        split = SplitConfigs(configs, cluster, guard)
         handlers.update(dict.fromkeys(CONFIG_APIS, split.config_request))
         handlers[ApiKey.LIST_CONFIG_RESOURCES] = split.list_config_resources
     tasks = OwnedTasks()
@@ -78,4 +90,5 @@ def build_proxy(
         upstream_tls=upstream_tls,
         login=login,
         clients_log_in=config.proxy_sasl_terminates,
+        guard=guard,
     )

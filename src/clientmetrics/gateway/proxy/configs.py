@@ -29,10 +29,12 @@ from typing import Any
 from clientmetrics.gateway.config_rpcs import CLIENT_METRICS, LISTABLE_TYPES, ConfigHandlers
 from clientmetrics.gateway.handlers import ConnectionState
 from clientmetrics.gateway.proxy.cluster_map import ClusterMap
+from clientmetrics.gateway.proxy.guard import StoreTopicGuard
 from clientmetrics.gateway.upstream import UpstreamLink
 from clientmetrics.security.base import Operation
 from clientmetrics.wire import (
     ApiKey,
+    ConfigResourceType,
     ErrorCode,
     RequestHeader,
     decode_request,
@@ -88,12 +90,20 @@ def _injected_header(header: RequestHeader) -> RequestHeader:
 class SplitConfigs:
     """Proxy handlers for api keys 32, 33, 44 and 74."""
 
-    def __init__(self, configs: ConfigHandlers, cluster: ClusterMap) -> None:
+    def __init__(
+        self, configs: ConfigHandlers, cluster: ClusterMap, guard: StoreTopicGuard | None = None
+    ) -> None:
         self._configs = configs
         self._cluster = cluster
+        self._guard = guard
 
     async def config_request(self, conn: ConnectionState, request: Request) -> Reply:
         """Route a DescribeConfigs / AlterConfigs / IncrementalAlterConfigs request."""
+        # The upstream half of a split request is the gateway's own: the store's
+        # topic is refused before any of it goes.
+        refusal = None if self._guard is None else self._guard.refuse(conn, request)
+        if refusal is not None:
+            return refusal
         header, link = request.header, _link(conn)
         _, body = decode_request(bytes(request.frame))
         resources = tuple(body.resources)
@@ -192,17 +202,21 @@ class SplitConfigs:
         ours = self._configs.client_metrics_resources(conn) if listed else []
         return AnswerLater(self._merge_lists(header, future, ours))
 
-    @staticmethod
     async def _merge_lists(
-        header: RequestHeader, upstream: asyncio.Future[bytes], ours: list[dict[str, Any]]
+        self, header: RequestHeader, upstream: asyncio.Future[bytes], ours: list[dict[str, Any]]
     ) -> bytes:
         _, response = decode_response(header.api_key, header.api_version, await upstream)
         code = int(response.error_code)
         theirs: list[Any] = []
         if code == ErrorCode.NONE:
             # The upstream's own client-metrics resources (if any) are not the ones in force.
+            # Nor is the store's topic listed, as Metadata does not list it.
+            hidden = {(int(ConfigResourceType.TOPIC), self._guard.topic)} if self._guard else set()
             theirs = [
-                r for r in response.config_resources if int(r.resource_type) != CLIENT_METRICS
+                r
+                for r in response.config_resources
+                if int(r.resource_type) != CLIENT_METRICS
+                and (int(r.resource_type), str(r.resource_name)) not in hidden
             ]
         values = {
             "throttle_time": response.throttle_time,

@@ -10,7 +10,7 @@ passes through as the upstream wrote it.
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Awaitable, Mapping
+from collections.abc import Awaitable, Callable, Mapping
 from typing import Any
 
 from clientmetrics.gateway.config import Address
@@ -60,14 +60,21 @@ async def _broker_list(cluster: ClusterMap, brokers: Any, id_field: str) -> tupl
     return tuple(out)
 
 
-def _metadata(header: RequestHeader, cluster: ClusterMap) -> Rewriter:
+#: Changes a decoded Metadata answer (the store topic's guard hides its topic there).
+Screen = Callable[[Any], Any]
+
+
+def _metadata(header: RequestHeader, cluster: ClusterMap, screen: Screen | None) -> Rewriter:
     # Metadata names brokers by node_id, DescribeCluster by broker_id.
     id_field = "node_id" if header.api_key == METADATA else "broker_id"
 
     async def rewrite(frame: bytes) -> bytes:
         _, body = decode_response(header.api_key, header.api_version, bytes(frame))
         brokers = await _broker_list(cluster, body.brokers, id_field)
-        return _reencode(header, dataclasses.replace(body, brokers=brokers))
+        body = dataclasses.replace(body, brokers=brokers)
+        if screen is not None and header.api_key == METADATA:
+            body = screen(body)
+        return _reencode(header, body)
 
     return rewrite
 
@@ -178,17 +185,21 @@ async def _learn_all(cluster: ClusterMap, nodes: list[tuple[int, str, int]], out
 
 
 def rewriter_for(
-    header: RequestHeader, cluster: ClusterMap, own: Mapping[int, tuple[int, int]]
+    header: RequestHeader,
+    cluster: ClusterMap,
+    own: Mapping[int, tuple[int, int]],
+    screen: Screen | None = None,
 ) -> Rewriter | None:
     """The rewriter for the response to ``header``'s request, ``None`` to pass it through.
 
-    ``own``: the versions the proxy's handlers serve, added to ApiVersions.
+    ``own``: the versions the proxy's handlers serve, added to ApiVersions;
+    ``screen``: what else a Metadata answer needs (hiding the store's topic).
     """
     key, version = header.api_key, header.api_version
     if (key == PRODUCE and version >= 10) or (key == FETCH and version >= 16):
         return _node_endpoints(header, cluster)
     if key in (METADATA, DESCRIBE_CLUSTER):
-        return _metadata(header, cluster)
+        return _metadata(header, cluster, screen)
     if key == FIND_COORDINATOR:
         return _find_coordinator(header, cluster)
     if key == API_VERSIONS:

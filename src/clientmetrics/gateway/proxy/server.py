@@ -11,20 +11,35 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import functools
 from collections.abc import Callable, Sequence
+from typing import Any
 
 import structlog
 
 from clientmetrics.gateway.config import Address, GatewayConfig
 from clientmetrics.gateway.driver import Connection
-from clientmetrics.gateway.handlers import Services
+from clientmetrics.gateway.handlers import ConnectionState, Services
 from clientmetrics.gateway.listeners import ListenerSet
 from clientmetrics.gateway.proxy.cluster_map import ClusterMap
+from clientmetrics.gateway.proxy.guard import StoreTopicGuard
 from clientmetrics.gateway.proxy.rewrite import rewriter_for
 from clientmetrics.gateway.tasks import OwnedTasks
 from clientmetrics.gateway.upstream import Rewriter, UpstreamError, UpstreamLink
 from clientmetrics.gateway.upstream_security import UpstreamLogin, UpstreamTls
-from clientmetrics.wire import ApiKey, RequestHeader, decode_response, encode_request, request_type
+from clientmetrics.wire import (
+    SERVED,
+    ZERO_UUID,
+    ApiKey,
+    ProtocolError,
+    RequestHeader,
+    decode_response,
+    encode_request,
+    request_type,
+)
+from clientmetrics.wire.build import build
+from clientmetrics.wire.headers import request_header_version
+from clientmetrics.wire.results import Answer, Close, Request
 from clientmetrics.wire.sasl import ListenerPolicy
 
 log = structlog.get_logger("clientmetrics.gateway.proxy")
@@ -47,10 +62,12 @@ class ProxyServer:
         upstream_tls: UpstreamTls | None = None,
         login: UpstreamLogin | None = None,
         clients_log_in: bool = False,
+        guard: StoreTopicGuard | None = None,
     ) -> None:
         """``login``: the gateway's own SASL credentials for the cluster; the Metadata
         probe uses them, and with ``clients_log_in`` every client's link too (the
-        gateway terminates the clients' SASL)."""
+        gateway terminates the clients' SASL). ``guard``: keeps clients off the
+        subscription store's topic (the probe learns its id)."""
         self._config = config
         self._cluster = cluster
         #: ``services.spawn`` spawns into ``tasks``: the connections this server ends.
@@ -62,6 +79,7 @@ class ProxyServer:
         self._upstream_tls = upstream_tls
         self._login = login
         self._client_login = login if clients_log_in else None
+        self.guard = guard
         self._servers: dict[int | None, asyncio.Server] = {}
         self._opening: dict[int, asyncio.Lock] = {}
         self.port = 0
@@ -88,33 +106,50 @@ class ProxyServer:
             log.warning("upstream_unavailable_at_start", error=str(exc))
 
     async def probe(self) -> None:
-        """Ask a bootstrap broker for the cluster's brokers (opens their ports)."""
+        """Ask a bootstrap broker for the cluster's brokers (opens their ports) and,
+        when guarded, for the store topic's id."""
         errors = []
         for address in self._cluster.bootstrap:
             link = self._link(address, self._login)
             try:
                 await link.connect()
-                header = RequestHeader(
-                    ApiKey.METADATA, _PROBE_METADATA_VERSION, 0, "clientmetrics-proxy", None, 1
-                )
-                body = request_type(ApiKey.METADATA, _PROBE_METADATA_VERSION)(
-                    topics=(), allow_auto_topic_creation=False
-                )
-                frame = await asyncio.wait_for(
-                    link.inject(encode_request(header, body)[4:]),
-                    self._config.upstream_connect_timeout_s,
-                )
-                _, response = decode_response(ApiKey.METADATA, _PROBE_METADATA_VERSION, frame)
+                timeout = self._config.upstream_connect_timeout_s
+                response = await asyncio.wait_for(self._ask_metadata(link), timeout)
                 for broker in response.brokers:
                     await self._cluster.learn(
                         int(broker.node_id), str(broker.host), int(broker.port)
                     )
+                if self.guard is not None:
+                    self._learn_store_topic(self.guard, response.topics)
                 return
-            except (TimeoutError, UpstreamError) as exc:
+            except (TimeoutError, UpstreamError, ProtocolError) as exc:
                 errors.append(str(exc))
             finally:
                 await link.close()
         raise UpstreamError("; ".join(errors) or "no upstream bootstrap brokers")
+
+    @staticmethod
+    def _learn_store_topic(guard: StoreTopicGuard, topics: Any) -> None:
+        for topic in topics:
+            if topic.name == guard.topic and int(topic.error_code) == 0:
+                guard.learn(getattr(topic, "topic_id", ZERO_UUID))
+
+    async def _ask_metadata(self, link: UpstreamLink) -> Any:
+        """The probe's Metadata: v4 (any broker since 0.11, still in Kafka 4), or with a
+        guard the newest version both know that carries topic ids (v10+), for the store
+        topic; ApiVersions first says which."""
+        version, topics = _PROBE_METADATA_VERSION, list[dict[str, Any]]()
+        if self.guard is not None:
+            versions = await _upstream_versions(link)
+            top = min(versions.get(ApiKey.METADATA, (0, 0))[1], SERVED[ApiKey.METADATA][1])
+            version = max(version, top)
+            topics.append({"name": self.guard.topic, "topic_id": ZERO_UUID})
+        return await _inject(
+            link,
+            ApiKey.METADATA,
+            version,
+            {"topics": topics, "allow_auto_topic_creation": False},
+        )
 
     async def open_broker_port(self, node_id: int) -> None:
         """Listen on the port standing for upstream node ``node_id`` (idempotent)."""
@@ -185,9 +220,30 @@ class _NodeUpstream:
             await self._server._upstream_for(self._node_id), self._server._client_link
         )
 
-    def rewriter_for(self, header: RequestHeader) -> Rewriter | None:
-        server = self._server
-        return rewriter_for(header, server._cluster, server._services.served)
+    def refuse(self, conn: ConnectionState, request: Request) -> Answer | Close | None:
+        guard = self._server.guard
+        return None if guard is None else guard.refuse(conn, request)
+
+    def rewriter_for(self, request: Request) -> Rewriter | None:
+        server, guard = self._server, self._server.guard
+        screen = None if guard is None else functools.partial(guard.screen_metadata, request)
+        return rewriter_for(request.header, server._cluster, server._services.served, screen)
+
+
+async def _inject(link: UpstreamLink, api_key: int, version: int, values: dict[str, Any]) -> Any:
+    """One request of the gateway's own on ``link``, and the decoded answer."""
+    header = RequestHeader(
+        api_key, version, 0, "clientmetrics-proxy", None, request_header_version(api_key, version)
+    )
+    frame = encode_request(header, build(request_type(api_key, version), values, blank=True))
+    _, response = decode_response(api_key, version, await link.inject(frame[4:]))
+    return response
+
+
+async def _upstream_versions(link: UpstreamLink) -> dict[int, tuple[int, int]]:
+    # v0: every broker answers it, in any version range.
+    response = await _inject(link, ApiKey.API_VERSIONS, 0, {})
+    return {int(k.api_key): (int(k.min_version), int(k.max_version)) for k in response.api_keys}
 
 
 async def _first_reachable(

@@ -5,7 +5,8 @@ carried state (series, open windows, open alert episodes, its inventory row)
 as extra rows, and sorts them by instance, so one call sees whole instances.
 For each group, on whole Arrow columns (no loop per data point):
 
-1. decode the payloads (``decode``);
+1. decode the payloads, leaving out what cannot be used (``decode``, ``rejects``:
+   dead letters, the ``rejected`` side output);
 2. key the series and normalise temporality to cumulative values and rates (``series``, ``rates``);
 3. reduce: window partials merged with the carried windows (``windows``),
    those the previous batch's watermark closed split off (as Structured
@@ -36,7 +37,7 @@ from clientmetrics.pipeline.core.clients import (
     merge_inventory,
     retire,
 )
-from clientmetrics.pipeline.core.decode import decode_pushes
+from clientmetrics.pipeline.core.decode import decode_screened
 from clientmetrics.pipeline.core.lives import alerts_by_life, silences
 from clientmetrics.pipeline.core.rates import merge_series, normalise, series_lasts
 from clientmetrics.pipeline.core.rules import AlertRule
@@ -49,6 +50,7 @@ from clientmetrics.pipeline.core.schemas import (
     INVENTORY_ARROW,
     PASS_INPUT_ARROW,
     POINTS_ARROW,
+    REJECTED_ARROW,
     SERIES_STATE_ARROW,
     WINDOW_STATE_ARROW,
 )
@@ -71,6 +73,7 @@ SIDE_OUTPUTS: dict[str, tuple[pa.Schema, Callable[[pa.Table], pa.ChunkedArray] |
     "clients": (CLIENTS_ARROW, _column("last_seen")),
     "retired_clients": (INVENTORY_ARROW, _column("last_seen")),
     "alerts": (ALERTS_ARROW, event_time),
+    "rejected": (REJECTED_ARROW, _column("received_at")),
 }
 
 
@@ -170,8 +173,11 @@ def process_group(rows: pa.Table, plan: PassPlan) -> GroupResult:
         tag: rows.filter(pc.equal(carried, tag)).select(schema.names)
         for tag, schema in CARRIED.items()
     }
+    rejected = REJECTED_ARROW.empty_table()
     if pushes.num_rows:
-        running, order = running_values(decode_pushes(pushes))
+        decoded = decode_screened(pushes)
+        pushes, rejected = decoded.pushes, decoded.rejected
+        running, order = running_values(decoded.points)
         points = normalise(running, state["series"])
     else:
         points = POINTS_ARROW.empty_table()
@@ -207,6 +213,7 @@ def process_group(rows: pa.Table, plan: PassPlan) -> GroupResult:
         "clients": clients,
         "retired_clients": retired,
         "alerts": pa.concat_tables([events, ended]),
+        "rejected": rejected,
     }
     changes_at = clock_changes_at(kept, plan.as_of_us)
     return GroupResult(points, sides, highest, changes_at)

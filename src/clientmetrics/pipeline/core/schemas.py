@@ -202,9 +202,41 @@ RESOLUTIONS = ("cleared", "terminated", "expired")
 PROGRESS_ARROW = pa.schema([("max_event_time", TIMESTAMP), ("max_received_at", TIMESTAMP)])
 
 
+#: Where a push came from, when it came from somewhere a dead letter can name: its
+#: landed file (``source``), or its topic record (``topic``, ``partition``, ``offset``).
+ORIGIN_ARROW = pa.schema(
+    [
+        ("source", pa.string()),
+        ("topic", pa.string()),
+        ("partition", pa.int32()),
+        ("offset", pa.int64()),
+    ]
+)
+
+#: The dead letters (``rejected`` table): what the pipeline skipped, where it was and why
+#: (``core.rejects``). One row per rejected record or push, or per push and reason for its
+#: points (``count`` of them). Its ``date``, of ``received_at``, is the directory.
+REJECTED_ARROW = pa.schema(
+    [
+        #: When the push (or record) was received; null when that is what was wrong.
+        ("received_at", TIMESTAMP),
+        *ORIGIN_ARROW,
+        #: The instance id, when it is a valid one.
+        ("client_instance_id", pa.string()),
+        ("reason", pa.string()),
+        #: The value at fault: a header's name, ``key``, ``payload``, an OTLP field.
+        ("field", pa.string()),
+        #: The start of the value at fault (or, for a point, its metric and value), bounded.
+        ("excerpt", pa.binary()),
+        #: Records or points this row stands for.
+        ("count", pa.int64()),
+    ]
+)
+
+
 def _carried_fields() -> list[pa.Field]:
     """The state schemas' columns, each once, less those the pushes already have."""
-    seen = {*LABEL_COLUMNS, "payload"}
+    seen = {*LABEL_COLUMNS, "payload", *ORIGIN_ARROW.names}
     fields = []
     for schema in (SERIES_STATE_ARROW, WINDOW_STATE_ARROW, ALERT_STATE_ARROW, INVENTORY_ARROW):
         for state_field in schema:
@@ -221,6 +253,7 @@ PASS_INPUT_ARROW = pa.schema(
     [
         *(LANDING_ARROW.field(name) for name in LABEL_COLUMNS),
         LANDING_ARROW.field("payload"),
+        *ORIGIN_ARROW,
         ("carried", pa.string()),
         *_carried_fields(),
     ]

@@ -19,8 +19,6 @@ makes a replayed batch produce exactly what the first try would have (see
 
 from __future__ import annotations
 
-import os
-import re
 import time
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
@@ -40,8 +38,9 @@ from clientmetrics.pipeline.jobs import sources
 from clientmetrics.pipeline.jobs.notify import AlertNotifier
 from clientmetrics.pipeline.jobs.sources import KafkaSource
 from clientmetrics.pipeline.spark import passes
+from clientmetrics.pipeline.spark.files import absolute_location
 from clientmetrics.pipeline.spark.storage import TableStore
-from clientmetrics.pipeline.spark.tasks import ShareInput, share_files
+from clientmetrics.pipeline.spark.tasks import ShareInput, rejected_counts, share_files
 
 _log = structlog.get_logger(__name__)
 
@@ -53,7 +52,7 @@ _STATE = (
     ("clients", "client", "inventory"),
 )
 #: The tables a batch appends to, by the pass's kind of rows.
-_APPENDED = ("points", "client_windows", "retired_clients", "alerts")
+_APPENDED = ("points", "client_windows", "retired_clients", "alerts", "rejected")
 #: A watermark past every window's end (``flush_windows``).
 _NEVER = 2**63 - 1
 
@@ -96,7 +95,7 @@ class PipelineJob:
         self._spark = spark
         self._config = config
         try:
-            self._store = TableStore(_absolute(config.output_path))
+            self._store = TableStore(absolute_location(config.output_path))
         except (pa.ArrowInvalid, pa.ArrowNotImplementedError, OSError, ValueError) as exc:
             raise ValueError(f"cannot open the tables' location {config.output_path!r}") from exc
         self._notifier = AlertNotifier(config.alert_sink, config.rules.webhook)
@@ -106,6 +105,8 @@ class PipelineJob:
         self.batches = 0
         #: Shares that needed the second job (``_follow_up``): ``idle`` and ``judged``.
         self.follow_ups: dict[str, int] = {"idle": 0, "judged": 0}
+        #: Records and points left out (dead letters, ``core.rejects``), by reason.
+        self.rejected: dict[str, int] = {}
 
     @contextmanager
     def _stage(self, name: str, batch_id: int) -> Iterator[None]:
@@ -174,8 +175,10 @@ class PipelineJob:
             rows = self._follow_up(rows, inputs, replace(plan, as_of_us=_micros_or_none(received)))
         with self._stage("publish", batch_id):
             written = _by_kind(rows)
-            for kind in _APPENDED:
-                store.publish(written.get(kind, []), kind, batch_id)
+            published = {
+                kind: store.publish(written.get(kind, []), kind, batch_id) for kind in _APPENDED
+            }
+            self._count_rejected(published["rejected"], batch_id)
             for name, _, kind in _STATE:
                 store.adopt_state(written.get(kind, []), name, batch_id)
             store.replace_files(written.get("clients", []), "clients", batch_id)
@@ -278,6 +281,14 @@ class PipelineJob:
         )
         self._store.write_state_table(table, "progress", batch_id)
 
+    def _count_rejected(self, published: list[str], batch_id: int) -> None:
+        """Add a batch's dead letters to ``rejected``, and say so in one line."""
+        counts = rejected_counts(published)
+        for reason, count in counts.items():
+            self.rejected[reason] = self.rejected.get(reason, 0) + count
+        if counts:
+            _log.warning("pipeline skipped unusable input", batch=batch_id, rejected=counts)
+
     def _announce(self, lines: Sequence[str], batch_id: int) -> None:
         """Announce the batch's alert events once (a replayed batch must not do it again)."""
         marker = f"_state/notified/{batch_id:012d}"
@@ -331,13 +342,6 @@ def _micros_or_none(moment: datetime | None) -> int | None:
     if moment is None:
         return None
     return (_aware(moment) - datetime(1970, 1, 1, tzinfo=UTC)) // timedelta(microseconds=1)
-
-
-def _absolute(path: str) -> str:
-    """A local path made absolute (Spark and pyarrow must agree on it); URIs as they are."""
-    if re.match(r"^[A-Za-z][A-Za-z0-9+.-]*:", path):
-        return path
-    return os.path.abspath(path)
 
 
 def trigger_active(query: StreamingQuery) -> bool:

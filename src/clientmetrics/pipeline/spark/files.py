@@ -9,6 +9,8 @@ the files a manifest lists (``storage``).
 
 from __future__ import annotations
 
+import os
+import re
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
@@ -52,6 +54,19 @@ class Progress:
     highest: int | None = None
     received: int | None = None
     clock_changes_at: int | None = None
+
+
+_SCHEME = re.compile(r"^[A-Za-z][A-Za-z0-9+.-]*:")
+
+
+def absolute_location(path: str) -> str:
+    """A local path made absolute; a URI (``s3a://``, ``file:/``, ``hdfs://``) as it is.
+
+    The command's options are made absolute once, where they are read: the
+    driver, Spark's JVM and the pass's tasks (pyarrow, which takes no relative
+    path) must all name the same place, whatever their working directory.
+    """
+    return path if _SCHEME.match(path) else os.path.abspath(path)
 
 
 def open_uri(uri: str) -> tuple[fs.FileSystem, str]:

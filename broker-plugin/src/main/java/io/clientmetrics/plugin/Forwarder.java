@@ -12,9 +12,10 @@ import org.slf4j.LoggerFactory;
 /**
  * Pushes in, records out: a bounded queue the request threads offer to without ever waiting
  * (a full queue drops the push and counts it), and one thread of its own that takes what has
- * gathered every {@value #GATHER_MS} ms or so, builds each record and hands it to a Kafka
- * producer. A cluster that is away costs the broker nothing
- * but this queue; the producer reconnects by itself when it is back.
+ * gathered every {@value #GATHER_MS} ms or so (less when {@code clientmetrics.linger.ms} is),
+ * builds each record and hands it to a Kafka producer. A cluster that is away costs the broker
+ * nothing but this queue; the producer reconnects by itself when it is back. What is queued
+ * or batched here is lost if the broker is killed: {@code linger.ms} bounds it.
  */
 final class Forwarder {
     private static final Logger LOG = LoggerFactory.getLogger(Forwarder.class);
@@ -23,7 +24,8 @@ final class Forwarder {
     /**
      * Once a push is in, how long the thread lets more gather before it takes them all: one
      * wake-up (and one signal from a request thread) per this many milliseconds instead of
-     * one per push. The producer lingers longer than this anyway (linger.ms).
+     * one per push. Part of {@code clientmetrics.linger.ms}: the producer lingers the rest
+     * ({@link PluginConfig#gatherMs}).
      */
     static final long GATHER_MS = 20;
 
@@ -46,6 +48,8 @@ final class Forwarder {
     private volatile Producer<byte[], byte[]> producer;
     private PluginConfig producerConfig;
     private boolean topicReady;
+    /** The partition count of the topic as last checked (-1: not known). */
+    volatile int topicPartitions = -1;
     private long nextTopicAttemptMs;
 
     Forwarder(PluginConfig config, Clients clients) {
@@ -117,8 +121,9 @@ final class Forwarder {
                 if (push == null) {
                     continue;
                 }
-                if (!closing) {
-                    Thread.sleep(GATHER_MS); // let more come: they are taken without waiting
+                int gather = config.gatherMs();
+                if (!closing && gather > 0) {
+                    Thread.sleep(gather); // let more come: they are taken without waiting
                 }
                 // One at a time off the queue, so what waits stays within its bounds.
                 while (push != null) {
@@ -196,8 +201,15 @@ final class Forwarder {
         long time = System.currentTimeMillis();
         if (now.createTopic() && !topicReady && time >= nextTopicAttemptMs) {
             try {
-                clients.ensureTopic(now.producer(), now.topic(), now.partitions());
+                int found = clients.ensureTopic(now.producer(), now.topic(), now.partitions());
                 topicReady = true;
+                topicPartitions = found;
+                if (found > 0 && found != now.partitions()) {
+                    // Left as it is: adding partitions would move instances' records midway.
+                    LOG.warn("clientmetrics: topic {} exists with {} partitions, not the {} of "
+                                    + "clientmetrics.topic.partitions; it is left as it is",
+                            now.topic(), found, now.partitions());
+                }
             } catch (Exception e) {
                 if (e instanceof InterruptedException) {
                     Thread.currentThread().interrupt();

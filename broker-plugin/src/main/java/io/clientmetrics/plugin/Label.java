@@ -22,8 +22,12 @@ enum Label {
     LISTENER(false),
     SECURITY_PROTOCOL(false);
 
-    /** Strimzi's default, and the gateway exporters': the client id and the instance id. */
-    static final List<Label> DEFAULT = List.of(CLIENT_ID, CLIENT_INSTANCE_ID);
+    /**
+     * The record format's default, the gateway's topic exporter's too: all the inventory shows
+     * of a client (Strimzi's two, then its software, source address and port, principal).
+     */
+    static final List<Label> DEFAULT = List.of(CLIENT_ID, CLIENT_INSTANCE_ID, CLIENT_SOFTWARE_NAME,
+            CLIENT_SOFTWARE_VERSION, CLIENT_SOURCE_ADDRESS, CLIENT_SOURCE_PORT, PRINCIPAL);
 
     /** An integer label becomes an OTLP {@code int_value}; the others a {@code string_value}. */
     final boolean integer;

@@ -27,6 +27,8 @@ record PluginConfig(
         boolean createTopic,
         int partitions,
         long closeTimeoutMs,
+        /* The longest a push waits in the plugin before its produce request goes out. */
+        int lingerMs,
         int nodeId,
         /* Properties for the producer (and the admin client that creates the topic). */
         Map<String, Object> producer,
@@ -48,11 +50,14 @@ record PluginConfig(
     static final String BOOTSTRAP_SERVERS = "bootstrap.servers";
     static final String LISTENER = "listener";
     static final String CLOSE_TIMEOUT_MS = "close.timeout.ms";
+    static final String LINGER_MS = "linger.ms";
+    /** The default of {@value #LINGER_MS}: see the producer's settings in {@link #parse}. */
+    static final int DEFAULT_LINGER_MS = 500;
 
     static final ConfigDef DEF = new ConfigDef()
             .define(TOPIC, Type.STRING, DEFAULT_TOPIC, new ConfigDef.NonEmptyString(), Importance.HIGH,
                     "The topic each push becomes a record on (the gateway's topic exporter's default).")
-            .define(LABELS, Type.LIST, "client_id,client_instance_id", Importance.HIGH,
+            .define(LABELS, Type.LIST, Label.keys(Label.DEFAULT), Importance.HIGH,
                     "Broker-added labels that become resource attributes and headers: " + Label.known())
             .define(BOOTSTRAP_SERVERS, Type.STRING, "", Importance.HIGH,
                     "The cluster the records go to; empty: this broker's own listener.")
@@ -68,7 +73,12 @@ record PluginConfig(
             .define(TOPIC_PARTITIONS, Type.INT, 1, Range.atLeast(1), Importance.LOW,
                     "Partitions of a topic the plugin creates.")
             .define(CLOSE_TIMEOUT_MS, Type.LONG, 5_000L, Range.atLeast(0), Importance.LOW,
-                    "How long closing waits for queued records to be delivered.");
+                    "How long closing waits for queued records to be delivered.")
+            .define(LINGER_MS, Type.INT, DEFAULT_LINGER_MS, Range.between(0, 60_000), Importance.MEDIUM,
+                    "The longest a push waits in the plugin (its queue, then the producer's batch) "
+                            + "before its produce request is sent: a broker that dies loses at most "
+                            + "this long of pushes, plus the produce request's round trip, while the "
+                            + "target keeps up.");
 
     /**
      * Producer settings the plugin refuses: every writer of the record format puts one client
@@ -110,6 +120,12 @@ record PluginConfig(
                 throw new ConfigException(key, entry.getValue(), "unknown clientmetrics plugin setting");
             }
         }
+        if (producer.containsKey(ProducerConfig.LINGER_MS_CONFIG)) {
+            throw new ConfigException(PREFIX + PRODUCER_PREFIX + ProducerConfig.LINGER_MS_CONFIG,
+                    producer.get(ProducerConfig.LINGER_MS_CONFIG),
+                    "give " + PREFIX + LINGER_MS + " instead: it bounds the plugin's queue and the producer's "
+                            + "batch together (the pushes a broker that dies loses)");
+        }
         for (String pinned : PINNED) {
             if (producer.containsKey(pinned)) {
                 throw new ConfigException(PREFIX + PRODUCER_PREFIX + pinned, producer.get(pinned),
@@ -131,10 +147,14 @@ record PluginConfig(
         props.put(ProducerConfig.CLIENT_ID_CONFIG, "clientmetrics-plugin-" + nodeId);
         props.put(ProducerConfig.ACKS_CONFIG, "all");
         // Few, large produce requests: the broker's CPU matters more here than a record's
-        // latency (half a second at most). The producer's network thread costs per request:
+        // latency (half a second by default). The producer's network thread costs per request:
         // with 100 ms, 256 KiB and a forwarder that woke per push, the plugin's threads took
         // ~3x the CPU per push they take now (bench/broker_plugin.py, docs/kafka-plugin.md).
-        props.put(ProducerConfig.LINGER_MS_CONFIG, 500);
+        // The producer lingers what the forwarder's gathering leaves of linger.ms, so a push
+        // waits at most linger.ms in all before it is sent: the loss window of a broker that
+        // is killed (docs/kafka-plugin.md, "What a broker that dies loses").
+        int lingerMs = config.getInt(LINGER_MS);
+        props.put(ProducerConfig.LINGER_MS_CONFIG, lingerMs - gatherMs(lingerMs));
         props.put(ProducerConfig.BATCH_SIZE_CONFIG, 512 * 1024);
         props.put(ProducerConfig.COMPRESSION_TYPE_CONFIG, "lz4");
         // The forwarder's own thread blocks in send() at most this long when the cluster is
@@ -153,10 +173,23 @@ record PluginConfig(
                 config.getBoolean(TOPIC_CREATE),
                 config.getInt(TOPIC_PARTITIONS),
                 config.getLong(CLOSE_TIMEOUT_MS),
+                lingerMs,
                 nodeId,
                 Collections.unmodifiableMap(props),
                 producerSettings(own, producer),
                 target.description());
+    }
+
+    /**
+     * How long the forwarder lets pushes gather once one is in (one wake-up for many pushes):
+     * {@link Forwarder#GATHER_MS}, or all of {@code lingerMs} when that is shorter.
+     */
+    static int gatherMs(int lingerMs) {
+        return (int) Math.min(Forwarder.GATHER_MS, lingerMs);
+    }
+
+    int gatherMs() {
+        return gatherMs(lingerMs);
     }
 
     /**
@@ -165,7 +198,7 @@ record PluginConfig(
      * settings with their defaults filled in, which must not count as a change).
      */
     boolean sameProducer(PluginConfig next) {
-        return producerSettings.equals(next.producerSettings);
+        return producerSettings.equals(next.producerSettings) && lingerMs == next.lingerMs;
     }
 
     private static Map<String, Object> producerSettings(Map<String, Object> own, Map<String, Object> producer) {

@@ -104,6 +104,8 @@ final class Fakes {
         final List<Map<String, Object>> configs = new CopyOnWriteArrayList<>();
         final List<String> ensured = new CopyOnWriteArrayList<>();
         final boolean autoComplete;
+        /** The partition count of a topic that exists already; 0: the topic is missing. */
+        volatile int existingPartitions;
 
         MockClients(boolean autoComplete) {
             this.autoComplete = autoComplete;
@@ -119,8 +121,9 @@ final class Fakes {
         }
 
         @Override
-        public void ensureTopic(Map<String, Object> properties, String topic, int partitions) {
+        public int ensureTopic(Map<String, Object> properties, String topic, int partitions) {
             ensured.add(topic + "/" + partitions);
+            return existingPartitions > 0 ? existingPartitions : partitions;
         }
 
         MockProducer<byte[], byte[]> last() {

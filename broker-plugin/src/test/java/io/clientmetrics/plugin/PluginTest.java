@@ -224,7 +224,9 @@ class PluginTest {
         ClientTelemetryExporter exporter = plugin.clientTelemetryExporter();
         exporter.exportMetrics(Fakes.context(5000, Fakes.request("c", "u")), Fakes.payload(ID, false, otlp()));
         await(() -> clients.history().size() == 1, "a record");
-        assertEquals(List.of("client_id", "client_instance_id", "terminating", "push_interval_ms"),
+        // The default labels (RecordFormatTest checks them against the vectors' default_labels).
+        assertEquals(List.of("client_id", "client_instance_id", "client_software_name", "client_software_version",
+                        "client_source_address", "client_source_port", "principal", "terminating", "push_interval_ms"),
                 List.copyOf(headers(clients.history().get(0)).keySet()));
 
         Map<String, Object> bad = Fakes.broker("clientmetrics.labels", "client_id,hostname");
@@ -248,12 +250,25 @@ class PluginTest {
         assertEquals(List.of("node_id", "terminating", "push_interval_ms"), List.copyOf(headers(second).keySet()));
         assertEquals(1, clients.producers.size()); // same producer settings: same producer
 
-        plugin.reconfigure(Fakes.broker("clientmetrics.producer.linger.ms", "5"));
+        plugin.reconfigure(Fakes.broker("clientmetrics.producer.compression.type", "zstd"));
         exporter.exportMetrics(Fakes.context(5000, Fakes.request("c", "u")), Fakes.payload(ID, false, otlp()));
         await(() -> clients.history().size() == 3, "a third record");
         assertEquals(2, clients.producers.size());
         assertTrue(clients.producers.get(0).closed());
-        assertEquals("5", clients.configs.get(1).get("linger.ms"));
+        assertEquals("zstd", clients.configs.get(1).get("compression.type"));
+    }
+
+    @Test
+    void anExistingTopicIsLeftWithItsOwnPartitionCount() throws Exception {
+        Fakes.MockClients clients = new Fakes.MockClients(true);
+        clients.existingPartitions = 1;
+        plugin = new ClientMetricsPlugin(clients);
+        plugin.configure(Fakes.broker("clientmetrics.topic.partitions", "12"));
+        plugin.clientTelemetryExporter().exportMetrics(Fakes.context(5000, Fakes.request("c", "u")),
+                Fakes.payload(ID, false, otlp()));
+        await(() -> clients.history().size() == 1, "a record");
+        assertEquals(List.of("otlp_metrics/12"), clients.ensured);
+        assertEquals(1, plugin.runtime.forwarder().topicPartitions); // seen (and warned about), not changed
     }
 
     @Test

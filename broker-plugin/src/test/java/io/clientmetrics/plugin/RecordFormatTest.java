@@ -171,6 +171,14 @@ class RecordFormatTest {
     }
 
     @Test
+    void theDefaultLabelsAreTheFormatsDefault() throws Exception {
+        // The same list the gateway's topic exporter adds without a labels option.
+        List<Label> want = labels(vectors().get("default_labels"));
+        assertEquals(want, Label.DEFAULT);
+        assertEquals(want, PluginConfig.parse(Fakes.broker()).labels());
+    }
+
+    @Test
     void unknownAndRepeatedLabelNamesAreRefused() {
         assertThrows(IllegalArgumentException.class, () -> Label.parse(List.of("client_id", "host")));
         assertThrows(IllegalArgumentException.class, () -> Label.parse(List.of("client_id", "client_id")));

@@ -42,13 +42,15 @@ public final class Options {
         "  --duration SECONDS         stop after this long (default 0: on 'stop' or EOF on stdin, or SIGTERM)",
         "  --compression TYPE         the producer's compression.type for records (default none)",
         "  --instance-timeout SECONDS how long to wait for each client's instance id (default 30)",
+        "  --process-ms N             the consumer's time spent on each poll's result, as slow\n"
+        + "                             per-record processing in the application would (default 0)",
         "  --close                    close the clients at the end (a terminating push; the producer\n"
         + "                             sends one last record first); else halt");
 
     /** The options that take a value. */
     private static final Set<String> VALUED = Set.of("--bootstrap", "--command-config", "--property",
         "--client-id", "--role", "--topic", "--group", "--messages", "--rate", "--duration",
-        "--compression", "--instance-timeout");
+        "--compression", "--instance-timeout", "--process-ms");
 
     public final String bootstrap;
     /** Every --bootstrap given, the first being {@link #bootstrap}. */
@@ -64,6 +66,8 @@ public final class Options {
     public final double durationSeconds;
     public final String compression;
     public final double instanceTimeoutSeconds;
+    /** Milliseconds the consumer spends outside poll() after each poll (slow processing). */
+    public final long processMs;
     public final boolean close;
 
     private Options(Map<String, String> single, Map<String, String> properties, boolean close,
@@ -82,6 +86,7 @@ public final class Options {
         this.durationSeconds = number(single, "--duration", 0, 0);
         this.compression = compression(single.getOrDefault("--compression", "none"));
         this.instanceTimeoutSeconds = number(single, "--instance-timeout", 30, 0);
+        this.processMs = (long) number(single, "--process-ms", 0, 0);
         this.close = close;
         if (bootstraps.size() > 1 && role != Role.PRODUCER) {
             throw new IllegalArgumentException("several --bootstrap need --role producer");

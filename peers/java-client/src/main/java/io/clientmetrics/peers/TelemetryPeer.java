@@ -243,6 +243,10 @@ public final class TelemetryPeer {
                 errors.report(e);
                 sleep(100);
             }
+            if (options.processMs > 0) {
+                // The application's own work between polls: poll.idle.ratio.avg falls towards 0.
+                sleep(options.processMs);
+            }
             instance.poll(Duration.ofMillis(1));
         }
         emit("done", "role", "consumer", "consumed", consumed);

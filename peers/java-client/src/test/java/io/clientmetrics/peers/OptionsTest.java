@@ -32,7 +32,7 @@ class OptionsTest {
             "--bootstrap", "h:1", "--client-id", "c", "--role", "Producer", "--topic", "t",
             "--group", "g", "--messages", "0", "--rate", "2.5", "--duration", "3",
             "--compression", "ZSTD", "--instance-timeout", "5", "--property", "linger.ms=5",
-            "--property", "acks=all", "--close"});
+            "--property", "acks=all", "--process-ms", "750", "--close"});
         assertEquals(Options.Role.PRODUCER, o.role);
         assertEquals(0, o.messages);
         assertEquals(2.5, o.rate);
@@ -40,6 +40,7 @@ class OptionsTest {
         assertEquals("zstd", o.compression);
         assertEquals("5", o.properties.get("linger.ms"));
         assertEquals("all", o.properties.get("acks"));
+        assertEquals(750, o.processMs);
         assertTrue(o.close);
     }
 

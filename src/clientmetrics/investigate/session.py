@@ -1,0 +1,171 @@
+"""One watch from start to finish: create, show points live, narrow, delete, see clients go back.
+
+The watch is deleted however the session ends (expiry, ``--duration``, Ctrl-C,
+``stop`` on stdin); if the process dies instead, the watch's name still carries
+its expiry and any reaper deletes it. While it runs, the session reaps every
+expired watch once a ``REAP_EVERY_S``, so a watch left by a crashed session
+goes within that of its expiry.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import sys
+import threading
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from clientmetrics.admin import AdminConfig, AsyncAdmin
+from clientmetrics.investigate import watches as w
+from clientmetrics.investigate.live import Selection, live_points, warm_up
+from clientmetrics.investigate.tail import LandingTail
+
+__all__ = ["REAP_EVERY_S", "WatchSession"]
+
+#: How often a running session deletes expired watches (well inside a minute).
+REAP_EVERY_S = 30.0
+#: How often the landing zone is looked at: bounds the push-acknowledged -> shown delay.
+POLL_S = 0.2
+#: How long, after deleting, to wait for each client's first push on its next subscription.
+BACK_WAIT_S = 60.0
+
+
+@dataclass
+class WatchSession:
+    """A watch and its live view. ``echo`` prints one line."""
+
+    config: AdminConfig
+    data_dir: Path
+    owner: str
+    selectors: dict[str, str]
+    metrics: list[str]
+    interval_ms: int
+    expires_s: float
+    echo: Callable[[str], None]
+    #: Where warnings go (stderr from the command); the live lines stay on ``echo``.
+    warn: Callable[[str], None] = print
+    #: The watch while it exists; ``deleted`` once it is gone.
+    watch: w.Watch | None = None
+    deleted: w.Watch | None = None
+    #: Per watched instance, the subscription id of its latest push shown.
+    _seen: dict[str, int] = field(default_factory=dict)
+    _commands: asyncio.Queue[str] = field(default_factory=lambda: asyncio.Queue(16))
+
+    async def run(self, stop_after_s: float | None = None) -> None:
+        """Create the watch, show points until expiry / ``stop_after_s`` / stop, then delete."""
+        await asyncio.to_thread(warm_up)
+        tail = LandingTail(self.data_dir)
+        if not tail.layout.root.is_dir():
+            self.echo(
+                f"no landing zone in {self.data_dir}: live points need the gateway's data dir"
+            )
+        selection = Selection(self.selectors, self.metrics)
+        async with AsyncAdmin(self.config) as admin:
+            await self._reap(admin)
+            expires_at_ms = int((time.time() + self.expires_s) * 1000)
+            self.watch = await w.create_watch(
+                admin,
+                owner=self.owner,
+                selectors=self.selectors,
+                metrics=self.metrics,
+                interval_ms=self.interval_ms,
+                expires_at_ms=expires_at_ms,
+            )
+            self.echo(
+                f"watching {self.watch.name} until {self.watch.expires_text}: "
+                f"match {','.join(w.watch_match(self.selectors))}, metrics "
+                f"{','.join(self.metrics)}, interval {self.interval_ms} ms"
+            )
+            end = time.monotonic() + min(self.expires_s, stop_after_s or self.expires_s)
+            self._listen_stdin()
+            try:
+                selection = await self._follow(admin, tail, selection, end)
+            finally:
+                await asyncio.shield(self._delete(admin))
+            await self._back(tail)
+
+    async def _follow(
+        self, admin: AsyncAdmin, tail: LandingTail, selection: Selection, end: float
+    ) -> Selection:
+        next_reap = time.monotonic() + REAP_EVERY_S
+        while time.monotonic() < end:
+            rows = await asyncio.to_thread(tail.read)
+            for point in live_points(rows, selection):
+                self._seen[point.client_instance_id] = point.subscription_id
+                self.echo(point.line())
+            if time.monotonic() >= next_reap:
+                await self._reap(admin)
+                next_reap = time.monotonic() + REAP_EVERY_S
+            with contextlib.suppress(TimeoutError):
+                command = await asyncio.wait_for(self._commands.get(), POLL_S)
+                words = command.split()
+                if words[:1] == ["stop"]:
+                    break
+                if words[:1] == ["narrow"] and len(words) == 2:
+                    selection = await self._narrow(admin, words[1])
+        return selection
+
+    async def _narrow(self, admin: AsyncAdmin, instance: str) -> Selection:
+        """Match one ``client_instance_id`` only (the subscription and the view)."""
+        if self.watch is None:
+            return Selection(self.selectors, self.metrics)
+        self.selectors = {"client_instance_id": w.literal(instance)}
+        await w.narrow_watch(admin, self.watch, self.selectors)
+        self.echo(f"narrowed {self.watch.name} to client_instance_id={instance}")
+        self._seen = {k: v for k, v in self._seen.items() if k == instance}
+        return Selection(self.selectors, self.metrics)
+
+    async def _reap(self, admin: AsyncAdmin) -> None:
+        for gone in await w.reap(admin, int(time.time() * 1000)):
+            self.echo(f"reaped {gone.name} (owner {gone.owner}, expired {gone.expires_text})")
+
+    async def _delete(self, admin: AsyncAdmin) -> None:
+        if self.watch is not None:
+            await admin.delete(self.watch.name)
+            self.echo(f"deleted {self.watch.name}")
+            self.deleted, self.watch = self.watch, None
+
+    async def cleanup(self) -> None:
+        """Delete the watch on a fresh connection (after an interrupted run)."""
+        if self.watch is not None:
+            async with AsyncAdmin(self.config) as admin:
+                await self._delete(admin)
+
+    async def _back(self, tail: LandingTail) -> None:
+        """Show each watched client's first push on a subscription other than the watch's.
+
+        A push still carrying the watch's id after the delete is refused
+        (UNKNOWN_SUBSCRIPTION_ID) and never lands, so the first landed push with
+        another id is on the client's next subscription.
+        """
+        waiting = dict(self._seen)
+        deadline = time.monotonic() + BACK_WAIT_S
+        while waiting and time.monotonic() < deadline:
+            rows = await asyncio.to_thread(tail.read)
+            ids = rows.column("client_instance_id").to_pylist()
+            subs = rows.column("subscription_id").to_pylist()
+            for instance, sub in zip(ids, subs, strict=True):
+                if instance in waiting and sub != waiting[instance]:
+                    self.echo(f"back {instance} subscription_id={sub} (was {waiting[instance]})")
+                    del waiting[instance]
+                await asyncio.sleep(POLL_S)
+        for instance in waiting:
+            self.echo(f"not seen back within {BACK_WAIT_S:.0f} s: {instance}")
+
+    def _listen_stdin(self) -> None:
+        """Lines on stdin (``narrow ID``, ``stop``) become commands; EOF is ignored."""
+        loop = asyncio.get_running_loop()
+
+        def read() -> None:
+            for line in sys.stdin:
+                if line.strip():
+                    loop.call_soon_threadsafe(self._offer, line.strip())
+
+        threading.Thread(target=read, name="investigate-stdin", daemon=True).start()
+
+    def _offer(self, command: str) -> None:
+        with contextlib.suppress(asyncio.QueueFull):
+            self._commands.put_nowait(command)
