@@ -21,6 +21,9 @@ from typing import Any
 
 Event = dict[str, Any]
 
+#: The shortest deadline ``wait_until`` gives an event (see there).
+MIN_DEADLINE_S = 60.0
+
 
 @dataclass
 class PeerProcess:
@@ -88,6 +91,13 @@ class PeerProcess:
         )
 
     def wait_until(self, found: Callable[[], Event | None], timeout: float, what: str) -> Event:
+        """``found()`` once it is not None; AssertionError after ``timeout``, or if the peer exits.
+
+        ``timeout`` is at least ``MIN_DEADLINE_S``: a deadline only bounds a failure
+        (this returns at the event, or at once when the peer exited), and a short one
+        fails whenever the machine is busy.
+        """
+        timeout = max(timeout, MIN_DEADLINE_S)
         deadline = time.monotonic() + timeout
         with self._changed:
             while True:

@@ -141,10 +141,21 @@ def metric_value(text: str, name: str) -> float:
     raise AssertionError(f"{name} is not on /metrics")
 
 
+#: The shortest deadline a wait gets. A deadline only bounds a failure: a wait
+#: returns at its event, so a long one costs a passing test nothing, while a short
+#: one fails whenever the machine is busy (the suite runs beside other work: 10 s
+#: waits missed by a little at load 13-18). Timeouts written below it are raised to it.
+MIN_DEADLINE_S = 60.0
+
+
 def wait_for(
     predicate: object, timeout: float, interval: float = 0.2, what: str = "condition"
 ) -> None:
-    """Poll ``predicate()`` until true; fail the test with ``what`` after ``timeout``."""
+    """Poll ``predicate()`` until true; fail the test with ``what`` after ``timeout``.
+
+    ``timeout`` is at least ``MIN_DEADLINE_S``.
+    """
+    timeout = max(timeout, MIN_DEADLINE_S)
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
         if predicate():  # type: ignore[operator]

@@ -6,7 +6,6 @@ from __future__ import annotations
 import io
 import json
 import threading
-import time
 
 from clientmetrics.logs import BackgroundWriter
 
@@ -26,10 +25,17 @@ class StuckStream(io.StringIO):
 def test_writing_never_waits_for_a_stuck_stream_and_drops_are_counted() -> None:
     stream = StuckStream()
     writer = BackgroundWriter(stream, max_lines=10)
-    started = time.monotonic()
-    for i in range(100):
-        writer.write(f"line {i}")
-    assert time.monotonic() - started < 1.0  # 100 writes against a stream that blocks
+    written = threading.Event()
+
+    def write_all() -> None:
+        for i in range(100):
+            writer.write(f"line {i}")
+        written.set()
+
+    # 100 writes against a stream that blocks until told: a write that waited for it
+    # would never end (the deadline is only how long to wait for that failure).
+    threading.Thread(target=write_all, daemon=True).start()
+    assert written.wait(60), "a write waited for the stuck stream"
     stream.unblock.set()
     writer.close()
     lines = stream.getvalue().splitlines()

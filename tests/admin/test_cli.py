@@ -270,9 +270,11 @@ def silent_server() -> Iterator[int]:
 def test_connection_refused_names_the_address(closed_port: int) -> None:
     started = time.monotonic()
     result = run_tool(
-        "--bootstrap-server", f"127.0.0.1:{closed_port}", "--list", "--timeout", "5000"
+        "--bootstrap-server", f"127.0.0.1:{closed_port}", "--list", "--timeout", "60000"
     )
-    assert time.monotonic() - started < 5
+    # A refusal ends it at once, not after --timeout; the slack is the interpreter's start
+    # on a busy machine (seconds at load 13-18).
+    assert time.monotonic() - started < 30
     assert (result.code, result.err) == (1, "")
     assert result.out == (
         f"{PREFIX}Could not connect to bootstrap server 127.0.0.1:{closed_port} "
@@ -294,9 +296,10 @@ def test_a_server_that_never_answers_times_out_within_the_timeout(silent_server:
         "--bootstrap-server", f"127.0.0.1:{silent_server}", "--describe", "--timeout", "1000"
     )
     elapsed = time.monotonic() - started
-    # Interpreter start-up is included (slow on a loaded machine); the tight bound is
-    # test_a_silent_socket_times_out_on_time, in-process.
-    assert 1.0 <= elapsed < 10.0
+    # Interpreter start-up is included (seconds on a busy machine), so the bound only
+    # tells --timeout from the default 30 s; test_a_silent_socket_times_out_on_time, in
+    # process, tells it from anything later.
+    assert 1.0 <= elapsed < 25.0
     assert (result.code, result.err) == (1, "")
     assert result.out == (
         f"{PREFIX}Could not connect to bootstrap server 127.0.0.1:{silent_server} "
@@ -322,9 +325,9 @@ async def test_a_silent_socket_times_out_on_time(silent_server: int) -> None:
     with pytest.raises(AdminConnectionError) as info:
         async with AsyncAdmin(config):
             pass
-    # The bound says it gave up at its own timeout, not a default one much later; it
-    # leaves room for a loaded machine's scheduling.
-    assert 0.5 <= time.monotonic() - started < 2.5
+    # The bound says it gave up at its own timeout, not the default 30 s; it leaves room
+    # for a busy machine's scheduling.
+    assert 0.5 <= time.monotonic() - started < 15
     # The reason names the time given to this server, not what was left after connecting.
     assert info.value.failures == (
         (

@@ -115,7 +115,8 @@ async def test_a_silent_broker_times_out_within_the_timeout() -> None:
     with pytest.raises(AdminConnectionError) as info:
         async with AsyncAdmin(config(timeout_s=0.3), broker):
             pass
-    assert time.monotonic() - started < 2
+    # Its own 0.3 s, not the default 30 s: the rest is slack for a busy machine.
+    assert time.monotonic() - started < 15
     assert info.value.failures == (
         ("broker:9092", "timed out after 300 ms waiting for the ApiVersions response"),
     )

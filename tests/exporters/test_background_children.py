@@ -39,7 +39,7 @@ async def exporter_child():
     child = ChildExporters([("prometheus", {"listen": "127.0.0.1:0"})], Path(sys.argv[2]))
     await child.start()
     out["exporters"] = seen(child._proc.pid)
-    await child.close(5)
+    await child.close(60)
 
 asyncio.run(exporter_child())
 converter.shutdown()

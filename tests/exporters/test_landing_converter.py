@@ -39,10 +39,10 @@ async def test_segments_are_converted_in_a_child_that_close_stops(tmp_path: Path
     await exporter.start()
     for i in range(40):
         await exporter.export(build_push(i, payload=b"x" * 200))
-    await exporter.flush(timeout_s=30)
+    await exporter.flush(timeout_s=60)
     converters = _children(os.getpid()) - before
     assert len(converters) == 1, "one converter process, started by the first roll"
-    await exporter.close(timeout_s=10)
+    await exporter.close(timeout_s=60)
     assert exporter.stats.files > 1
     assert sorted(read_landing(tmp_path).column("client_id").to_pylist()) == sorted(
         f"c{i}" for i in range(40)

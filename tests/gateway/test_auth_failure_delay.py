@@ -79,7 +79,7 @@ async def attempt(setup: Setup, password: str) -> tuple[int, float]:
     try:
         started = time.monotonic()
         code = await asyncio.wait_for(
-            authenticate(reader, writer, f"\x00alice\x00{password}".encode()), 10
+            authenticate(reader, writer, f"\x00alice\x00{password}".encode()), 30
         )
         return code, time.monotonic() - started
     finally:
@@ -93,7 +93,7 @@ async def handshake_time(port: int) -> float:
         started = time.monotonic()
         handshake = request_type(17, 1)(mechanism="PLAIN")
         writer.write(encode_request(RequestHeader(17, 1, 1, "c", None, 1), handshake))
-        await asyncio.wait_for(read_frame(reader), 5)
+        await asyncio.wait_for(read_frame(reader), 30)
         return time.monotonic() - started
     finally:
         writer.close()
@@ -110,21 +110,25 @@ async def test_repeated_failures_are_answered_slower_and_a_success_resets(setup:
     assert timings[0] >= 0.1
     assert timings[1] >= 0.2
     assert timings[2] >= 0.4
-    assert timings[2] - timings[0] >= 0.25, timings
+    assert timings[0] < timings[2], timings  # lower bounds: a busy machine only adds
 
-    # A fourth failure is held 800 ms; meanwhile another connection is served at once.
+    # A fourth failure is held 800 ms; meanwhile another connection is served: its answer
+    # comes while the held one still waits (an order of events, not a time).
     held = asyncio.ensure_future(attempt(setup, "wrong"))
-    await asyncio.sleep(0.1)
-    assert await handshake_time(setup.gateway.port) < 0.6  # well below the 0.8 s held
+    await asyncio.sleep(0.1)  # a head start (later, the check is only weaker, not wrong)
+    await handshake_time(setup.gateway.port)
+    assert not held.done()
     code, took = await held
     assert (code, took >= 0.8) == (failed, True), took
 
+    # The upper bounds tell "not delayed" and "back to the first delay" from the 1.6 s
+    # a fifth failure would wait; the rest is slack for a busy machine.
     code, took = await attempt(setup, "alice-secret")
     assert code == ErrorCode.NONE
-    assert took < 0.5  # never delayed (a delayed one would wait 1.6 s)
+    assert took < 1.5  # never delayed (a delayed one would wait 1.6 s)
     code, took = await attempt(setup, "wrong")
     assert code == failed
-    assert 0.1 <= took < 0.6, took  # back to the first delay (not 1.6 s)
+    assert 0.1 <= took < 1.5, took  # back to the first delay (not 1.6 s)
 
 
 async def test_a_failed_login_names_a_huge_claimed_user_by_its_digest(setup: Setup) -> None:

@@ -67,19 +67,27 @@ def metric(text: bytes, name: str) -> float:
 async def test_a_stall_shows_on_metrics_and_in_the_log(gateway: Gateway) -> None:
     await asyncio.sleep(0.2)  # some samples first
     _, before = await get(gateway.metrics_port, "/metrics")
-    assert metric(before, "event_loop_stalls_total") == 0
     with capture_logs() as logs:
         time.sleep(0.4)  # holds the event loop, as a costly callback would
-        await asyncio.sleep(0.1)
+
+        def ours() -> list[dict[str, object]]:
+            # A busy machine may stall the loop briefly on its own: this stall is the long one.
+            found = [e for e in logs if e["event"] == "loop_stalled" and e["lag_ms"] >= 300]
+            return found
+
+        async def logged() -> None:
+            while not ours():
+                await asyncio.sleep(0.05)
+
+        await asyncio.wait_for(logged(), 60)
     _, after = await get(gateway.metrics_port, "/metrics")
     assert metric(after, "event_loop_lag_max_seconds") >= 0.3
     assert metric(after, "event_loop_lag_p99_seconds") <= metric(
         after, "event_loop_lag_max_seconds"
     )
-    assert metric(after, "event_loop_stalls_total") == 1
+    assert metric(after, "event_loop_stalls_total") >= metric(before, "event_loop_stalls_total") + 1
     assert metric(after, "event_loop_busy_max_seconds") < 0.1  # slept: not busy
-    (line,) = [entry for entry in logs if entry["event"] == "loop_stalled"]
-    assert line["lag_ms"] >= 300
+    (line,) = ours()  # one line for one stall
     assert line["cpu_ms"] < 100  # asleep, not busy: the time went elsewhere
     assert "gc_ms" not in line  # no collection ran meanwhile
 
@@ -96,7 +104,8 @@ async def test_a_stall_in_a_garbage_collection_is_put_down_to_it(gateway: Gatewa
         gc.collect()
         took = time.perf_counter() - started
         await asyncio.sleep(0.1)
-    stalls = [entry for entry in logs if entry["event"] == "loop_stalled"]
+    # A busy machine may stall the loop briefly on its own: the collection's is the one.
+    stalls = [e for e in logs if e["event"] == "loop_stalled" and "gc_generation" in e]
     if took < 0.16:
         pytest.skip(f"the collection took {took * 1000:.0f} ms: under the threshold here")
     (line,) = stalls

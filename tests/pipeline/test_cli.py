@@ -224,6 +224,8 @@ def test_no_java_is_one_line(tmp_path: Path) -> None:
     ]
 
 
+# Two Spark runs in subprocesses: past the default 300 s on a busy machine (load 15).
+@pytest.mark.timeout(900)
 def test_run_prints_a_summary_and_warns_of_a_rule_no_client_matches(
     spark: SparkSession, tmp_path: Path
 ) -> None:
@@ -236,6 +238,7 @@ def test_run_prints_a_summary_and_warns_of_a_rule_no_client_matches(
                 T0_US + i * 60_000_000,
                 instance,
                 producer_payload((T0_US + i * 60_000_000) * 1000, i, latency=9000.0),
+                push_interval_ms=60_000,  # a push a minute, as it says (else silent between)
             )
             for i in range(5)
         ],
@@ -270,6 +273,7 @@ def test_run_prints_a_summary_and_warns_of_a_rule_no_client_matches(
         "clients": 1,
         "unmatched_rules": {"typo": "org.apache.kafka.producer.request.latncy.avg"},
         "rejected": {},
+        "non_finite_values": 0,
     }
     # A second run has nothing new to do, and says so in words.
     again = _pipeline(*args, *conf, env=env)

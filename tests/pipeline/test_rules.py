@@ -83,6 +83,10 @@ def test_structured_keys_and_prefix() -> None:
         {"rule": [{"name": "x", "metric": ""}]},
         {"rule": [{"name": "x", "metric": "a", "op": ">", "threshold": 1}] * 2},
         {"rule": {"name": "x"}},
+        # TOML's nan and inf are floats; 1e999 parses as inf: nothing ever crosses them.
+        {"rule": [{"name": "x", "metric": "m", "op": ">", "threshold": float("nan")}]},
+        {"rule": [{"name": "x", "metric": "m", "op": "<", "threshold": float("-inf")}]},
+        {"rule": [{"name": "x", "metric": "m", "condition": "above 1e999 ms for 5 s"}]},
     ],
 )
 def test_bad_rules_are_configuration_errors(document: dict[str, object]) -> None:

@@ -17,7 +17,7 @@ from __future__ import annotations
 import json
 import time
 import uuid
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -156,6 +156,22 @@ def client_requests(kafka: KafkaBroker) -> dict[str, float]:
     return out
 
 
+def quiet_for(kafka: KafkaBroker, seconds: float) -> Callable[[], bool]:
+    """A check that is true once no request but Fetch reached the cluster for ``seconds``."""
+    last: dict[str, float] = {}
+    since = time.monotonic()
+
+    def quiet() -> bool:
+        nonlocal last, since
+        time.sleep(0.5)
+        now = {api: n for api, n in client_requests(kafka).items() if api != "Fetch"}
+        if now != last:
+            last, since = now, time.monotonic()
+        return time.monotonic() - since >= seconds
+
+    return quiet
+
+
 def test_an_idle_proxy_sends_the_cluster_a_few_requests_a_minute(
     kafka: KafkaBroker, tmp_path: Path
 ) -> None:
@@ -168,7 +184,10 @@ def test_an_idle_proxy_sends_the_cluster_a_few_requests_a_minute(
     )
     gw.start()
     try:
-        time.sleep(5)  # the store's start-up (create, catch up, assign) is not idleness
+        # The store's start-up (create, catch up, assign) is not idleness: the window
+        # opens once the cluster has seen nothing but the long-polling Fetch for 3 s
+        # (on a busy machine the start-up takes longer than any fixed wait).
+        wait_for(quiet_for(kafka, 3.0), 90, interval=0, what="the proxy's start-up to end")
         before, started = client_requests(kafka), time.monotonic()
         time.sleep(IDLE_WINDOW_S)
         after, window = client_requests(kafka), time.monotonic() - started

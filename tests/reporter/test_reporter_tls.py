@@ -81,5 +81,7 @@ def test_simulate_over_ssl(tls_gateway: tuple[GatewayProcess, str, TestCA]) -> N
     )  # fmt: skip
     assert result.returncode == 0, result.stderr
     report = json.loads(result.stdout)
-    assert (report["errors"], report["handshakes"]) == ({}, 20)
-    assert report["pushes"] >= 40
+    # Every client did its handshake and said goodbye, and pushes came in between: events,
+    # not a count per second (that is the benchmarks'; a busy machine makes fewer).
+    assert (report["errors"], report["handshakes"], report["terminating_pushes"]) == ({}, 20, 20)
+    assert report["pushes"] > report["terminating_pushes"]

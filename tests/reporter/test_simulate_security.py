@@ -61,9 +61,10 @@ def test_simulate_over_sasl_ssl(secured: tuple[Front, Path]) -> None:
     result = simulate(front, ca_file, "lg-pw")
     assert result.returncode == 0, result.stderr
     report = json.loads(result.stdout)
-    assert report["errors"] == {}
-    assert report["handshakes"] == 20
-    assert report["pushes"] >= 40
+    # Every client did its handshake and said goodbye, and pushes came in between: events,
+    # not a count per second (a busy machine makes fewer).
+    assert (report["errors"], report["handshakes"], report["terminating_pushes"]) == ({}, 20, 20)
+    assert report["pushes"] > report["terminating_pushes"]
     # The admin connections (--interval-ms's subscription: created, then deleted) and the
     # two client connections authenticated.
     assert front.principals == ["User:loadgen"] * 4

@@ -51,6 +51,8 @@ class RunSummary:
     unmatched_rules: Mapping[str, str]
     #: Records and points this run left out (the ``rejected`` table), by reason.
     rejected: Mapping[str, int]
+    #: Points whose value is NaN or ±Inf (no measurement: no rule judges them).
+    non_finite_values: int = 0
 
     def lines(self) -> list[str]:
         """The summary for people, one count a line."""
@@ -64,6 +66,8 @@ class RunSummary:
             ("rejected", sum(self.rejected.values())),
         ]
         rows += [(f"  {reason}", count) for reason, count in sorted(self.rejected.items())]
+        if self.non_finite_values:  # a line only when there are some: they are rare
+            rows.append(("NaN/Inf values", self.non_finite_values))
         return [f"{name:>15}: {value}" for name, value in rows]
 
     def as_dict(self) -> dict[str, object]:
@@ -99,12 +103,18 @@ def summarise_run(
         clients=_rows(_data_files(root / "clients")),
         unmatched_rules=_unmatched(added["points"], rules) if points else {},
         rejected=_rejected(added["rejected"]),
+        non_finite_values=sum(map(_non_finite, added["points"])),
     )
 
 
 def _rejected(paths: Sequence[Path]) -> dict[str, int]:
     tables = [pq.read_table(path, columns=["reason", "count"]) for path in paths]
     return counts_by_reason(pa.concat_tables(tables)) if tables else {}
+
+
+def _non_finite(path: Path) -> int:
+    values = pq.read_table(path, columns=["value"]).column("value")
+    return int(pc.sum(pc.invert(pc.is_finite(values))).as_py() or 0)  # nulls are not counted
 
 
 def _unmatched(points: Sequence[Path], rules: Sequence[AlertRule]) -> dict[str, str]:

@@ -120,7 +120,7 @@ def _remove_subscription(host: str, port: int, name: str, security: ClientSecuri
     type=click.FloatRange(min=0.1),
     default=60.0,
     show_default=True,
-    help="Seconds to run.",
+    help="Seconds the clients run once connected.",
 )
 @click.option(
     "--processes",

@@ -334,7 +334,6 @@ async def _run_async(config: SimConfig, indices: Sequence[int]) -> SimReport:
     report = SimReport(clients=len(indices))
     rng = random.Random(config.seed if config.seed is None else config.seed + indices[0])
     started = time.monotonic()
-    stop_at = started + config.duration_s
     started_ns = time.time_ns()
     conns: list[SimConnection] = []
     clients: list[_SimClient] = []
@@ -357,6 +356,9 @@ async def _run_async(config: SimConfig, indices: Sequence[int]) -> SimReport:
             )
             _inject(clients[-1], config.faults, started_ns, report)
     report.connections = len(conns)
+    # The clients run for the duration once connected: opening many TLS connections
+    # one after another on a busy machine must not eat the run (it once left none).
+    stop_at = time.monotonic() + config.duration_s
     try:
         await asyncio.gather(*(c.run(stop_at) for c in clients))
     finally:

@@ -167,3 +167,37 @@ def test_alerts_of_a_client_that_terminated_or_expired_resolve_with_the_reason()
     )
     assert open_counts(episodes(firing)) == {"gone": 1, "quiet": 1, "live": 1}
     assert open_counts(episodes(pa.concat_tables([firing, events]))) == {"live": 1}
+
+
+def test_non_finite_values_are_no_measurement_never_a_crossing_nor_a_peak() -> None:
+    """NaN (Kafka's average of an empty window) and ±Inf neither fire, resolve nor peak."""
+    rules = _rules("exceeded 5000 ms for more than 5 seconds")
+    nan, inf = float("nan"), float("inf")
+    # A Java client's bootstrap connection: nothing but NaN, never an episode.
+    events, state = _step(
+        rules, [(t, nan) for t in range(0, 60, 5)], ALERT_STATE_ARROW.empty_table()
+    )
+    assert (events.num_rows, state.num_rows) == (0, 0)
+    events, state = _step(rules, [(0, inf), (10, -inf), (20, inf)], state)
+    assert (events.num_rows, state.num_rows) == (0, 0)
+    # Non-finite points inside an episode neither end it nor count as its peak:
+    # 6000 at 0 s, 7000 at 6 s: more than 5 s above, so it fires at 6 s with peak 7000;
+    # it resolves at 20 s (100), not at the NaN of 3 s or the -Inf of 10 s.
+    points = [(0, 6000.0), (3, nan), (6, 7000.0), (8, inf), (10, -inf), (12, nan), (20, 100.0)]
+    expected = [
+        ("firing", at(0), at(6), None, 7000.0),
+        ("resolved", at(0), at(6), at(20), 7000.0),
+    ]
+    events, state = _step(rules, points, ALERT_STATE_ARROW.empty_table())
+    assert by_column(events, "status", "started_at", "fired_at", "resolved_at", "peak") == expected
+    assert state.num_rows == 0
+    # The same points one a batch: the same events.
+    seen, state = [], ALERT_STATE_ARROW.empty_table()
+    for point in points:
+        events, state = _step(rules, [point], state)
+        seen += by_column(events, "status", "started_at", "fired_at", "resolved_at", "peak")
+    assert seen == expected
+    # A "below" rule: NaN is not below anything either.
+    low = _rules("below 10 for at least 0 seconds")
+    events, _ = _step(low, [(0, nan), (1, -inf)], ALERT_STATE_ARROW.empty_table())
+    assert events.num_rows == 0

@@ -54,20 +54,29 @@ CANDIDATES_ARROW = pa.schema(
 )
 
 
+def measured(value: pa.Array | pa.ChunkedArray) -> np.ndarray:
+    """Which values are measurements a rule can judge: not null, and finite.
+
+    A client's NaN (Kafka's average or maximum of an empty window: no sample)
+    and ±Inf mean "nothing measured": such a point neither crosses a threshold
+    nor ends an episode, and is never a peak. The run summary counts them.
+    """
+    numbers, valid = floats(value)
+    return np.asarray(valid & np.isfinite(numbers), dtype=bool)
+
+
 def holds(op: str, value: np.ndarray, threshold: float) -> np.ndarray:
-    """A rule's comparison; NaN equals NaN and is larger than every number."""
-    nan_value, nan_bound = np.isnan(value), bool(np.isnan(threshold))
-    equal = (value == threshold) | (nan_value & nan_bound)
-    greater = (value > threshold) | (nan_value & (not nan_bound))
+    """A rule's comparison of finite values (``measured``) with its finite threshold."""
     result = {
-        ">": greater,
-        ">=": greater | equal,
-        "<": ~(greater | equal),
-        "<=": ~greater,
-        "==": equal,
-        "!=": ~equal,
+        ">": value > threshold,
+        ">=": value >= threshold,
+        "<": value < threshold,
+        "<=": value <= threshold,
+        "==": value == threshold,
+        "!=": value != threshold,
     }[op]
-    return np.asarray(result, dtype=bool)
+    finite: np.ndarray = np.asarray(result, dtype=bool) & np.isfinite(value)
+    return finite
 
 
 def rule_matches(metric: pa.Array | pa.ChunkedArray, rule: AlertRule) -> np.ndarray:
@@ -98,7 +107,7 @@ def track_episodes(points: pa.Table, state: pa.Table, rules: tuple[AlertRule, ..
 
 def _track_rule(points: pa.Table, state: pa.Table, rule: AlertRule) -> pa.Table:
     named = rule_matches(points.column("metric_name"), rule)
-    named &= np.asarray(pc.is_valid(points.column("value")).to_numpy(zero_copy_only=False))
+    named &= measured(points.column("value"))
     rows = points.filter(pa.array(named))
     values = np.asarray(pc.fill_null(rows.column("value"), 0.0).to_numpy(), dtype=np.float64)
     true = holds(rule.op, values, rule.threshold)
@@ -235,16 +244,17 @@ def _merge(trues: pa.Table, state: pa.Table, closes: pa.Table, rule: str) -> pa.
         "metric_name": pick("metric_name"),
         "attributes": pick("attributes"),
         "started_at": pick("started_at"),
-        # Nulls are skipped; NaN is the largest number.
+        # Nulls are skipped, and so is a NaN carried from a state written before
+        # non-finite values were left out (``measured``).
         "last_true_at": extreme("last_true_at", np.maximum),
-        "high": extreme("high", np.maximum),
+        "high": extreme("high", np.fmax),
         "low": extreme("low", np.fmin),
         "fired_at": fired_at,
         "episode": pick("episode"),
         "resolved_at": resolved,
         "newly_fired": newly,
         # What the carried part of an episode saw came before this batch's firing point.
-        "fired_high": extreme("fired_high", np.maximum, carried="high"),
+        "fired_high": extreme("fired_high", np.fmax, carried="high"),
         "fired_low": extreme("fired_low", np.fmin, carried="low"),
     }
     return pa.table(
@@ -262,7 +272,7 @@ def rule_candidates(points: pa.Table, order: SeriesOrder, rules: tuple[AlertRule
     groups the points by series in event-time order.
     """
     metric = points.column("metric_name")
-    has_value = flags(pc.is_valid(points.column("value")))
+    has_value = measured(points.column("value"))
     named = np.zeros(points.num_rows, dtype=bool)
     holding = np.zeros(points.num_rows, dtype=bool)
     values = floats(points.column("value"))[0]

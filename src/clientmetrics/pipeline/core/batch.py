@@ -29,15 +29,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from clientmetrics.pipeline.core.alerts import (
-    LEAVING,
-    alert_events,
-    end_with_clients,
-    event_time,
-    open_episodes,
-    rule_candidates,
-    track_episodes,
-)
+from clientmetrics.pipeline.core.alerts import LEAVING, end_with_clients, event_time
 from clientmetrics.pipeline.core.clients import (
     client_views,
     clients_table,
@@ -46,6 +38,7 @@ from clientmetrics.pipeline.core.clients import (
     retire,
 )
 from clientmetrics.pipeline.core.decode import decode_screened
+from clientmetrics.pipeline.core.lives import alerts_by_life, silences
 from clientmetrics.pipeline.core.rates import merge_series, normalise, series_lasts
 from clientmetrics.pipeline.core.rules import AlertRule
 from clientmetrics.pipeline.core.schemas import (
@@ -196,11 +189,13 @@ def process_group(rows: pa.Table, plan: PassPlan) -> GroupResult:
     inventory = merge_inventory(state["client"], client_views(pushes, points))
     kept, retired = retire(inventory, plan.retire_before_us)
     if plan.rules:
-        candidates = rule_candidates(points, order, plan.rules)
-        episodes = track_episodes(candidates, state["alert"], plan.rules)
-        events = alert_events(episodes, plan.rules, inventory)
+        # Silences inside the batch end episodes as a batch boundary would (``lives``).
+        gaps = silences(pushes, state["client"])
+        events, still_open = alerts_by_life(
+            points, order, state["alert"], plan.rules, inventory, gaps
+        )
         # Instances that retire went silent long ago, whatever the clock.
-        left, alert_state = end_with_clients(open_episodes(episodes), retired, plan.rules, LEAVING)
+        left, alert_state = end_with_clients(still_open, retired, plan.rules, LEAVING)
         events = pa.concat_tables([events, left])
     else:
         events, alert_state = ALERTS_ARROW.empty_table(), ALERT_STATE_ARROW.empty_table()

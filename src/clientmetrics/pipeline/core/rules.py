@@ -26,6 +26,7 @@ tables: the shipped findings catalogue (``core/findings.py``), as rules.
 
 from __future__ import annotations
 
+import math
 import re
 import tomllib
 from dataclasses import dataclass
@@ -203,6 +204,9 @@ def _rule(index: int, raw: object) -> AlertRule:
         unit = str(raw.get("unit", ""))
         duration = _seconds(raw.get("for", 0))
         strict = bool(raw.get("strict", False))
+    if not math.isfinite(threshold):
+        # TOML spells nan and inf as floats (and 1e999 is inf): no measurement crosses them.
+        raise ConfigurationError(f"rule {name!r}: the threshold must be a finite number")
     return AlertRule(name, metric, op, threshold, duration, strict, unit)
 
 
