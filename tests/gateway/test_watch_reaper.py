@@ -61,7 +61,7 @@ def reaped(gw: GatewayProcess) -> list[dict[str, object]]:
 def test_an_expired_watch_is_deleted_by_the_gateway_alone(gateway: GatewayProcess) -> None:
     for name in (*KEPT, EXPIRED):
         set_subscription(gateway.bootstrap, name, CONSUMER)
-    wait_for(lambda: reaped(gateway), 30, what="the gateway to reap the expired watch")
+    wait_for(lambda: reaped(gateway), 60, what="the gateway to reap the expired watch")
     (event,) = reaped(gateway)
     assert event["subscription"] == EXPIRED
     assert (event["before"], event["after"]) == (CONSUMER, {})
@@ -71,7 +71,7 @@ def test_an_expired_watch_is_deleted_by_the_gateway_alone(gateway: GatewayProces
     # A second one, made after many housekeeping turns: reaped too, and still
     # nothing else (the other names had all those turns to be touched).
     set_subscription(gateway.bootstrap, LATER, CONSUMER)
-    wait_for(lambda: len(reaped(gateway)) == 2, 30, what="the second expired watch reaped")
+    wait_for(lambda: len(reaped(gateway)) == 2, 60, what="the second expired watch reaped")
     assert [e["subscription"] for e in reaped(gateway)] == [EXPIRED, LATER]
     assert subscription_names(gateway.bootstrap) == sorted(KEPT)
     assert not gateway.events("watch_reap_failed")

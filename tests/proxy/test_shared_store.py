@@ -91,7 +91,7 @@ def test_gateways_sharing_a_store_reap_each_expired_watch_once(
     for gw in gateways:
         wait_for(
             lambda gw=gw: subscription_names(gw.bootstrap) == ["baseline"],  # type: ignore[misc]
-            40,
+            60,
             what="every expired watch gone from both gateways",
         )
     for gw in gateways:
