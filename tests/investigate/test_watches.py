@@ -55,7 +55,9 @@ def cmd(gateway: GatewayProcess, *args: str) -> subprocess.CompletedProcess[str]
 
 @pytest.fixture
 def gateway(tmp_path: Path) -> Iterator[GatewayProcess]:
-    gw = GatewayProcess(tmp_path / "data").start()
+    # The gateway reaps expired watches itself (tests/gateway/test_watch_reaper.py);
+    # here its housekeeping waits an hour, so that what is seen is the command's doing.
+    gw = GatewayProcess(tmp_path / "data", "[gateway]\nexpiry_check_ms = 3600000\n").start()
     yield gw
     assert gw.stop() == 0
 

@@ -8,6 +8,8 @@ from collections.abc import Callable
 import pytest
 from confluent_kafka import Producer
 
+from clientmetrics.gateway.housekeeping import REAPER_PRINCIPAL
+from tests.gateway.test_watch_reaper import subscription_names
 from tests.kadmin import describe_subscription, set_subscription
 from tests.landed import landed_rows, metric_names
 from tests.procs import TansuProcess, wait_for
@@ -75,3 +77,30 @@ def test_alter_through_one_gateway_changes_pushes_to_another(
     finally:
         producer.flush(1)
     assert not landed_rows(first.data_dir), "the client pushed only to its own gateway"
+
+
+def test_gateways_sharing_a_store_reap_each_expired_watch_once(
+    tansu: TansuProcess, proxy_factory: Callable[..., ProxyGateway]
+) -> None:
+    """Both gateways reap; the store's compare-and-set lets one delete each watch, and
+    the other finds it gone (no second deletion, no error)."""
+    gateways = [proxy_factory(tansu.bootstrap, "first"), proxy_factory(tansu.bootstrap, "second")]
+    expired = [f"investigate.op.20200101T00000{i}Z.0000000{i}" for i in range(5)]
+    for name in ["baseline", *expired]:
+        set_subscription(gateways[0].bootstrap, name, {"metrics": "org.apache.kafka."})
+    for gw in gateways:
+        wait_for(
+            lambda gw=gw: subscription_names(gw.bootstrap) == ["baseline"],  # type: ignore[misc]
+            60,
+            what="every expired watch gone from both gateways",
+        )
+    for gw in gateways:
+        gw.stop()
+    reaped = [
+        e["subscription"]
+        for gw in gateways
+        for e in gw.events("subscription_changed")
+        if e["principal"] == REAPER_PRINCIPAL
+    ]
+    assert sorted(reaped) == expired
+    assert not [e for gw in gateways for e in gw.events("watch_reap_failed")]

@@ -9,6 +9,7 @@ The framing of a client connection is ``wire.client``'s.
 from clientmetrics.client.properties import (
     PROTOCOLS,
     ClientSecurity,
+    librdkafka_properties,
     parse_bootstrap,
     parse_properties,
     read_properties,
@@ -33,6 +34,7 @@ __all__ = [
     "SaslRequester",
     "SaslScram",
     "authenticate",
+    "librdkafka_properties",
     "parse_bootstrap",
     "parse_properties",
     "read_properties",

@@ -23,6 +23,7 @@ __all__ = [
     "PROTOCOLS",
     "SUPPORTED_MECHANISMS",
     "ClientSecurity",
+    "librdkafka_properties",
     "parse_bootstrap",
     "parse_properties",
     "read_properties",
@@ -258,3 +259,39 @@ class ClientSecurity:
             ssl_context=_ssl_context(props) if protocol.endswith("SSL") else None,
             sasl=_sasl_credentials(props) if protocol.startswith("SASL_") else None,
         )
+
+
+def librdkafka_properties(props: Mapping[str, str]) -> dict[str, str]:
+    """The same client properties in librdkafka's names (a confluent-kafka client).
+
+    Checked as ``ClientSecurity`` checks them (same errors); PEM stores only, as
+    there. A Java PEM keystore holds the key and its chain in one file, which
+    librdkafka reads as both ``ssl.certificate.location`` and ``ssl.key.location``.
+    """
+    security = ClientSecurity.from_properties(props)
+    protocol = props.get("security.protocol", "PLAINTEXT").strip().upper()
+    out = {"security.protocol": protocol.lower()}
+    if security.ssl_context is not None:
+        for ca in ("ssl.truststore.location", "ssl.ca.location"):
+            if ca in props:
+                out["ssl.ca.location"] = props[ca]
+        if "ssl.truststore.certificates" in props:
+            out["ssl.ca.pem"] = props["ssl.truststore.certificates"]
+        if "ssl.keystore.location" in props:
+            out["ssl.certificate.location"] = props["ssl.keystore.location"]
+            out["ssl.key.location"] = props["ssl.keystore.location"]
+        for name in ("ssl.certificate.location", "ssl.key.location", "ssl.key.password"):
+            if name in props:
+                out[name] = props[name]
+        out["ssl.endpoint.identification.algorithm"] = (
+            "https" if security.ssl_context.check_hostname else "none"
+        )
+    sasl = security.sasl
+    if isinstance(sasl, SaslOAuthBearer):
+        raise ConfigurationError(
+            "sasl.mechanism=OAUTHBEARER with a token file is not supported for reading a topic"
+        )
+    if isinstance(sasl, SaslPlain | SaslScram):
+        out.update({"sasl.mechanism": sasl.mechanism, "sasl.username": sasl.username,
+                    "sasl.password": sasl.password})  # fmt: skip
+    return out

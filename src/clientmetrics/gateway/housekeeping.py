@@ -1,7 +1,8 @@
 """What a gateway process does for itself between requests: expire idle client
 instances, close idle connections and expired SASL sessions, give freed memory back
-to the OS, keep long-lived objects out of the garbage collector's full scans, and
-report loop stalls and accept failures as rate-limited lines.
+to the OS, keep long-lived objects out of the garbage collector's full scans, delete
+expired watches from its subscription store, and report loop stalls and accept
+failures as rate-limited lines.
 
 Each step is sliced or moved off the event loop so that it never holds it for long
 (docs/operations.md, "Stalls").
@@ -20,6 +21,8 @@ from clientmetrics.gateway.handlers import ConnectionState
 from clientmetrics.gateway.heap import HeapTrimmer
 from clientmetrics.gateway.limits import ConnectionLimits, fd_soft_limit, now_ms
 from clientmetrics.gateway.looplag import Stall
+from clientmetrics.gateway.subscriptions import Subscriptions
+from clientmetrics.store.base import StoreError
 from clientmetrics.telemetry.manager import ClientMetricsManager
 
 log = structlog.get_logger("clientmetrics.gateway")
@@ -28,6 +31,11 @@ FREEZE_EVERY_S = 10.0
 #: Instances the expiry task looks at per turn of the event loop: about 1-2.5 ms
 #: (in one go, 200,000 instances created together took 237 ms to re-file).
 EXPIRE_SLICE = 1000
+#: The principal the audit log names for the deletion of an expired watch.
+REAPER_PRINCIPAL = "clientmetrics-gateway:watch-reaper"
+#: How long one turn's deletions of expired watches may take before the turn goes on
+#: (a store that does not answer must not stop instance expiry); the rest is retried.
+REAP_TIMEOUT_S = 10.0
 
 
 def freeze_long_lived() -> None:
@@ -52,6 +60,7 @@ class Housekeeping:
         limits: ConnectionLimits,
         connections: Mapping[int, ConnectionState],
         expiry_check_ms: float,
+        node_id: int = 0,
     ) -> None:
         self._manager = manager
         self._limits = limits
@@ -59,6 +68,9 @@ class Housekeeping:
         self._every_s = expiry_check_ms / 1000
         #: Gives the memory of closed connections back to the OS (glibc keeps it).
         self._heap = HeapTrimmer()
+        self._node_id = node_id
+        #: The store whose expired watches are deleted; set once it is open.
+        self.subscriptions: Subscriptions | None = None
 
     def connection_closed(self, conn: ConnectionState) -> None:
         """Forget ``conn``'s instances' connection, and count it for the heap trim."""
@@ -78,6 +90,7 @@ class Housekeeping:
             if removed:
                 log.debug("instances_expired", count=removed)
             self._close_expired(now)
+            await self._reap_watches(now)
             if self._heap.due():  # ctypes lets go of the interpreter lock meanwhile
                 await loop.run_in_executor(None, self._heap.trim)
             self._limits.fd_limit = fd_soft_limit()  # operators may change it at run time
@@ -91,6 +104,30 @@ class Housekeeping:
             close = conn.core.expired(now)
             if close is not None:
                 conn.close(close)
+
+    async def _reap_watches(self, now: int) -> None:
+        """Delete the watches (``investigate.<owner>.<expiry>.<id>``) past their expiry.
+
+        Nothing is left behind even when no ``investigate`` process or cron runs.
+        Gateways sharing a store each do it; the store's atomic update makes every
+        deletion but the first a no-op. Each deletion is audit-logged like an alter.
+        """
+        if self.subscriptions is None:
+            return
+        expired = self.subscriptions.expired_watches(now)
+        if not expired:
+            return
+        try:
+            async with asyncio.timeout(REAP_TIMEOUT_S):
+                for watch in expired:
+                    before = await self.subscriptions.delete_if_present(watch.name)
+                    if before is not None:
+                        log.info("subscription_changed", principal=REAPER_PRINCIPAL,
+                                 source=f"node.id={self._node_id}", subscription=watch.name,
+                                 api="watch-expiry", expired_at_ms=watch.expires_at_ms,
+                                 before=before, after={})  # fmt: skip
+        except (StoreError, TimeoutError) as exc:
+            self._limits.warn("*", "watch_reap_failed", error=str(exc) or type(exc).__name__)
 
     def loop_exception(self, loop: asyncio.AbstractEventLoop, context: dict[str, Any]) -> None:
         """Accept failures (the open-files limit) as one rate-limited line, not a flood."""

@@ -130,7 +130,7 @@ class Gateway:
         self._closing = False
         self._started = False
         self._housekeeping = Housekeeping(
-            self.manager, self.limits, self._connections, config.expiry_check_ms
+            self.manager, self.limits, self._connections, config.expiry_check_ms, config.node_id
         )
         #: The event loop's delays: a gauge on /metrics, a log line per stall.
         self.loop_lag = LoopLag(
@@ -207,6 +207,7 @@ class Gateway:
         if self._store is not None:
             self._subscriptions = Subscriptions(self._store, self.manager)
             await self._subscriptions.start()
+            self._housekeeping.subscriptions = self._subscriptions
         if cfg.proxy:
             await self._start_proxy()
         else:

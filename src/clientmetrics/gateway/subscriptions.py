@@ -13,8 +13,14 @@ from clientmetrics.store.signing import RecordSigner, load_signer
 from clientmetrics.telemetry.configs import ConfigError, validate
 from clientmetrics.telemetry.manager import ClientMetricsManager
 from clientmetrics.telemetry.model import Subscription
+from clientmetrics.telemetry.watch_names import WATCH_PREFIX, WatchName, parse_watch_name
 
 log = structlog.get_logger("clientmetrics.gateway")
+
+
+class _AlreadyGone(Exception):
+    """Aborts a delete whose resource another gateway (or admin) deleted first."""
+
 
 #: Changes read from the store are installed at most this often: each install costs
 #: the manager a recompilation and the next Get a new plan (tens of ms with 1,000
@@ -103,6 +109,37 @@ class Subscriptions:
 
     def names(self) -> list[str]:
         return sorted(self._configs)
+
+    def expired_watches(self, now_ms: int) -> list[WatchName]:
+        """The watches (``telemetry.watch_names``) past their expiry at ``now_ms``."""
+        found = []
+        for name in self._configs:  # a prefix test each: cheap with every subscription stored
+            if name.startswith(WATCH_PREFIX + "."):
+                watch = parse_watch_name(name)
+                if watch is not None and watch.expired(now_ms):
+                    found.append(watch)
+        return found
+
+    async def delete_if_present(self, name: str) -> dict[str, str] | None:
+        """Delete ``name`` in the store; its configs before, or None when it was gone.
+
+        Idempotent across gateways: the check is inside the store's atomic
+        update (transaction or compare-and-set), so of several deleting at once
+        one writes the deletion and the others find it gone and write nothing.
+        """
+        before: list[dict[str, str]] = []
+
+        def delete(stored: dict[str, str]) -> dict[str, str]:
+            if not stored:
+                raise _AlreadyGone
+            before[:] = [stored]  # a retried compare-and-set: the last attempt is the one
+            return {}
+
+        try:
+            await self.update(name, delete)
+        except _AlreadyGone:
+            return None
+        return before[0]
 
     async def update(self, name: str, change: Change) -> dict[str, str]:
         """Apply ``change`` to the stored configs atomically, in the store.

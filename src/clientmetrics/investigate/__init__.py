@@ -3,13 +3,14 @@
 Find clients by what their owner knows (``find_clients``), watch them through a
 temporary subscription that names its owner and expiry (``create_watch``,
 ``reap``), and follow their pushes live from the gateway's landing zone
-(``LandingTail``, ``live_points``). The terminal command is
-``clientmetrics investigate``; see docs/investigate.md.
+(``LandingTail``) or the telemetry topic (``TopicTail``), through ``live_points``.
+The terminal command is ``clientmetrics investigate``; see docs/investigate.md.
 """
 
 from clientmetrics.investigate.find import ClientHit, Query, find_clients, subscriptions_from
 from clientmetrics.investigate.live import LivePoint, Selection, live_points
 from clientmetrics.investigate.tail import LandingTail
+from clientmetrics.investigate.topic import TopicTail
 from clientmetrics.investigate.watches import (
     DEFAULT_EXPIRY_S,
     DEFAULT_INTERVAL_MS,
@@ -33,6 +34,7 @@ __all__ = [
     "LivePoint",
     "Query",
     "Selection",
+    "TopicTail",
     "Watch",
     "create_watch",
     "find_clients",

@@ -15,7 +15,7 @@ import time
 from collections.abc import Awaitable, Callable
 from dataclasses import asdict
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar
 
 import click
 
@@ -25,6 +25,9 @@ from clientmetrics.errors import ConfigurationError
 from clientmetrics.investigate import watches as w
 from clientmetrics.investigate.find import Query, find_clients, subscriptions_from
 from clientmetrics.investigate.session import WatchSession
+
+if TYPE_CHECKING:
+    from clientmetrics.investigate.topic import TopicTail
 
 T = TypeVar("T")
 _DURATION = re.compile(r"^([0-9]+(?:\.[0-9]+)?)(ms|s|m|h)$")
@@ -179,6 +182,15 @@ def find(
 @click.option("--expires", default="30m", show_default=True, help="Delete the watch after this.")
 @click.option("--owner", help="Who the watch is for the record (default: SASL user, else login).")
 @click.option("--duration", default=None, help="Stop watching after this long (default: expiry).")
+@click.option(
+    "--topic",
+    help="Read pushes from this telemetry topic (broker plugin, topic exporter) instead of "
+    "the landing zone.",
+)
+@click.option(
+    "--topic-bootstrap-server",
+    help="HOST:PORT of the cluster holding --topic (default: --bootstrap-server).",
+)
 def watch(
     bootstrap_server: str | None,
     command_config: Path | None,
@@ -192,6 +204,8 @@ def watch(
     expires: str,
     owner: str | None,
     duration: str | None,
+    topic: str | None,
+    topic_bootstrap_server: str | None,
 ) -> None:
     """Watch clients live: a temporary subscription, their points as pushed, then delete it."""
     config = _admin_config(bootstrap_server, command_config)
@@ -207,7 +221,11 @@ def watch(
     interval_ms = int(parse_duration(interval, "--interval") * 1000)
     expires_s = parse_duration(expires, "--expires")
     stop_after = parse_duration(duration, "--duration") if duration else None
+    source = None
+    if topic:
+        source = _topic_tail(topic, topic_bootstrap_server or bootstrap_server, command_config)
     session = WatchSession(
+        source=source,
         config=config,
         data_dir=data_dir,
         owner=_owner(command_config, owner),
@@ -224,6 +242,23 @@ def watch(
         asyncio.run(session.cleanup())
     except AdminError as exc:
         raise CommandError(refusal(exc)) from None
+    finally:
+        if source is not None:
+            source.close()
+
+
+def _topic_tail(topic: str, bootstrap: str | None, command_config: Path | None) -> TopicTail:
+    """The telemetry topic's tail, with the operator's client properties; one line if not."""
+    from clientmetrics.client import librdkafka_properties
+    from clientmetrics.investigate.topic import TopicTail
+
+    if not bootstrap:
+        raise BadConfiguration("--topic needs --bootstrap-server (or --topic-bootstrap-server)")
+    try:
+        props = read_properties(str(command_config)) if command_config else {}
+        return TopicTail(bootstrap, topic, librdkafka_properties(props))
+    except ConfigurationError as exc:
+        raise CommandError(f"investigate: {exc}") from None
 
 
 @investigate.command()

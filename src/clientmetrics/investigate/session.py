@@ -17,13 +17,16 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Protocol
+
+import pyarrow as pa
 
 from clientmetrics.admin import AdminConfig, AsyncAdmin
 from clientmetrics.investigate import watches as w
 from clientmetrics.investigate.live import Selection, live_points, warm_up
 from clientmetrics.investigate.tail import LandingTail
 
-__all__ = ["REAP_EVERY_S", "WatchSession"]
+__all__ = ["REAP_EVERY_S", "Tail", "WatchSession"]
 
 #: How often a running session deletes expired watches (well inside a minute).
 REAP_EVERY_S = 30.0
@@ -31,6 +34,15 @@ REAP_EVERY_S = 30.0
 POLL_S = 0.2
 #: How long, after deleting, to wait for each client's first push on its next subscription.
 BACK_WAIT_S = 60.0
+
+
+class Tail(Protocol):
+    """Where the live view reads pushes: the landing zone (``LandingTail``) or the
+    telemetry topic (``topic.TopicTail``)."""
+
+    def read(self) -> pa.Table:
+        """Landing rows acknowledged since the last call."""
+        ...
 
 
 @dataclass
@@ -47,6 +59,8 @@ class WatchSession:
     echo: Callable[[str], None]
     #: Where warnings go (stderr from the command); the live lines stay on ``echo``.
     warn: Callable[[str], None] = print
+    #: Where pushes are read; None: the landing zone of ``data_dir``.
+    source: Tail | None = None
     #: The watch while it exists; ``deleted`` once it is gone.
     watch: w.Watch | None = None
     deleted: w.Watch | None = None
@@ -57,11 +71,14 @@ class WatchSession:
     async def run(self, stop_after_s: float | None = None) -> None:
         """Create the watch, show points until expiry / ``stop_after_s`` / stop, then delete."""
         await asyncio.to_thread(warm_up)
-        tail = LandingTail(self.data_dir)
-        if not tail.layout.root.is_dir():
-            self.echo(
-                f"no landing zone in {self.data_dir}: live points need the gateway's data dir"
-            )
+        tail = self.source
+        if tail is None:
+            landing = tail = LandingTail(self.data_dir)
+            if not landing.layout.root.is_dir():
+                self.echo(
+                    f"no landing zone in {self.data_dir}: live points need the gateway's "
+                    "data dir, or --topic for a deployment that writes the telemetry topic"
+                )
         selection = Selection(self.selectors, self.metrics)
         async with AsyncAdmin(self.config) as admin:
             await self._reap(admin)
@@ -88,7 +105,7 @@ class WatchSession:
             await self._back(tail)
 
     async def _follow(
-        self, admin: AsyncAdmin, tail: LandingTail, selection: Selection, end: float
+        self, admin: AsyncAdmin, tail: Tail, selection: Selection, end: float
     ) -> Selection:
         next_reap = time.monotonic() + REAP_EVERY_S
         while time.monotonic() < end:
@@ -134,7 +151,7 @@ class WatchSession:
             async with AsyncAdmin(self.config) as admin:
                 await self._delete(admin)
 
-    async def _back(self, tail: LandingTail) -> None:
+    async def _back(self, tail: Tail) -> None:
         """Show each watched client's first push on a subscription other than the watch's.
 
         A push still carrying the watch's id after the delete is refused
@@ -151,7 +168,7 @@ class WatchSession:
                 if instance in waiting and sub != waiting[instance]:
                     self.echo(f"back {instance} subscription_id={sub} (was {waiting[instance]})")
                     del waiting[instance]
-                await asyncio.sleep(POLL_S)
+            await asyncio.sleep(POLL_S)
         for instance in waiting:
             self.echo(f"not seen back within {BACK_WAIT_S:.0f} s: {instance}")
 

@@ -15,9 +15,16 @@ import re
 import secrets
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from datetime import UTC, datetime
 
 from clientmetrics.admin import AsyncAdmin, subscription_configs
+from clientmetrics.telemetry.watch_names import (
+    WATCH_PREFIX,
+    WatchName,
+    owner_text,
+    utc_text,
+    watch_name,
+)
+from clientmetrics.telemetry.watch_names import parse_watch_name as parse_name
 
 __all__ = [
     "DEFAULT_EXPIRY_S",
@@ -37,7 +44,7 @@ __all__ = [
     "watch_name",
 ]
 
-PREFIX = "investigate"
+PREFIX = WATCH_PREFIX
 #: KIP-714's reactive example: "the metrics push interval is set to a low 10 seconds".
 DEFAULT_INTERVAL_MS = 10_000
 DEFAULT_EXPIRY_S = 30 * 60
@@ -47,11 +54,6 @@ STANDARD_PREFIXES: Mapping[str, str] = {
     "producer": "org.apache.kafka.producer.",
     "any": "org.apache.kafka.",
 }
-_EXPIRY_FORMAT = "%Y%m%dT%H%M%SZ"
-_NAME = re.compile(
-    rf"^{PREFIX}\.(?P<owner>[A-Za-z0-9_-]{{1,40}})\.(?P<expiry>[0-9]{{8}}T[0-9]{{6}}Z)"
-    r"\.(?P<id>[0-9a-f]{8})$"
-)
 # Kafka compiles match patterns as regular expressions (RE2 here, java.util.regex
 # before Kafka 4.5); these are the characters both treat specially.
 _SPECIAL = re.compile(r"([.^$*+?()\[\]{}|\\])")
@@ -59,7 +61,7 @@ _SPECIAL = re.compile(r"([.^$*+?()\[\]{}|\\])")
 
 @dataclass(frozen=True, slots=True)
 class Watch:
-    """A watch as its name tells it (and its configs, when described)."""
+    """A watch as its name tells it (``telemetry.watch_names``) and its configs, when described."""
 
     name: str
     owner: str
@@ -74,29 +76,15 @@ class Watch:
     @property
     def expires_text(self) -> str:
         """The expiry as UTC ISO 8601 text."""
-        when = datetime.fromtimestamp(self.expires_at_ms / 1000, tz=UTC)
-        return when.strftime("%Y-%m-%dT%H:%M:%SZ")
-
-
-def owner_text(user: str) -> str:
-    """``user`` reduced to what a resource name may carry: letters, digits, ``_`` and ``-``."""
-    cleaned = re.sub(r"[^A-Za-z0-9_-]", "_", user)[:40]
-    return cleaned or "unknown"
-
-
-def watch_name(owner: str, expires_at_ms: int, watch_id: str) -> str:
-    """``investigate.<owner>.<expiry>.<id>``; the expiry is rounded down to the second."""
-    when = datetime.fromtimestamp(expires_at_ms // 1000, tz=UTC)
-    return f"{PREFIX}.{owner_text(owner)}.{when.strftime(_EXPIRY_FORMAT)}.{watch_id}"
+        return utc_text(self.expires_at_ms)
 
 
 def parse_watch_name(name: str) -> Watch | None:
     """The watch a subscription name encodes; None for any other subscription."""
-    found = _NAME.match(name)
+    found: WatchName | None = parse_name(name)
     if found is None:
         return None
-    when = datetime.strptime(found["expiry"], _EXPIRY_FORMAT).replace(tzinfo=UTC)
-    return Watch(name, found["owner"], int(when.timestamp()) * 1000, found["id"])
+    return Watch(found.name, found.owner, found.expires_at_ms, found.watch_id)
 
 
 def literal(text: str) -> str:
