@@ -9,16 +9,22 @@ from pathlib import Path
 from prometheus_client.parser import text_string_to_metric_families
 
 from clientmetrics.exporters.queued import ExporterStats
-from clientmetrics.gateway.metrics_http import METRICS, PREFIX, MetricsServer, exposed_name
+from clientmetrics.gateway.metrics_http import (
+    LABELLED,
+    METRICS,
+    PREFIX,
+    MetricsServer,
+    exposed_name,
+)
 from clientmetrics.http_endpoint import HttpRequest
 
 DOC = Path(__file__).resolve().parents[2] / "docs" / "operations.md"
 
 
 def exposed() -> set[str]:
-    server = MetricsServer(
-        lambda: dict.fromkeys(METRICS, 1.0), lambda: [ExporterStats(name="landing")]
-    )
+    # A labelled metric's values are keyed ``name:label value``.
+    values = {f"{name}:some" if name in LABELLED else name: 1.0 for name in METRICS}
+    server = MetricsServer(lambda: values, lambda: [ExporterStats(name="landing")])
     response = asyncio.run(server._answer(HttpRequest("GET", "/metrics", {})))
     return {
         sample.name
@@ -41,6 +47,6 @@ def test_operations_doc_lists_every_gateway_metric_as_exposed() -> None:
         name
         for row in table.splitlines()
         if row.startswith("| `")
-        for name in re.findall(r"`(\w+)`", row.split("|")[1])
+        for name in re.findall(r"`(\w+)(?:\{\w+\})?`", row.split("|")[1])
     }
     assert documented == {exposed_name(name).removeprefix(PREFIX) for name in METRICS}
