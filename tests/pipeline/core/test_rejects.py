@@ -69,10 +69,11 @@ def test_points_far_from_their_receipt_are_skipped_and_the_rest_of_the_push_kept
         gauge("zero", 0),
         gauge("ahead", T_NS + HOUR_NS + 1000),  # one hour ahead is the bound; 1 µs past it
         gauge("edge", T_NS + HOUR_NS),
-        gauge("behind", T_NS - 24 * HOUR_NS - 1000),
+        gauge("ancient", 946_684_800 * 10**9 - 1000),  # before 2000-01-01
+        gauge("old", T_NS - 24 * 30 * HOUR_NS),  # a month before its receipt: kept
     ]
     pushes, kept, letters = _screen(Push(T_US, GOOD, payload(*points)))
-    assert kept.column("metric_name").to_pylist() == ["ok", "edge"]
+    assert kept.column("metric_name").to_pylist() == ["ok", "edge", "old"]
     assert pushes.num_rows == 1
     assert _reasons(letters) == [
         ("point_time_out_of_range", "time_unix_nano", b"max at 2554-07-21 23:34:33.709551Z", 4)

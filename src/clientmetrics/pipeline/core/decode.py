@@ -110,9 +110,10 @@ def _point_problems(
     """Per point: whether its time is unusable, and whether a count of it is."""
     events = pc.cast(decoded.points.column("event_time"), pa.int64())
     received = pc.cast(pushes.column("received_at"), pa.int64()).take(pa.array(rows))
-    earliest = pc.subtract(received, rejects.POINT_BEHIND_US)
     latest = pc.add(received, rejects.POINT_AHEAD_US)
-    inside = pc.and_(pc.greater_equal(events, earliest), pc.less_equal(events, latest))
+    inside = pc.and_(
+        pc.greater_equal(events, rejects.EARLIEST_RECEIVED_US), pc.less_equal(events, latest)
+    )
     time_bad = ~np.asarray(pc.fill_null(inside, False).to_numpy(zero_copy_only=False), dtype=bool)
     problems = decoded.problems
     if problems is None:

@@ -51,10 +51,10 @@ LATEST_RECEIVED_US = 4_102_444_800_000_000
 MAX_PAYLOAD_BYTES = 16 * 1024 * 1024
 #: A push with more data points than this is skipped whole.
 MAX_POINTS_PER_PUSH = 100_000
-#: How far a point's time may be after its push's receipt (client clocks drift)...
+#: How far a point's time may be after its push's receipt (client clocks drift); a
+#: point's time may be as old as ``EARLIEST_RECEIVED_US`` (a replayed or delayed push
+#: carries old points, and an old point moves no watermark).
 POINT_AHEAD_US = 3_600 * 1_000_000
-#: ...and before it.
-POINT_BEHIND_US = 86_400 * 1_000_000
 #: The dead letter keeps this much of the value at fault.
 EXCERPT_BYTES = 256
 
