@@ -17,7 +17,7 @@ import pytest
 
 from clientmetrics.admin import list_client_metrics_resources
 from clientmetrics.reporter.cli import SUBSCRIPTION_PREFIX
-from tests.procs import BIN, GatewayProcess, TansuProcess
+from tests.procs import BIN, GatewayProcess, TansuProcess, wait_for
 
 pytestmark = pytest.mark.integration
 
@@ -78,5 +78,11 @@ def test_two_simulators_on_gateways_sharing_a_store_do_not_fight(
         assert report["terminating_pushes"] == CLIENTS
         assert str(report["subscription"]).startswith(SUBSCRIPTION_PREFIX)
     assert reports[0]["subscription"] != reports[1]["subscription"]
-    # Both runs cleaned up after themselves, in the one shared store.
-    assert list(list_client_metrics_resources(a.bootstrap)) == []
+    # Both runs cleaned up after themselves, in the one shared store: each gateway sees
+    # both deletions once its follower has read them (later on a busy machine).
+    for gateway in (a, b):
+        wait_for(
+            lambda g=gateway: list(list_client_metrics_resources(g.bootstrap)) == [],
+            60,
+            what=f"no subscription left on {gateway.bootstrap}",
+        )
