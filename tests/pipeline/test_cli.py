@@ -67,6 +67,7 @@ def test_spark_submit_runs_the_job_as_documented(spark: SparkSession, tmp_path: 
             T0_US + i * 60_000_000,
             instance,
             producer_payload((T0_US + i * 60_000_000) * 1000, i, latency=9000.0),
+            push_interval_ms=60_000,  # a push a minute, as it says (else silent between)
         )
         for i in range(5)
     ]

@@ -505,7 +505,13 @@ def test_terminate_no_client_request_touches_the_subscription_store(
         assert asyncio.run(get_subscription(gw, dave)) == subscribed
         described = run_tool(*tool, "--command-config", str(erin), "--describe", "--name", "fleet")
         assert "interval.ms=5000" in described.out, described.out
-        # The audit trail names each refusal: who, from where, which api.
+        # The audit trail names each refusal: who, from where, which api (the lines are
+        # read from the gateway's output as it writes them: wait for the seven).
+        wait_for(
+            lambda: len({e["api"] for e in gw.events("store_topic_refused")}) >= 7,
+            60,
+            what="the audit lines of the seven refused apis",
+        )
         audit = gw.events("store_topic_refused")
         assert {(e["principal"], e["topic"], e["error_code"]) for e in audit} == {
             ("User:dave", STORE, 29)
@@ -524,6 +530,9 @@ def test_terminate_no_client_request_touches_the_subscription_store(
         produce = (0, 9, {"acks": -1, "timeout": 5000, "topic_data": default})
         [answer] = asyncio.run(raw_requests(s, passthrough, su, [produce]))
         assert error_codes(answer)[1] == [29]
+        wait_for(
+            lambda: passthrough.events("store_topic_refused"), 60, what="the refusal's audit line"
+        )
         [audit] = passthrough.events("store_topic_refused")
         assert (audit["principal"], audit["api"]) == ("User:admin", "Produce")
     finally:
