@@ -71,8 +71,10 @@ def test_producer_and_consumer_metrics_land_with_kip_names(gateway: GatewayProce
         group_id="rep-group",
         client_rack="rack-9",
     )
-    prod_reporter = enable_telemetry(prod)
-    cons_reporter = enable_telemetry(cons)
+    # close() waits for the terminating push at most close_timeout_s (5 s by default, the
+    # product's bound); this test asks that it lands, so it gives a busy machine 60 s.
+    prod_reporter = enable_telemetry(prod, close_timeout_s=60)
+    cons_reporter = enable_telemetry(cons, close_timeout_s=60)
     data = gateway.data_dir
 
     def landed() -> bool:
