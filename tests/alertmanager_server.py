@@ -5,7 +5,6 @@ from __future__ import annotations
 import json
 import shutil
 import subprocess
-import time
 import urllib.parse
 import urllib.request
 from dataclasses import dataclass
@@ -13,6 +12,7 @@ from pathlib import Path
 from typing import Any
 
 from tests.procs import free_port, stop_process
+from tests.prometheus_server import wait_ready
 
 #: Debian names the binary after the package.
 BINARIES = ("prometheus-alertmanager", "alertmanager")
@@ -66,16 +66,8 @@ class AlertmanagerServer:
             stderr=log,
             cwd=self.workdir,
         )
-        deadline = time.monotonic() + timeout
-        while time.monotonic() < deadline:
-            try:
-                with urllib.request.urlopen(self.url("/-/ready"), timeout=1) as r:
-                    if r.status == 200:
-                        return self
-            except OSError:
-                if self.proc.poll() is not None:
-                    raise RuntimeError(self.log_tail()) from None
-                time.sleep(0.2)
+        if wait_ready(self.url("/-/ready"), self.proc, timeout, self.log_tail):
+            return self
         self.stop()
         raise RuntimeError("alertmanager did not become ready: " + self.log_tail())
 

@@ -8,6 +8,7 @@ import subprocess
 import time
 import urllib.parse
 import urllib.request
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -16,6 +17,24 @@ from tests.procs import free_port, stop_process
 
 def prometheus_binary() -> str | None:
     return shutil.which("prometheus")
+
+
+def wait_ready(
+    url: str, proc: subprocess.Popen[bytes], timeout: float, log_tail: Callable[[], str]
+) -> bool:
+    """Whether ``url`` answered 200 within ``timeout``; a process that exits first raises
+    with its log's tail (Prometheus and Alertmanager both answer ``/-/ready``)."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        try:
+            with urllib.request.urlopen(url, timeout=1) as r:
+                if r.status == 200:
+                    return True
+        except OSError:
+            if proc.poll() is not None:
+                raise RuntimeError(log_tail()) from None
+            time.sleep(0.2)
+    return False
 
 
 @dataclass
@@ -53,16 +72,8 @@ class PrometheusServer:
             stderr=log,
             cwd=self.workdir,
         )
-        deadline = time.monotonic() + timeout
-        while time.monotonic() < deadline:
-            try:
-                with urllib.request.urlopen(self.url("/-/ready"), timeout=1) as r:
-                    if r.status == 200:
-                        return self
-            except OSError:
-                if self.proc.poll() is not None:
-                    raise RuntimeError(self.log_tail()) from None
-                time.sleep(0.2)
+        if wait_ready(self.url("/-/ready"), self.proc, timeout, self.log_tail):
+            return self
         self.stop()
         raise RuntimeError("prometheus did not become ready: " + self.log_tail())
 
