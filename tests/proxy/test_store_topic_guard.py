@@ -297,6 +297,31 @@ def test_the_audit_line_names_the_api() -> None:
     ]
 
 
+def test_a_repeated_refusal_is_audited_a_few_times_a_minute_then_counted(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    clock = [1_000_000]
+    monkeypatch.setattr(guard_module, "now_ms", lambda: clock[0])
+    g = guard()
+    request = request_of(21, 2, values_of(21, 2))
+    other_port = ConnectionState(5, "10.1.2.3", 50124, NODE)
+    elsewhere = ConnectionState(6, "10.9.9.9", 40000, NODE)
+    with capture_logs() as logs:
+        for i in range(100):
+            g.refuse(CONN if i % 2 else other_port, request)
+        g.refuse(elsewhere, request)  # another address has its own lines
+        clock[0] += 60_000
+        g.refuse(CONN, request)  # the next minute's first line says what was left out
+    refused = [e for e in logs if e["event"] == "store_topic_refused"]
+    assert [e["source"].split(":")[0] for e in refused] == ["10.1.2.3"] * 5 + [
+        "10.9.9.9",
+        "10.1.2.3",
+    ]
+    assert "suppressed" not in refused[0]
+    assert refused[-1]["suppressed"] == 95
+    assert g.refused == 102  # every refusal answered and counted, logged or not
+
+
 def test_produce_to_the_topic_and_another_is_refused_whole() -> None:
     values = {
         "acks": 1,

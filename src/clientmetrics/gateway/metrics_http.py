@@ -86,6 +86,10 @@ METRICS: dict[str, tuple[str, str]] = {
         "gauge",
         "1 when the topic store's records are signed and verified (subscriptions_key_file)",
     ),
+    "store_topic_refused": (
+        "counter",
+        "Client requests naming the subscription store's topic, refused (proxy mode)",
+    ),
     "subscription_follower_up": ("gauge", "1 while the topic store's follower thread runs"),
     "subscription_follower_restarts": (
         "counter",

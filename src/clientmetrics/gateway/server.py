@@ -418,6 +418,8 @@ class Gateway:
         values["connections"] = float(len(self._connections))
         values["request_budget_used_bytes"] = float(self.limits.budget.used)
         values["connections_throttled"] = float(self.limits.throttled)
+        if self._proxy is not None and self._proxy.guard is not None:
+            values["store_topic_refused"] = float(self._proxy.guard.refused)
         values.update(self.loop_lag.snapshot())
         for exporter in self._exporters or []:
             if isinstance(exporter, HealthReporting):

@@ -30,8 +30,10 @@ from typing import Any
 import structlog
 
 from clientmetrics.gateway.handlers import ConnectionState, audit_identity
+from clientmetrics.gateway.limits import now_ms
 from clientmetrics.wire import ApiKey, ErrorCode, ProtocolError, UnsupportedApi
 from clientmetrics.wire.codec import ZERO_UUID
+from clientmetrics.wire.limits import WarningLimiter
 from clientmetrics.wire.results import NO_RESPONSE, Answer, Close, CloseReason, Request
 from clientmetrics.wire.topics import (
     api_name,
@@ -71,6 +73,11 @@ class StoreTopicGuard:
         self._name_bytes = topic.encode()
         self._ids: dict[uuid.UUID, bytes] = {}
         self._id_set: frozenset[bytes] = frozenset()
+        #: A client repeating a refused request costs a few audit lines a minute per
+        #: address and api, not one per request; the next line carries the count.
+        self._lines = WarningLimiter()
+        #: Every refusal, logged or not (the audit lines are rate limited).
+        self.refused = 0
 
     @property
     def ids(self) -> tuple[uuid.UUID, ...]:
@@ -129,10 +136,17 @@ class StoreTopicGuard:
         return Close(CloseReason.REFUSED, detail)
 
     def _audit(self, conn: ConnectionState, api_key: int, api_version: int) -> None:
+        self.refused += 1
+        api = api_name(api_key)
+        decision = self._lines.check(conn.peer_host, api, now_ms())
+        if not decision.emit:
+            return
+        extra = {"suppressed": decision.suppressed} if decision.suppressed else {}
         log.info(
             "store_topic_refused",
             **audit_identity(conn),
-            api=api_name(api_key),
+            **extra,
+            api=api,
             api_version=api_version,
             topic=self.topic,
             error_code=int(ErrorCode.TOPIC_AUTHORIZATION_FAILED),
