@@ -2,7 +2,10 @@
 
 One run starts a broker (Apache Kafka 4.4 from ``peers/kafka``, or Tansu) and a
 gateway in proxy mode in front of it, then measures the same workloads both ways,
-alternating which goes first each round, and prints the ratios (gateway / direct):
+alternating which goes first each round after ``--warmup-rounds`` that are not
+measured, and prints the medians, every figure's per-round ratio (gateway / the
+same round's direct run), the load average at each round, and the CPU the
+gateway's process and its children used (all threads):
 
   * produce throughput (MB/s, messages/s): one producer, ``--messages`` records
     of ``--size`` bytes, acks=all, no compression, from the first produce to flush;
@@ -138,9 +141,29 @@ def latency(bootstrap: str, topic: str, samples: int) -> tuple[float, float]:
 
 
 def cpu_seconds(pid: int) -> float:
-    """User + system CPU time of a process so far (Linux /proc)."""
-    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
-    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+    """User + system CPU time of a process and of every live descendant so far (Linux
+    /proc; all threads count, and children already reaped through cutime/cstime)."""
+    total = 0
+    for one in [pid, *_descendants(pid)]:
+        try:
+            fields = Path(f"/proc/{one}/stat").read_text().rsplit(")", 1)[1].split()
+        except OSError:
+            continue  # gone since it was listed
+        total += sum(int(f) for f in fields[11:15])
+    return total / os.sysconf("SC_CLK_TCK")
+
+
+def _descendants(pid: int) -> list[int]:
+    found, todo = [], [pid]
+    while todo:
+        parent = todo.pop()
+        try:
+            children = Path(f"/proc/{parent}/task/{parent}/children").read_text().split()
+        except OSError:
+            continue
+        found += [int(c) for c in children]
+        todo += [int(c) for c in children]
+    return found
 
 
 def measure(
@@ -166,6 +189,10 @@ def main() -> None:
     parser.add_argument("--size", type=int, default=1000)
     parser.add_argument("--latency-samples", type=int, default=1000)
     parser.add_argument("--rounds", type=int, default=4, help="alternating direct/gateway runs")
+    parser.add_argument(
+        "--warmup-rounds", type=int, default=1,
+        help="rounds run first and not measured (JIT, page cache, connections)",
+    )  # fmt: skip
     parser.add_argument("--profile", type=Path, help="py-spy's folded stacks of the gateway")
     parser.add_argument("--store", choices=("topic", "sqlite"), default="topic")
     parser.add_argument("--baseline", help="a second gateway runs the code in this src directory")
@@ -194,7 +221,8 @@ def main() -> None:
             )  # fmt: skip
         targets = {"direct": broker.bootstrap, **{k: v[1] for k, v in gateways.items()}}
         pids = {label: process.pid for label, (process, _) in gateways.items()}
-        runs, cpu, latency_cpu = run_rounds(args, targets, pids)
+        run_rounds(args, targets, pids, args.warmup_rounds)  # warm-up: not measured
+        runs, cpu, latency_cpu = run_rounds(args, targets, pids, args.rounds)
         report(args, runs)
         # Noise-free figure on a shared host: what the proxy itself costs per GB moved
         # (each message is produced once and consumed once through it).
@@ -239,15 +267,18 @@ def start_gateway(
 
 
 def run_rounds(
-    args: argparse.Namespace, targets: dict[str, str], pids: dict[str, int]
+    args: argparse.Namespace, targets: dict[str, str], pids: dict[str, int], rounds: int
 ) -> tuple[dict[str, list[Figures]], dict[str, float], dict[str, float]]:
     """Every target once a round, the order rotating (the host is shared, load drifts
-    during a run); each gateway's CPU seconds in all, and in its latency runs."""
+    during a run); each gateway's CPU seconds in all, and in its latency runs. Each
+    round's one-minute load average is kept in ``LOADS``."""
     runs: dict[str, list[Figures]] = {label: [] for label in targets}
     cpu = dict.fromkeys(pids, 0.0)
     latency_cpu = dict.fromkeys(pids, 0.0)
     labels = list(targets)
-    for i in range(args.rounds):
+    LOADS.clear()
+    for i in range(rounds):
+        LOADS.append(os.getloadavg()[0])
         for label in labels[i % len(labels) :] + labels[: i % len(labels)]:
             pid = pids.get(label)
             if pid is None:
@@ -261,6 +292,10 @@ def run_rounds(
             cpu[label] += cpu_seconds(pid) - before
             latency_cpu[label] += during_latency
     return runs, cpu, latency_cpu
+
+
+#: The one-minute load average at the start of each measured round.
+LOADS: list[float] = []
 
 
 def _port_block(node: int) -> int:
@@ -308,16 +343,29 @@ def report(args: argparse.Namespace, runs: dict[str, list[Figures]]) -> None:
         )
         print(f"{name:24}{direct:12.3f}{cells}")
     print("(ratio = gateway / direct for throughput; latency column = added ms)")
+    print("load average per round:", " ".join(f"{load:.2f}" for load in LOADS))
     for g in gateways:
-        per_round = [
-            gw.produce_mb_s / direct.produce_mb_s
-            for direct, gw in zip(runs["direct"], runs[g], strict=True)
-        ]
-        print(
-            f"{g} produce ratio per round:",
-            " ".join(f"{r:.2f}" for r in per_round),
-            f"(median of paired ratios {statistics.median(per_round):.3f})",
-        )
+        print(f"{g} per round, paired with the same round's direct run:")
+        for name, field, added in _FIGURES:
+            pairs = zip(runs["direct"], runs[g], strict=True)
+            if added:
+                per_round = [getattr(gw, field) - getattr(dr, field) for dr, gw in pairs]
+                cells, unit = " ".join(f"{r:+.3f}" for r in per_round), "added ms"
+            else:
+                per_round = [getattr(gw, field) / getattr(dr, field) for dr, gw in pairs]
+                cells, unit = " ".join(f"{r:.2f}" for r in per_round), "ratio"
+            print(f"  {name:22}{cells}  (median {unit} {statistics.median(per_round):.3f})")
+
+
+#: (label, Figures field, whether the per-round figure is a difference rather than a ratio).
+_FIGURES = (
+    ("produce MB/s", "produce_mb_s", False),
+    ("produce msgs/s", "produce_msg_s", False),
+    ("consume MB/s", "consume_mb_s", False),
+    ("consume msgs/s", "consume_msg_s", False),
+    ("produce p50 ms", "p50_ms", True),
+    ("produce p99 ms", "p99_ms", True),
+)
 
 
 if __name__ == "__main__":
