@@ -2,6 +2,7 @@
 
     .venv/bin/python bench/alert_latency.py [--alerts 5] [--interval-ms 200] [--clients 20]
                                             [--partitions 2] [--master local[2]]
+    .venv/bin/python bench/alert_latency.py --cold
 
 1. Starts Apache Kafka 4.4 (``peers.kafka``) and a gateway (``clientmetrics
    serve``) whose topic exporter is required (a push is answered once the
@@ -26,7 +27,13 @@ firing push to the start of the micro-batch that read it), Spark's own work
 before the batch (``latestOffset``, the offset log), the batch's jobs and
 publishing (``addBatch``: the summary job, the pass, publishing and the
 announcement), from Spark's progress and the job's stage times. Then the
-medians. All on this machine's wall clock.
+medians. All on this machine's wall clock. "Wait for the batch" runs to the end of
+the batch's ``latestOffset`` (when it took its offsets), never below 0.
+
+``--cold``: one alert from a cold start. The unhealthy client's first push comes
+before the Spark session is built; it prints the first push → alert line, and in
+it the Spark session's start and the first batch. Each alert is waited for up to
+``--wait`` seconds (25, or 180 cold), never a fixed time.
 """
 
 from __future__ import annotations
@@ -137,8 +144,18 @@ def main() -> None:
     parser.add_argument("--partitions", type=int, default=2)
     parser.add_argument("--master", default="local[2]")
     parser.add_argument("--warmup", type=float, default=20.0, help="seconds before the first")
+    parser.add_argument(
+        "--cold", action="store_true",
+        help="one alert from a cold start: the unhealthy client pushes before Spark starts",
+    )  # fmt: skip
+    parser.add_argument(
+        "--wait", type=float, default=None,
+        help="seconds to wait for each alert (default 25; 180 with --cold)",
+    )  # fmt: skip
     parser.add_argument("--workdir", type=Path, default=None)
     args = parser.parse_args()
+    if args.wait is None:
+        args.wait = 180.0 if args.cold else 25.0
 
     from peers.kafka import KafkaBroker
     from tests.procs import GatewayProcess
@@ -159,6 +176,11 @@ def main() -> None:
     gateway = None
     webhook = Webhook()
     stages: dict[int, dict[str, float]] = {}
+
+    def spark_of() -> Any:
+        spark = build_session(args.master, conf=with_connector({"spark.ui.enabled": "false"}))
+        spark.sparkContext.setLogLevel("ERROR")
+        return spark
 
     class Job(PipelineJob):
         """The pipeline job, noting each batch's stage times."""
@@ -214,43 +236,40 @@ def main() -> None:
             trigger_seconds=1.0,
             kafka=KafkaSource(broker.bootstrap, TOPIC),
         )
-        spark = build_session(args.master, conf=with_connector({"spark.ui.enabled": "false"}))
-        spark.sparkContext.setLogLevel("ERROR")
         watch = SinkWatch(sink)
-        total = args.warmup + args.alerts * 30 + 30
+        # Cold: one alert, then the healthy clients' thread is left to end with the process.
+        total = args.wait + 10 if args.cold else args.warmup + args.alerts * (args.wait + 5) + 30
+        results: list[dict[str, float]] = []
         background = threading.Thread(
             target=_simulate, args=(gateway.port, args.clients, total, 0, 1), daemon=True
         )
         background.start()
-        query = Job(spark, config).start(available_now=False)
-        time.sleep(args.warmup)
-        results = []
-        for attempt in range(args.alerts):
-            started = time.time()
-            sick = threading.Thread(
-                target=_simulate, args=(gateway.port, 1, 8.0, 1, 100 + attempt), daemon=True
+        if args.cold:
+            query, spark = _cold(
+                args, spark_of, lambda spark: Job(spark, config), watch, gateway.port
             )
-            sick.start()
-            found = None
-            while found is None and time.time() - started < 25:
-                time.sleep(0.05)
-                found = next(
-                    (
-                        (when, event)
-                        for (_, status), (when, event) in watch.seen.items()
-                        if status == "firing" and _seconds(event["started_at"]) >= started - 1
-                    ),
-                    None,
+        else:
+            spark = spark_of()
+            query = Job(spark, config).start(available_now=False)
+            time.sleep(args.warmup)
+            for attempt in range(args.alerts):
+                started = time.time()
+                sick = threading.Thread(
+                    target=_simulate,
+                    args=(gateway.port, 1, 8.0, 1, 100 + attempt),
+                    daemon=True,
                 )
-            sick.join()
-            if found is None:
-                print(f"alert {attempt + 1}: none within 25 s")
-                continue
-            line_at, event = found
-            time.sleep(0.5)  # the webhook is posted after the line
-            hook_at = webhook.seen.get((event["alert_id"], "firing"))
-            results.append(_breakdown(event, line_at, hook_at, query, stages))
-            print(_line(attempt + 1, results[-1]))
+                sick.start()
+                found = _wait_alert(watch, started, args.wait)
+                sick.join()
+                if found is None:
+                    print(f"alert {attempt + 1}: none within {args.wait:.0f} s")
+                    continue
+                line_at, event = found
+                time.sleep(0.5)  # the webhook is posted after the line
+                hook_at = webhook.seen.get((event["alert_id"], "firing"))
+                results.append(_breakdown(event, line_at, hook_at, query, stages))
+                print(_line(attempt + 1, results[-1]))
         # The clients are done: let the stream finish its batches, then stop it between two.
         time.sleep(3)
         while trigger_active(query):
@@ -258,8 +277,9 @@ def main() -> None:
         query.stop()
         watch.stop()
         spark.stop()
-        background.join(total)
-        _report(results, args)
+        if not args.cold:
+            background.join(total)
+            _report(results, args)
     finally:
         webhook.stop()
         if gateway is not None:
@@ -267,6 +287,62 @@ def main() -> None:
         broker.stop()
         if args.workdir is None:
             shutil.rmtree(work, ignore_errors=True)
+
+
+def _wait_alert(
+    watch: SinkWatch, started: float, wait: float
+) -> tuple[float, dict[str, Any]] | None:
+    """The first firing alert line of an episode begun after ``started``, within ``wait`` s."""
+    while time.time() - started < wait:
+        for (_, status), (when, event) in list(watch.seen.items()):
+            if status == "firing" and _seconds(event["started_at"]) >= started - 1:
+                return when, event
+        time.sleep(0.05)
+    return None
+
+
+def _progress_through(query: Any, line_at: float, wait: float = 60.0) -> list[Any]:
+    """The query's progress reports once the batch that wrote the line at ``line_at`` has
+    reported (a batch reports after its work, the alert line included)."""
+    deadline = time.time() + wait
+    while True:
+        progress = list(query.recentProgress)
+        ends = [
+            _seconds(p["timestamp"].replace("Z", "+00:00"))
+            + p["durationMs"]["triggerExecution"] / 1000
+            for p in progress
+        ]
+        if any(end >= line_at for end in ends) or time.time() > deadline:
+            return progress
+        time.sleep(0.1)
+
+
+def _cold(
+    args: argparse.Namespace, spark_of: Any, job_of: Any, watch: SinkWatch, port: int
+) -> tuple[Any, Any]:
+    """An unhealthy client pushes, then Spark starts: its first alert, and where the time went."""
+    started = time.time()
+    sick = threading.Thread(target=_simulate, args=(port, 1, args.wait, 1, 100), daemon=True)
+    sick.start()
+    spark = spark_of()
+    session_s = time.time() - started
+    query = job_of(spark).start(available_now=False)
+    found = _wait_alert(watch, started, args.wait)
+    if found is None:
+        print(f"cold: no alert within {args.wait:.0f} s of the first push")
+        return query, spark
+    line_at, event = found
+    progress = _progress_through(query, line_at)
+    first = progress[0]["durationMs"]["triggerExecution"] / 1000 if progress else float("nan")
+    batches = sum(1 for p in progress if _seconds(p["timestamp"].replace("Z", "+00:00")) <= line_at)
+    load = Path("/proc/loadavg").read_text().split(" ", 1)[0]
+    print(
+        f"cold ({args.master}, load {load}): first push -> alert line "
+        f"{line_at - started:.2f} s (rule + interval {_seconds(event['fired_at']) - started:.2f} s,"
+        f" Spark session {session_s:.2f} s, first batch {first:.2f} s, "
+        f"{batches} batches up to the alert)"
+    )
+    return query, spark
 
 
 def _breakdown(
@@ -288,7 +364,10 @@ def _breakdown(
         begun = _seconds(progress["timestamp"].replace("Z", "+00:00"))
         took = progress["durationMs"]
         if begun <= line_at <= begun + took["triggerExecution"] / 1000 + 0.05:
-            found["wait for the batch"] = begun - fired
+            # The batch takes its offsets at the end of latestOffset, not at its
+            # timestamp: a batch begun just before the firing push can still read it.
+            took_offsets = begun + took.get("latestOffset", 0) / 1000
+            found["wait for the batch"] = max(0.0, took_offsets - fired)
             found["spark before the batch"] = (
                 took.get("latestOffset", 0)
                 + took.get("walCommit", 0)
