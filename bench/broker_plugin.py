@@ -37,31 +37,11 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 from peers.kafka import KafkaBroker, Plugin, clientmetrics_plugin, minimal_plugin  # noqa: E402
 
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from cpu import thread_cpu  # noqa: E402
+
 COUNTERS = "kafka.server:type=client-metrics-plugin"
-TICKS = os.sysconf("SC_CLK_TCK")
-#: Thread names (as /proc shows them, 15 characters) of the plugin's own threads.
-PLUGIN_THREADS = ("clientmetrics-p", "kafka-producer-")
-#: The JIT compiler's threads.
-JIT_THREADS = ("C1 CompilerThre", "C2 CompilerThre")
 NOOP, PLUGIN, BASELINE = "no-op plugin", "clientmetrics plugin", "baseline plugin"
-
-
-def thread_cpu(pid: int) -> dict[str, float]:
-    """CPU seconds so far of the process's threads: all, the JIT's, the plugin's."""
-    out = {"all": 0.0, "jit": 0.0, "plugin": 0.0}
-    for task in Path(f"/proc/{pid}/task").iterdir():
-        try:
-            name = (task / "comm").read_text().strip()
-            fields = (task / "stat").read_text().rsplit(")", 1)[1].split()
-        except OSError:  # the thread ended meanwhile
-            continue
-        seconds = (int(fields[11]) + int(fields[12])) / TICKS
-        out["all"] += seconds
-        if name.startswith(JIT_THREADS):
-            out["jit"] += seconds
-        if name.startswith(PLUGIN_THREADS):
-            out["plugin"] += seconds
-    return out
 
 
 def simulate(bootstrap: str, args: argparse.Namespace, seconds: float) -> dict[str, Any]:

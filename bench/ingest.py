@@ -46,6 +46,7 @@ import zstandard
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 import loadgen
+from cpu import tree_pids
 from ports import TansuProcess, free_port, stop_process, wait_port
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -62,14 +63,6 @@ def rss_bytes(pids: list[int]) -> int:
             if line.startswith("VmRSS:"):
                 total += int(line.split()[1]) * 1024
     return total
-
-
-def child_pids(pid: int) -> list[int]:
-    """``pid`` and all its descendants (workers, and their landing converters)."""
-    out = subprocess.run(
-        ["pgrep", "-P", str(pid)], capture_output=True, text=True, check=False
-    ).stdout.split()
-    return [pid, *(grandchild for child in map(int, out) for grandchild in child_pids(child))]
 
 
 def percentile(values: list[int], q: float) -> float:
@@ -505,7 +498,7 @@ def main() -> None:
             shutil.rmtree(tmp, ignore_errors=True)
         return
     with serving(tmp / "data", args.workers) as (port, gw):
-        base_rss = rss_bytes(child_pids(gw.pid))
+        base_rss = rss_bytes(tree_pids(gw.pid))
         print(
             f"machine: {os.cpu_count()} cores; gateway workers {args.workers}; "
             f"generators {args.generators} x {args.connections} connections "
@@ -522,10 +515,10 @@ def main() -> None:
             args.rate,
             payload,
             "push",
-            between=lambda: tracked_rss.append(rss_bytes(child_pids(gw.pid))),
+            between=lambda: tracked_rss.append(rss_bytes(tree_pids(gw.pid))),
         )
         gw_rate = summarize_gets("clientmetrics gateway", results)
-        rss = rss_bytes(child_pids(gw.pid))  # converters start with the first roll
+        rss = rss_bytes(tree_pids(gw.pid))  # converters start with the first roll
         ok, elapsed, errors, lat = totals(results, "push")
         mean_ms = statistics.fmean(lat) / 1000 if lat else float("nan")
         print(

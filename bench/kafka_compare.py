@@ -34,7 +34,6 @@ import contextlib
 import os
 import shutil
 import statistics
-import subprocess
 import sys
 import tempfile
 import time
@@ -46,8 +45,8 @@ import zstandard
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-from broker_plugin import thread_cpu
-from ingest import FIXTURE, child_pids, run_generators, serving, totals
+from cpu import pin_threads, thread_cpu, tree_cpu, tree_pids
+from ingest import FIXTURE, run_generators, serving, totals
 from peers.kafka import KafkaBroker, Plugin, clientmetrics_plugin, minimal_plugin
 from tests.frames import recv_frame
 
@@ -65,19 +64,6 @@ KAFKA_JVM = (
     "-Djava.awt.headless=true",
 )
 SUBSCRIPTION = {"metrics": "org.apache.kafka.", "interval.ms": "60000"}
-_TICKS = os.sysconf("SC_CLK_TCK")
-
-
-def cpu_seconds(pids: list[int]) -> float:
-    """utime + stime (and reaped children's) of ``pids``, from /proc/<pid>/stat."""
-    total = 0
-    for pid in pids:
-        try:
-            fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
-        except OSError:
-            continue
-        total += sum(int(fields[i]) for i in (11, 12, 13, 14))  # utime stime cutime cstime
-    return total / _TICKS
 
 
 def kafka_sees_subscription(port: int) -> bool:
@@ -117,7 +103,7 @@ CpuReader = Callable[[], dict[str, float]]
 
 
 def gateway_cpu(pid: int) -> CpuReader:
-    return lambda: {"all": cpu_seconds(child_pids(pid)), "jit": 0.0}
+    return lambda: {"all": tree_cpu(pid), "jit": 0.0}
 
 
 def kafka_cpu(pid: int) -> CpuReader:
@@ -126,13 +112,6 @@ def kafka_cpu(pid: int) -> CpuReader:
         return {"all": threads["all"], "jit": threads["jit"]}
 
     return read
-
-
-def pin_server(pids: list[int]) -> None:
-    """Every thread of ``pids`` on core 0 (threads and processes started later inherit it)."""
-    for pid in pids:
-        subprocess.run(["taskset", "-a", "-cp", "0", str(pid)], check=True,
-                       stdout=subprocess.DEVNULL)  # fmt: skip
 
 
 def one_round(
@@ -246,10 +225,10 @@ def main() -> None:
             for workers in args.workers:
                 label = f"gateway, {workers} worker{'s' if workers > 1 else ''}"
                 port, gw = stack.enter_context(serving(tmp / f"gateway-{workers}", workers))
-                servers[label] = (port, gateway_cpu(gw.pid), child_pids(gw.pid))
+                servers[label] = (port, gateway_cpu(gw.pid), tree_pids(gw.pid))
             if args.pin:
                 for _, _, pids in servers.values():
-                    pin_server(pids)
+                    pin_threads(pids, 0)
                 os.sched_setaffinity(0, set(range(1, os.cpu_count() or 2)))
             print("warm-up round (not measured):", flush=True)
             for label, (port, cpu, _) in servers.items():

@@ -50,7 +50,9 @@ if TYPE_CHECKING:
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))  # the landed pushes are the tests' (tests/synthetic.py)
+sys.path.insert(0, str(ROOT / "bench"))
 
+from cpu import tree_cpu  # noqa: E402
 from tests.synthetic import (  # noqa: E402
     Push,
     land,
@@ -100,7 +102,6 @@ def _core_task(args: tuple[list[str], int, int, object]) -> int:
 
 def task_slots(master: str) -> int:
     """How many tasks a local master runs at once (its cores)."""
-    import os
     import re
 
     found = re.fullmatch(r"local(?:\[(\*|\d+)(?:,\d+)?\])?", master)
@@ -243,13 +244,13 @@ def run_job(spark: SparkSession, config: object, points: int, label: str) -> flo
     for path in (config.output_path, config.checkpoint_path):  # type: ignore[attr-defined]
         shutil.rmtree(path, ignore_errors=True)
     Path(config.alert_sink).unlink(missing_ok=True)  # type: ignore[attr-defined]
-    jvm = _cpu_seconds(spark._jvm.java.lang.ProcessHandle.current().pid())  # type: ignore[union-attr]
+    jvm = tree_cpu(spark._jvm.java.lang.ProcessHandle.current().pid())  # type: ignore[union-attr]
     started = time.perf_counter()
     job = PipelineJob(spark, config)  # type: ignore[arg-type]
     query = job.start(available_now=True)
     query.awaitTermination()
     seconds = time.perf_counter() - started
-    jvm = _cpu_seconds(spark._jvm.java.lang.ProcessHandle.current().pid()) - jvm  # type: ignore[union-attr]
+    jvm = tree_cpu(spark._jvm.java.lang.ProcessHandle.current().pid()) - jvm  # type: ignore[union-attr]
     stages = ", ".join(f"{name} {secs:.1f}" for name, secs in job.stage_seconds.items())
     spark_ms: dict[str, int] = {}
     for progress in query.recentProgress:
@@ -263,12 +264,6 @@ def run_job(spark: SparkSession, config: object, points: int, label: str) -> flo
     written = spark.read.parquet(f"{config.output_path}/points").count()  # type: ignore[attr-defined]
     assert written == points, (written, points)
     return seconds
-
-
-def _cpu_seconds(pid: int) -> float:
-    """CPU seconds a process has used (user and system), from /proc."""
-    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
-    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
 def _load() -> str:

@@ -36,8 +36,9 @@ import time
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
+from cpu import tree_cpu
 from ports import free_port, stop_process, wait_port
-from tail_latency import cores, cpu_seconds, pin, rss_mib
+from tail_latency import cores, pin, rss_mib
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
@@ -123,9 +124,9 @@ def floods(args: argparse.Namespace, proc: subprocess.Popen[bytes], port: int) -
             niceness=ATTACKER_NICENESS,
         )
         time.sleep(0.5)
-        cpu, started = cpu_seconds(proc.pid), time.monotonic()
+        cpu, started = tree_cpu(proc.pid), time.monotonic()
         rate = clean_rate(port, args.seconds)
-        cpu = (cpu_seconds(proc.pid) - cpu) / (time.monotonic() - started)
+        cpu = (tree_cpu(proc.pid) - cpu) / (time.monotonic() - started)
         out, _ = attack.communicate(timeout=args.seconds + 120)
         result = json.loads(out.strip().splitlines()[-1])
         clean = beside(alone, rate, clean_rate(port, args.seconds))

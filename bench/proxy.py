@@ -43,6 +43,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from confluent_kafka import Consumer, Producer
+from cpu import tree_cpu
 from ports import KafkaBroker, TansuProcess, free_port, stop_process, wait_port
 
 BIN = Path(sys.executable).parent
@@ -138,32 +139,6 @@ def latency(bootstrap: str, topic: str, samples: int) -> tuple[float, float]:
         times.append((time.perf_counter() - started) * 1000)
     quantiles = statistics.quantiles(times, n=100)
     return quantiles[49], quantiles[98]
-
-
-def cpu_seconds(pid: int) -> float:
-    """User + system CPU time of a process and of every live descendant so far (Linux
-    /proc; all threads count, and children already reaped through cutime/cstime)."""
-    total = 0
-    for one in [pid, *_descendants(pid)]:
-        try:
-            fields = Path(f"/proc/{one}/stat").read_text().rsplit(")", 1)[1].split()
-        except OSError:
-            continue  # gone since it was listed
-        total += sum(int(f) for f in fields[11:15])
-    return total / os.sysconf("SC_CLK_TCK")
-
-
-def _descendants(pid: int) -> list[int]:
-    found, todo = [], [pid]
-    while todo:
-        parent = todo.pop()
-        try:
-            children = Path(f"/proc/{parent}/task/{parent}/children").read_text().split()
-        except OSError:
-            continue
-        found += [int(c) for c in children]
-        todo += [int(c) for c in children]
-    return found
 
 
 def measure(
@@ -284,12 +259,12 @@ def run_rounds(
             if pid is None:
                 runs[label].append(measure(targets[label], args, label, lambda: 0.0)[0])
                 continue
-            before = cpu_seconds(pid)
+            before = tree_cpu(pid)
             figures, during_latency = measure(
-                targets[label], args, label, functools.partial(cpu_seconds, pid)
+                targets[label], args, label, functools.partial(tree_cpu, pid)
             )
             runs[label].append(figures)
-            cpu[label] += cpu_seconds(pid) - before
+            cpu[label] += tree_cpu(pid) - before
             latency_cpu[label] += during_latency
     return runs, cpu, latency_cpu
 

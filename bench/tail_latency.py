@@ -31,6 +31,10 @@ producer that does not go through the proxy is not the proxy's.
 
     python bench/tail_latency.py --seconds 20
     python bench/tail_latency.py --proxy --seconds 15
+    python bench/tail_latency.py --target both --rates 1000 2000 3000 --seconds 15
+
+``--target kafka`` or ``both``: Apache Kafka 4.4 with the project's plugin, alone or
+taking turns with the gateway on the same core (``bench/tail_kafka.py``).
 
 The machine this runs on may be shared: the figures are for comparing runs on
 the same machine (before / after), not absolute. Each phase also prints how much of
@@ -65,6 +69,7 @@ from typing import Any
 import zstandard
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
+from cpu import tree_cpu
 from ports import TansuProcess, free_port, stop_process, wait_port
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -110,12 +115,6 @@ def rss_mib(pid: int) -> float:
     return total / 2**20
 
 
-def cpu_seconds(pid: int) -> float:
-    """User + system CPU time of ``pid`` (all its threads) so far."""
-    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
-    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
-
-
 class CoreShare:
     """What the gateway's core gave it between ``CoreShare(core, pid)`` and ``stop()``:
     ``gateway``, its CPU time (its own clock, all threads) as a share of the wall time,
@@ -126,7 +125,7 @@ class CoreShare:
 
     def __init__(self, core: int | None, pid: int) -> None:
         self.core, self.pid = core, pid
-        self._start = (self._stolen(), cpu_seconds(pid), time.monotonic())
+        self._start = (self._stolen(), tree_cpu(pid), time.monotonic())
         self.gateway = 0.0
         self.steal: float | None = None
 
@@ -142,7 +141,7 @@ class CoreShare:
     def stop(self) -> CoreShare:
         stolen, cpu, wall = self._start
         wall = time.monotonic() - wall
-        self.gateway = (cpu_seconds(self.pid) - cpu) / wall
+        self.gateway = (tree_cpu(self.pid) - cpu) / wall
         now = self._stolen()
         if stolen is not None and now is not None:
             self.steal = (now - stolen) / os.sysconf("SC_CLK_TCK") / wall
@@ -772,10 +771,21 @@ def main() -> None:
         default=[],
         help="open-loop phases at these pushes/s as well (the same load for two versions)",
     )
-    parser.add_argument("--instances", type=int, default=20_000)
+    parser.add_argument(
+        "--instances", type=int, default=None, help="default 20,000; 15,000 with Kafka"
+    )
     parser.add_argument("--connections", type=int, default=32)
     parser.add_argument("--window", type=int, default=16, help="saturation: in flight/connection")
     parser.add_argument("--proxy", action="store_true")
+    parser.add_argument(
+        "--target",
+        choices=("gateway", "kafka", "both"),
+        default="gateway",
+        help="kafka: Kafka 4.4 with the project's plugin; both: Kafka and the gateway taking "
+        "turns on the same core (bench/tail_kafka.py)",
+    )
+    parser.add_argument("--rounds", type=int, default=4, help="--target kafka|both: per rate")
+    parser.add_argument("--warmup-seconds", type=float, default=10.0, help="--target kafka|both")
     parser.add_argument(
         "--data-root",
         help="where the gateway's data dir goes (e.g. /dev/shm: takes the disk's fsync "
@@ -796,10 +806,17 @@ def main() -> None:
     )
     args = parser.parse_args()
     NICE[0] = args.nice
+    if args.instances is None:
+        args.instances = 20_000 if args.target == "gateway" else 15_000
     with tempfile.TemporaryDirectory(prefix="cm-tail-", dir=args.data_root) as tmp:
-        if args.probe:
+        if args.probe and args.target == "gateway":  # the probe's CPU is not Kafka's
             PROBE[0] = Path(tmp) / "probe.jsonl"
-        (proxy if args.proxy else standalone)(args, Path(tmp))
+        if args.target != "gateway":
+            import tail_kafka
+
+            tail_kafka.run(args, Path(tmp))
+        else:
+            (proxy if args.proxy else standalone)(args, Path(tmp))
 
 
 if __name__ == "__main__":
