@@ -24,12 +24,16 @@ def tree_pids(pid: int) -> list[int]:
     found, todo = [pid], [pid]
     while todo:
         parent = todo.pop()
-        try:
-            children = Path(f"/proc/{parent}/task/{parent}/children").read_text().split()
-        except OSError:
-            continue  # gone since it was listed
-        found += [int(c) for c in children]
-        todo += [int(c) for c in children]
+        children: list[int] = []
+        # Each thread lists the children it started (the gateway starts its converter
+        # from a worker thread, not the main one).
+        for task in Path(f"/proc/{parent}/task").glob("*"):
+            try:
+                children += [int(c) for c in (task / "children").read_text().split()]
+            except OSError:
+                continue  # gone since it was listed
+        found += children
+        todo += children
     return found
 
 
