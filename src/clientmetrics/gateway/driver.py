@@ -40,7 +40,7 @@ from clientmetrics.gateway.listeners import identify
 from clientmetrics.gateway.transport import FrameProtocol
 from clientmetrics.gateway.upstream import Rewriter, UpstreamError, UpstreamLoginFailed
 from clientmetrics.security.throttle import claimed_name
-from clientmetrics.wire import FrameTooLarge, ProtocolError, UnsupportedApi
+from clientmetrics.wire import ProtocolError, UnsupportedApi
 from clientmetrics.wire.auth import AuthState
 from clientmetrics.wire.results import (
     NO_RESPONSE,
@@ -103,14 +103,12 @@ class Connection:
         )
         self.conn = ConnectionState(0, "", 0, node_id, self.core)
         self.protocol = FrameProtocol(
-            limits.max_request_bytes,
+            self.core.framer,
             self._frame_in,
             self._lost,
             on_made=self._made,
             on_writable=self._flush,
-            reserve=self.core.reserve_frame,
         )
-        self.core.on_readable = self.protocol.retry_reserve
         #: Frames (and the core's results for them) waiting for the connection's task.
         self._inbox: deque[bytes | bytearray | Serve | Verify] = deque()
         self._wake = asyncio.Event()
@@ -176,13 +174,8 @@ class Connection:
             self._limits.release(self._held)
             self._held = None
             return
-        if isinstance(exc, ProtocolError):  # the framer refused (the core may have closed)
-            reason = (
-                CloseReason.FRAME_TOO_LARGE
-                if isinstance(exc, FrameTooLarge)
-                else CloseReason.PROTOCOL_ERROR
-            )
-            self.close(Close(reason, str(exc)))
+        if isinstance(exc, ProtocolError):  # the framer refused the stream
+            self.close(self.core.framing_failed(exc))
         self._gone = True
         self.core.connection_lost()
         self._wake.set()
@@ -437,7 +430,6 @@ class Connection:
             self._deadline.cancel()
             self._deadline = None
         self.conn.forget_closer()
-        self.core.on_readable = None
 
     def _upstream_closed(self) -> None:
         # A broker going away closes its clients' connections, idle ones too;
