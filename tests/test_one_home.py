@@ -42,6 +42,9 @@ def where(pattern: str) -> set[str]:
         # the request budget's reservation: the framer (the server's and the clients')
         (r"FrameTooLarge\(|negative frame size", {"wire/framing.py", "wire/errors.py"}),
         (r"try_reserve\(", {"wire/framing.py", "wire/limits.py"}),
+        # waiting work queued per source address, round robin (SASL checks, push
+        # decoding, the loop's telemetry share): one scheduler
+        (r"OrderedDict\[str, deque|run_in_executor\(self\._decoder", {"gateway/turns.py"}),
     ],
 )
 def test_one_home(pattern: str, home: set[str]) -> None:
