@@ -38,6 +38,13 @@ def where(pattern: str) -> set[str]:
         (r'split_pattern\(series|rsplit\("\|"', {"pipeline/core/series.py"}),
         # Kafka's framing, the clients' side included (admin tool, simulator: wire/client.py)
         (r"FrameDecoder\(|encode_request_header\(", {"wire/"}),
+        # every frame size rule (the size prefix, the limit before authentication) and
+        # the request budget's reservation: the framer (the server's and the clients')
+        (r"FrameTooLarge\(|negative frame size", {"wire/framing.py", "wire/errors.py"}),
+        (r"try_reserve\(", {"wire/framing.py", "wire/limits.py"}),
+        # waiting work queued per source address, round robin (SASL checks, push
+        # decoding, the loop's telemetry share): one scheduler
+        (r"OrderedDict\[str, deque|run_in_executor\(self\._decoder", {"gateway/turns.py"}),
     ],
 )
 def test_one_home(pattern: str, home: set[str]) -> None:
@@ -58,7 +65,17 @@ def test_api_keys_and_config_numbers_are_named_in_wire_api_only() -> None:
                 assert not targets & names, f"{path.relative_to(SRC)}:{node.lineno}"
 
 
-@pytest.mark.parametrize(("name", "count"), [("decode_push", 1), ("PUSH_LABELS", 1)])
+@pytest.mark.parametrize(
+    ("name", "count"),
+    [
+        ("decode_push", 1),
+        ("PUSH_LABELS", 1),
+        # where a frame written is joined to its size prefix, and the size rule itself
+        ("COALESCE_BYTES", 1),
+        ("frame_bytes", 1),
+        ("check_size", 1),
+    ],
+)
 def test_one_meaning_per_name(name: str, count: int) -> None:
     defined = where(rf"^(def {name}\(|{name} = )")
     assert len(defined) == count, sorted(defined)

@@ -8,8 +8,10 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from clientmetrics.gateway.transport import FrameProtocol, frame_bytes
+from clientmetrics.gateway.transport import FrameProtocol
 from clientmetrics.wire import FrameTooLarge, ProtocolError
+from clientmetrics.wire.framing import FrameReader, frame_bytes
+from clientmetrics.wire.limits import RequestBudget
 
 SIZE = struct.Struct(">i")
 SCRATCH = 64 * 1024
@@ -32,7 +34,7 @@ def deliver(protocol: FrameProtocol, stream: bytes, chunks: list[int]) -> None:
 def collect() -> tuple[FrameProtocol, list[bytes], list[Exception | None]]:
     frames: list[bytes] = []
     lost: list[Exception | None] = []
-    protocol = FrameProtocol(2**31 - 1, lambda f: frames.append(bytes(f)), lost.append)
+    protocol = FrameProtocol(FrameReader(2**31 - 1), lambda f: frames.append(bytes(f)), lost.append)
     return protocol, frames, lost
 
 
@@ -70,7 +72,7 @@ def test_frame_bytes_prefixes_size_and_splits_only_large_frames() -> None:
 )
 def test_bad_size_prefix_reports_loss(prefix: bytes, error: type[Exception]) -> None:
     lost: list[Exception | None] = []
-    protocol = FrameProtocol(1000, lambda f: None, lost.append)
+    protocol = FrameProtocol(FrameReader(1000), lambda f: None, lost.append)
     deliver(protocol, prefix + b"\x00" * 10, [])
     assert len(lost) == 1
     assert isinstance(lost[0], error)
@@ -92,28 +94,21 @@ class _Transport:
 
 def test_a_large_frame_waits_for_the_request_budget_before_its_buffer_exists() -> None:
     frames: list[bytes] = []
-    allowed = [False]
-    asked: list[int] = []
-
-    def reserve(size: int) -> bool:
-        asked.append(size)
-        return allowed[0]
-
-    protocol = FrameProtocol(
-        2**31 - 1, lambda f: frames.append(bytes(f)), lambda e: None, reserve=reserve
-    )
+    payload = bytes(range(256)) * (BIG // 256)
+    budget = RequestBudget(len(payload))
+    assert budget.try_reserve(len(payload))  # spent by another connection
+    framer = FrameReader(2**31 - 1, budget=budget)
+    protocol = FrameProtocol(framer, lambda f: frames.append(bytes(f)), lambda e: None)
     transport = _Transport()
     protocol.connection_made(transport)  # type: ignore[arg-type]
-    payload = bytes(range(256)) * (BIG // 256)
     stream = b"".join(frame_bytes(payload))
     deliver(protocol, stream[:1000], [])
-    assert asked == [len(payload)]
     assert not transport.reading
-    assert protocol._big is None  # nothing allocated while the budget is spent
+    assert len(protocol.get_buffer(-1)) < len(payload)  # no buffer of its own yet
     protocol.resume_reading()  # in-flight back-pressure lifting must not override it
     assert not transport.reading
-    allowed[0] = True
-    protocol.retry_reserve()
+    budget.release(len(payload))  # the other connection's request completed
     assert transport.reading
+    assert budget.used == len(payload)  # now this frame's
     deliver(protocol, stream[1000:], [])
     assert frames == [payload]

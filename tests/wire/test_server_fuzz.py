@@ -22,6 +22,7 @@ from clientmetrics.wire.server import (
     Serve,
     ServerConnection,
 )
+from tests.wire.shell import receive
 
 SERVED = {
     ApiKey.API_VERSIONS: (0, 4),
@@ -59,7 +60,7 @@ streams = st.lists(st.one_of(st.binary(max_size=80), plausible), max_size=8)
 def run(core: ServerConnection, chunks: list[bytes]) -> None:
     closed = False
     for chunk in chunks:
-        results = core.receive_data(chunk, 0)
+        results = receive(core, chunk, 0)
         for index, result in enumerate(results):
             assert not closed
             match result:

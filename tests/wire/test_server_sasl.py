@@ -29,6 +29,7 @@ from clientmetrics.wire.server import (
     Serve,
     ServerConnection,
 )
+from tests.wire.shell import receive
 
 SERVED = {ApiKey.API_VERSIONS: (0, 4), ApiKey.METADATA: (0, 12)}
 
@@ -81,7 +82,7 @@ class Client:
         header_version = 2 if request_type(api_key, version).__flexible__ else 1
         header = RequestHeader(api_key, version, self.correlation, "c", None, header_version)
         frame = encode_request(header, request_type(api_key, version)(**body))
-        (result,) = self.core.receive_data(frame, now_ms)
+        (result,) = receive(self.core, frame, now_ms)
         return result
 
     def answer(self, api_key: int, version: int) -> Any:

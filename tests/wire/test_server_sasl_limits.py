@@ -25,6 +25,7 @@ from clientmetrics.wire import (
 )
 from clientmetrics.wire.errors import FrameTooLarge
 from clientmetrics.wire.server import Close, CloseReason, Respond, Serve, ServerConnection
+from tests.wire.shell import receive
 from tests.wire.test_server_sasl import (
     Client,
     FakeExchange,
@@ -65,7 +66,7 @@ def test_the_size_table_is_kafkas_ceiling_and_much_less_per_mechanism() -> None:
 def test_a_frame_over_the_ceiling_before_authentication_closes_before_buffering() -> None:
     core = sasl_core()
     # Only the size prefix and a few bytes: the close comes before any body is kept.
-    results = core.receive_data(struct.pack(">i", MAX_RECEIVE_BYTES + 1) + b"\x00" * 64, 0)
+    results = receive(core, struct.pack(">i", MAX_RECEIVE_BYTES + 1) + b"\x00" * 64, 0)
     assert len(results) == 1
     assert isinstance(results[0], Close)
     assert results[0].reason is CloseReason.FRAME_TOO_LARGE
@@ -78,18 +79,18 @@ def test_the_ceiling_is_lifted_once_the_client_authenticated() -> None:
     client.authenticate(b"\x00alice\x00secret")
     client.core.data_to_send()
     assert client.core.frame_limit == client.core.max_request_bytes
-    assert client.core.receive_data(struct.pack(">i", MAX_RECEIVE_BYTES + 1), 0) == []
+    assert receive(client.core, struct.pack(">i", MAX_RECEIVE_BYTES + 1), 0) == []
     assert not client.core.closed
 
 
-def test_a_self_framing_shell_is_refused_the_buffer_for_a_large_frame_before_authentication() -> (
-    None
-):
+def test_a_large_frame_gets_no_buffer_of_its_own_before_authentication() -> None:
     core = sasl_core()
-    assert core.reserve_frame(100_000) is True
+    core.framer.feed(struct.pack(">i", 100_000), lambda frame: None)
+    assert len(core.framer.get_buffer()) == 100_000  # under the ceiling: its own buffer
+    core = sasl_core()
     with pytest.raises(FrameTooLarge):
-        core.reserve_frame(MAX_RECEIVE_BYTES + 1)
-    assert core.closed
+        core.framer.feed(struct.pack(">i", MAX_RECEIVE_BYTES + 1), lambda frame: None)
+    assert len(core.framer.get_buffer()) < 100_000  # only the scratch buffer
 
 
 def test_a_large_frame_a_shell_buffered_itself_is_not_parsed_before_authentication() -> None:
@@ -198,8 +199,8 @@ def test_a_failing_telemetry_handler_answers_a_code_clients_retry(
     version = versions.get(api_key, 4)
     core = ServerConnection(served={api_key: (version, version)})
     header = RequestHeader(api_key, version, 1, "c", None, 2)
-    (result,) = core.receive_data(
-        encode_request(header, blank_entity(request_type(api_key, version))), 0
+    (result,) = receive(
+        core, encode_request(header, blank_entity(request_type(api_key, version))), 0
     )
     assert isinstance(result, Serve)
     assert core.fail(result.request, RuntimeError("disk on fire")) == Respond(0, code)

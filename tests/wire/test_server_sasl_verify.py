@@ -2,7 +2,8 @@
 
 The core hands PLAIN's PBKDF2 out as a ``Verify`` result; whatever runs it (the
 gateway runs it off the event loop) feeds the result back through ``verified``,
-which answers the SaslAuthenticate and releases the frames held meanwhile. The
+which answers the SaslAuthenticate; the shell (the driver; here tests/wire/shell.py)
+then hands in the frames it held meanwhile. The
 mechanisms are the product's own, over in-memory SCRAM credentials.
 """
 
@@ -30,6 +31,7 @@ from clientmetrics.wire.server import (
     Verify,
 )
 from tests.security.conftest import MemoryCredentials
+from tests.wire.shell import receive, verified
 from tests.wire.test_server_sasl import SERVED, Client
 
 FAILED = "Authentication failed: Invalid username or password"
@@ -85,7 +87,7 @@ def test_plain_is_verified_outside_the_core_then_answered(sasl) -> None:  # type
     assert client.core.data_to_send() == []  # nothing answered yet
     derived = verify.derive()
     assert derived == stored_key("sha512", b"alice-secret", SALT, 4096)
-    assert client.core.verified(derived, 5_000) == [Respond(1, authenticated=True)]
+    assert verified(client.core, derived, 5_000) == [Respond(1, authenticated=True)]
     answer = client.answer(36, 1)
     assert int(answer.error_code) == 0
     # The session lifetime counts from the end of the check.
@@ -129,7 +131,7 @@ def test_wrong_password_and_unknown_user_both_pay_the_derivation(
     assert isinstance(verify, Verify)
     derived = verify.derive()
     assert derived == expected
-    assert client.core.verified(derived, 0) == [Close(CloseReason.AUTHENTICATION_FAILED, FAILED)]
+    assert verified(client.core, derived, 0) == [Close(CloseReason.AUTHENTICATION_FAILED, FAILED)]
     answer = client.answer(36, version)
     assert int(answer.error_code) == ErrorCode.SASL_AUTHENTICATION_FAILED
     assert answer.error_message == FAILED
@@ -141,15 +143,15 @@ def test_frames_received_while_verifying_are_held_in_order(sasl) -> None:  # typ
     client = plain_client(sasl)
     auth = frame(client, ApiKey.SASL_AUTHENTICATE, 2, auth_bytes=b"\x00alice\x00alice-secret")
     first, second = api_versions(client), api_versions(client)
-    results = client.core.receive_data(auth + first + second[:7], 0)
+    results = receive(client.core, auth + first + second[:7], 0)
     assert len(results) == 1
     verify = results[0]
     assert isinstance(verify, Verify)
     # More bytes while verifying: cut into frames, held, not served.
-    assert client.core.receive_data(second[7:], 0) == []
+    assert receive(client.core, second[7:], 0) == []
     with pytest.raises(IllegalTransition):
-        client.core.receive_frame(first[4:], 0)  # a self-framing shell must hold them itself
-    results = client.core.verified(verify.derive(), 0)
+        client.core.receive_frame(first[4:], 0)  # the shell holds them, not the core
+    results = verified(client.core, verify.derive(), 0)
     assert results[0] == Respond(1, authenticated=True)
     assert [type(r) for r in results[1:]] == [Serve, Serve]
     assert [r.request.id for r in results[1:]] == [2, 3]  # type: ignore[union-attr]
@@ -161,9 +163,9 @@ def test_frames_received_while_verifying_are_held_in_order(sasl) -> None:  # typ
 def test_held_frames_are_dropped_when_the_check_fails(sasl) -> None:  # type: ignore[no-untyped-def]
     client = plain_client(sasl)
     auth = frame(client, ApiKey.SASL_AUTHENTICATE, 2, auth_bytes=b"\x00alice\x00nope")
-    (verify,) = client.core.receive_data(auth + api_versions(client), 0)
+    (verify,) = receive(client.core, auth + api_versions(client), 0)
     assert isinstance(verify, Verify)
-    assert client.core.verified(verify.derive(), 0) == [
+    assert verified(client.core, verify.derive(), 0) == [
         Close(CloseReason.AUTHENTICATION_FAILED, FAILED)
     ]
     assert login_answer(client) == (2, ErrorCode.SASL_AUTHENTICATION_FAILED)  # and nothing else
@@ -180,10 +182,10 @@ def test_a_request_pipelined_behind_the_login_is_judged_after_it(sasl) -> None: 
         allow_auto_topic_creation=False,
         include_topic_authorized_operations=False,
     )
-    (verify,) = client.core.receive_data(auth + metadata, 0)
+    (verify,) = receive(client.core, auth + metadata, 0)
     assert isinstance(verify, Verify)
     # Metadata before authentication would close the connection; held, it comes after.
-    first, second = client.core.verified(verify.derive(), 0)
+    first, second = verified(client.core, verify.derive(), 0)
     assert first == Respond(1, authenticated=True)
     assert isinstance(second, Serve)
     assert second.request.header.api_key == 3
@@ -194,24 +196,24 @@ def test_verified_after_the_connection_was_lost_does_nothing(sasl) -> None:  # t
     verify = client.authenticate(b"\x00alice\x00alice-secret")
     assert isinstance(verify, Verify)
     client.core.connection_lost()
-    assert client.core.verified(verify.derive(), 0) == []
+    assert verified(client.core, verify.derive(), 0) == []
     assert client.core.principal == ANONYMOUS
     with pytest.raises(IllegalTransition):
-        client.core.verified(b"", 0)  # no Verify outstanding
+        verified(client.core, b"", 0)  # no Verify outstanding
 
 
 def test_reauthentication_is_verified_too_and_holds_requests(sasl) -> None:  # type: ignore[no-untyped-def]
     client = plain_client(sasl, reauth_ms=60_000)
     verify = client.authenticate(b"\x00alice\x00alice-secret")
     assert isinstance(verify, Verify)
-    client.core.verified(verify.derive(), 0)
+    verified(client.core, verify.derive(), 0)
     client.core.data_to_send()
     client.handshake()
     client.core.data_to_send()
     auth = frame(client, ApiKey.SASL_AUTHENTICATE, 2, auth_bytes=b"\x00alice\x00changed")
-    (verify,) = client.core.receive_data(auth + api_versions(client), 10_000)
+    (verify,) = receive(client.core, auth + api_versions(client), 10_000)
     assert isinstance(verify, Verify)
     assert client.core.state is AuthState.VERIFYING
-    results = client.core.verified(verify.derive(), 10_000)
+    results = verified(client.core, verify.derive(), 10_000)
     assert results == [Close(CloseReason.AUTHENTICATION_FAILED, FAILED)]
     assert client.core.principal == "User:alice"  # what it proved before

@@ -32,6 +32,7 @@ import structlog
 from clientmetrics.errors import ConfigurationError
 from clientmetrics.exporters.base import Exporter, ExportError
 from clientmetrics.exporters.queued import ExporterStats, QueuedExporter, QueueOptions
+from clientmetrics.exporters.topic_acked import AckedTopicExporter
 from clientmetrics.telemetry.model import AcceptedPush
 from clientmetrics.telemetry.otlp import TELEMETRY_TOPIC, export_request
 
@@ -384,8 +385,6 @@ def create(options: Mapping[str, object], data_dir: Path) -> Exporter:
     config = producer_config(rest, required=queue.required)
     sink = TopicSink(config, topic, queue.labels, partitions=partitions, create_topic=create_topic)
     if queue.required:
-        from clientmetrics.exporters.topic_acked import AckedTopicExporter
-
         timeout_ms = config["message.timeout.ms"]
         assert isinstance(timeout_ms, int)
         return AckedTopicExporter("topic", sink, queue.queue_size, timeout_ms / 1000)

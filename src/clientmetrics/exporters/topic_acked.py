@@ -25,10 +25,10 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import time
+from typing import Protocol
 
 from clientmetrics.exporters.base import ExportError
 from clientmetrics.exporters.queued import ExporterStats
-from clientmetrics.exporters.topic import TopicSink
 from clientmetrics.telemetry.model import AcceptedPush
 
 __all__ = ["AckedTopicExporter"]
@@ -41,10 +41,26 @@ _GRACE_S = 5.0
 Pending = list[tuple[AcceptedPush, "asyncio.Future[None]"]]
 
 
+class AckingSink(Protocol):
+    """What this exporter needs of ``exporters.topic.TopicSink`` (named here, so that
+    the topic module, which builds this exporter, is not imported back)."""
+
+    topic: str
+    fatal: str | None
+
+    async def start(self, stats: ExporterStats) -> None: ...
+
+    def produce(self, push: AcceptedPush, future: asyncio.Future[None] | None = None) -> None: ...
+
+    async def flush(self, timeout_s: float) -> None: ...
+
+    async def close(self, timeout_s: float) -> None: ...
+
+
 class AckedTopicExporter:
     """Gates each push's answer on the cluster's acknowledgement of its record."""
 
-    def __init__(self, name: str, sink: TopicSink, max_in_flight: int, timeout_s: float) -> None:
+    def __init__(self, name: str, sink: AckingSink, max_in_flight: int, timeout_s: float) -> None:
         self.name = name
         self.sink = sink
         self.max_in_flight = max_in_flight

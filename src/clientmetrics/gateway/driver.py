@@ -35,12 +35,13 @@ import structlog
 
 from clientmetrics.gateway.config import Listener
 from clientmetrics.gateway.handlers import ConnectionState, Services, Upstream
+from clientmetrics.gateway.lifecycle import Event, Phase, advance
 from clientmetrics.gateway.limits import now_ms
 from clientmetrics.gateway.listeners import identify
 from clientmetrics.gateway.transport import FrameProtocol
 from clientmetrics.gateway.upstream import Rewriter, UpstreamError, UpstreamLoginFailed
 from clientmetrics.security.throttle import claimed_name
-from clientmetrics.wire import FrameTooLarge, ProtocolError, UnsupportedApi
+from clientmetrics.wire import ProtocolError, UnsupportedApi
 from clientmetrics.wire.auth import AuthState
 from clientmetrics.wire.results import (
     NO_RESPONSE,
@@ -103,26 +104,24 @@ class Connection:
         )
         self.conn = ConnectionState(0, "", 0, node_id, self.core)
         self.protocol = FrameProtocol(
-            limits.max_request_bytes,
+            self.core.framer,
             self._frame_in,
             self._lost,
             on_made=self._made,
             on_writable=self._flush,
-            reserve=self.core.reserve_frame,
         )
-        self.core.on_readable = self.protocol.retry_reserve
         #: Frames (and the core's results for them) waiting for the connection's task.
         self._inbox: deque[bytes | bytearray | Serve | Verify] = deque()
         self._wake = asyncio.Event()
-        self._busy = True  # until the task runs (and the upstream is up), frames wait
+        #: The one lifecycle state (gateway/lifecycle.py has its table).
+        self._phase = Phase.STARTING
+        #: Back-pressure: reading stopped until the core's pipeline and the inbox drain.
         self._paused = False
-        self._gone = False
-        self._closing: Close | None = None
-        self._holding = False  # a failed login's answer waits for the source's delay
-        #: The address of a connection throttled at accept (held unread until closed).
-        self._held: str | None = None
-        #: Answers under way (upstream responses, ``AnswerLater``s): a close waits for them.
-        self._pending = 0
+        #: Why the connection closes, once it does.
+        self._closed: Close | None = None
+        #: Answers under way (see ``_pending``): forwarded requests the upstream has not
+        #: answered yet, by request id, and answers awaited (``AnswerLater``, rewrites).
+        self._owed: set[int] = set()
         self._later: set[asyncio.Future[bytes]] = set()
         #: Aborts a closing connection that its grace (or the failed-login delay) outlived.
         self._deadline: asyncio.TimerHandle | None = None
@@ -137,7 +136,8 @@ class Connection:
             return
         hold_s = self._limits.throttle(host)
         if hold_s > 0:  # too many new connections from there: unread, then closed
-            self._held = host
+            self._on(Event.THROTTLED)
+            self.conn = ConnectionState(0, host, 0, self.conn.node_id, self.core)
             self.protocol.pause_reading()
             asyncio.get_running_loop().call_later(hold_s, self.protocol.abort)
             return
@@ -158,7 +158,7 @@ class Connection:
         if self.core.closed:
             return  # read before the close took effect
         item: bytes | bytearray | Serve | Verify = frame
-        if not self._busy and not self._inbox:
+        if self._phase is Phase.IDLE and not self._inbox:
             result = self.core.receive_frame(frame, now_ms())
             if type(result) is Forward:  # the hot path, before any other dispatch
                 self._forward(result.request, result.sasl_verdict)
@@ -172,20 +172,28 @@ class Connection:
         self._throttle()
 
     def _lost(self, exc: Exception | None) -> None:
-        if self._held is not None:  # throttled at accept: no task, nothing read
-            self._limits.release(self._held)
-            self._held = None
+        if self._phase is Phase.THROTTLED:  # throttled at accept: no task, nothing read
+            self._on(Event.LOST)
+            self._limits.release(self.conn.peer_host)
             return
-        if isinstance(exc, ProtocolError):  # the framer refused (the core may have closed)
-            reason = (
-                CloseReason.FRAME_TOO_LARGE
-                if isinstance(exc, FrameTooLarge)
-                else CloseReason.PROTOCOL_ERROR
-            )
-            self.close(Close(reason, str(exc)))
-        self._gone = True
+        if isinstance(exc, ProtocolError):  # the framer refused the stream
+            self.close(self.core.framing_failed(exc))
+        self._on(Event.LOST)
         self.core.connection_lost()
         self._wake.set()
+
+    def _on(self, event: Event) -> None:
+        self._phase = advance(self._phase, event)
+
+    @property
+    def _pending(self) -> int:
+        """Answers under way (upstream responses, ``AnswerLater``s): a close waits for them."""
+        return len(self._owed) + len(self._later)
+
+    def _upstream_failed(self) -> None:
+        """The upstream link failed: its clients go at once (the task winds down; the
+        client reconnects and finds the broker, or not)."""
+        self.protocol.abort()
 
     # -- the core's results -----------------------------------------------------
     def _apply(self, result: Result | Reply) -> None:
@@ -226,10 +234,10 @@ class Connection:
         try:
             link.forward(request.frame, answered)
         except UpstreamError:
-            self.protocol.abort()  # the link failed; the task is winding down
+            self._upstream_failed()
             return
         if answered is not None:
-            self._pending += 1
+            self._owed.add(request.id)
             self._throttle()
 
     def _upstream_answered(
@@ -240,15 +248,15 @@ class Connection:
         data: bytes | bytearray | UpstreamError,
     ) -> None:
         """The upstream's answer, from its link's callback (the hot path: no task switch)."""
+        self._owed.discard(request.id)
         if isinstance(data, UpstreamError):
-            self.protocol.abort()
+            self._upstream_failed()
             return
         try:
             if verdict:
                 code = authenticate_error_code(request.header.api_version, data)
                 close = self.core.upstream_authenticated(code)
                 if close is not None:
-                    self._pending -= 1
                     self.core.complete(request.id, data, framed=False)
                     self.close(close)  # written after the failure delay
                     return
@@ -264,7 +272,6 @@ class Connection:
             self._warn("response_not_delivered", error=repr(exc))
             self.protocol.abort()
             return
-        self._pending -= 1
         self.core.complete(request.id, data, framed=False)
         self._flush()
 
@@ -275,7 +282,7 @@ class Connection:
         try:
             reply = await handler(self.conn, request)
         except UpstreamError:
-            self.protocol.abort()
+            self._upstream_failed()
             return
         except Exception as exc:  # the core's policy decides; a bug must not end the gateway
             self._failed(request, exc)
@@ -285,7 +292,6 @@ class Connection:
                 self.core.complete(request.id, data)
                 self._flush()
             case AnswerLater(pending):
-                self._pending += 1
                 self._await(request, pending, framed=True)
             case Forward(forwarded):
                 self._forward(forwarded, False)
@@ -303,7 +309,6 @@ class Connection:
         self, request: Request, framed: bool, future: asyncio.Future[bytes]
     ) -> None:
         self._later.discard(future)
-        self._pending -= 1
         if future.cancelled():
             return
         error = future.exception()
@@ -311,7 +316,7 @@ class Connection:
             self.core.complete(request.id, future.result(), framed=framed)
             self._flush()
         elif isinstance(error, UpstreamError):
-            self.protocol.abort()
+            self._upstream_failed()
         elif framed:  # a handler's failure: the core's policy answers it
             self._failed(request, error)
         else:
@@ -340,12 +345,15 @@ class Connection:
     def _flush(self) -> None:
         protocol = self.protocol
         transport = protocol.transport
-        if self._holding or not protocol.writable or transport is None or transport.is_closing():
+        phase = self._phase
+        if phase is Phase.HOLDING or not protocol.writable or transport is None:
             return  # resume_writing calls back: the client reads its responses slowly
+        if transport.is_closing():
+            return
         chunks = self.core.data_to_send()
         if chunks:
             transport.writelines(chunks)
-        closing = self._closing
+        closing = self._closed
         if closing is not None:
             if self._pending == 0 or closing.reason is CloseReason.PROTOCOL_ERROR:
                 transport.close()
@@ -356,11 +364,11 @@ class Connection:
     def close(self, close: Close) -> None:
         """Stop reading; write the answers already under way (a failed login's after the
         source's delay, growing with repeated failures), then close."""
-        if self._closing is not None:
+        if self._closed is not None:
             return
         if not self.core.closed:
             close = self.core.close(close.reason, close.detail)
-        self._closing = close
+        self._closed = close
         self._inbox.clear()
         self.protocol.pause_reading()
         conn = self.conn
@@ -384,13 +392,14 @@ class Connection:
         # Neither a peer that stops reading nor an answer that never comes holds it open.
         self._deadline = loop.call_later(delay + _CLOSE_GRACE_S, self.protocol.abort)
         if delay > 0:
-            self._holding = True
+            self._on(Event.LOGIN_FAILED)
             loop.call_later(delay, self._release_hold)
             return
+        self._on(Event.CLOSED)
         self._flush()
 
     def _release_hold(self) -> None:
-        self._holding = False
+        self._on(Event.HOLD_ENDED)
         self._flush()
 
     def _warn(self, event: str, *, level: str = "warning", **fields: Any) -> None:
@@ -437,17 +446,16 @@ class Connection:
             self._deadline.cancel()
             self._deadline = None
         self.conn.forget_closer()
-        self.core.on_readable = None
 
     def _upstream_closed(self) -> None:
         # A broker going away closes its clients' connections, idle ones too;
         # a held failed-login answer is written first.
-        if not self._holding:
-            self.protocol.abort()
+        if self._phase is not Phase.HOLDING:
+            self._upstream_failed()
 
     async def _handle_inbox(self) -> None:
         inbox = self._inbox
-        while not self._gone:
+        while self._phase is not Phase.GONE:
             while inbox and not self.core.closed:
                 item = inbox.popleft()
                 if isinstance(item, Serve | Verify):
@@ -457,11 +465,11 @@ class Connection:
                 if self.conn.upstream is not None:
                     await self.conn.upstream.drain()
             inbox.clear()
-            self._busy = False  # the transport's callback may forward directly again
+            self._on(Event.DRAINED)  # the transport's callback may forward directly again
             self._flush()
             self._wake.clear()
             await self._wake.wait()
-            self._busy = True
+            self._on(Event.WOKEN)
 
     async def _handle(self, result: Result) -> None:
         match result:

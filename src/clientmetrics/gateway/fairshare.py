@@ -24,7 +24,8 @@ per two turns each, which queued pushes for 50-130 ms at 70 % of saturation.)
 from __future__ import annotations
 
 import asyncio
-from collections import OrderedDict, deque
+
+from clientmetrics.gateway.turns import SourceQueues
 
 __all__ = ["FairShare"]
 
@@ -42,13 +43,13 @@ class FairShare:
         #: Grants made this turn, to run in the next one.
         self._granted = 0
         self._next_turn_scheduled = False
-        #: Source address -> its requests waiting for a turn; the first source is next.
-        self._waiting: OrderedDict[str, deque[asyncio.Future[None]]] = OrderedDict()
+        #: Requests waiting for a turn, by source address.
+        self._waiting = SourceQueues()
 
     @property
     def waiting(self) -> int:
         """Requests waiting for a turn."""
-        return sum(len(queue) for queue in self._waiting.values())
+        return len(self._waiting)
 
     async def turn(self, source: str) -> None:
         """Return when ``source``'s request may do its work (at once if the turn has
@@ -57,19 +58,8 @@ class FairShare:
             self._used += 1
             self._schedule_next_turn()
             return
-        waiter = asyncio.get_running_loop().create_future()
-        queue = self._waiting.setdefault(source, deque())
-        queue.append(waiter)
         self._schedule_next_turn()
-        try:
-            await waiter
-        except asyncio.CancelledError:
-            if not waiter.done() or waiter.cancelled():
-                if waiter in queue:
-                    queue.remove(waiter)
-                if not queue and self._waiting.get(source) is queue:
-                    del self._waiting[source]
-            raise
+        await self._waiting.wait(source)  # a grant lost to a cancel is not handed on
 
     def _schedule_next_turn(self) -> None:
         if not self._next_turn_scheduled:
@@ -85,13 +75,5 @@ class FairShare:
         if self._waiting or self._used:
             # Before the grants' wake-ups: next turn starts by counting them.
             self._schedule_next_turn()
-        while self._waiting and self._granted < self.per_turn:
-            source, queue = next(iter(self._waiting.items()))
-            waiter = queue.popleft()
-            if queue:
-                self._waiting.move_to_end(source)
-            else:
-                del self._waiting[source]
-            if not waiter.done():
-                waiter.set_result(None)
-                self._granted += 1
+        while self._granted < self.per_turn and self._waiting.grant():
+            self._granted += 1

@@ -8,7 +8,6 @@ import os
 import random
 import signal
 from collections.abc import Callable, Iterator, Sequence
-from concurrent.futures import ThreadPoolExecutor
 from typing import TYPE_CHECKING
 
 import structlog
@@ -50,6 +49,7 @@ from clientmetrics.gateway.tables import standalone_handlers
 from clientmetrics.gateway.tasks import OwnedTasks
 from clientmetrics.gateway.telemetry_rpcs import TelemetryHandlers
 from clientmetrics.gateway.tls import ReloadingContext
+from clientmetrics.gateway.turns import OffLoop
 from clientmetrics.gateway.upstream_security import UpstreamTls
 from clientmetrics.security.base import SaslServer
 from clientmetrics.security.sasl import MechanismServer
@@ -119,8 +119,9 @@ class Gateway:
         self._services: Services | None = None
         self._proxy: ProxyServer | None = None
         self._stats = {"push": 0, "get_subscriptions": 0, "connections_closed": 0}
-        #: Decompresses and parses large pushes off the event loop (see telemetry_rpcs).
-        self._decoder = ThreadPoolExecutor(2, thread_name_prefix="push-decode")
+        #: Decompresses and parses large pushes off the event loop (see telemetry_rpcs),
+        #: in turns by source address, as the SASL verifier runs its checks.
+        self._decoder = OffLoop(2, name="push-decode")
         #: Telemetry requests' turns on the event loop, shared fairly between sources.
         self._share = FairShare()
         self.port = 0
@@ -453,7 +454,7 @@ class Gateway:
                 log.exception("exporter_close_failed", exporter=exporter.name)
         if self._subscriptions is not None:
             await self._subscriptions.close()
-        self._decoder.shutdown(wait=False, cancel_futures=True)
+        self._decoder.close()
         self.limits.verifier.close()
         if self._started:
             log.info("gateway_stopped")

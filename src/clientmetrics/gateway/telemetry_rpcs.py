@@ -3,10 +3,10 @@
 from __future__ import annotations
 
 import asyncio
+import functools
 import struct
 import time
 import uuid
-from concurrent.futures import Executor
 from dataclasses import fields, replace
 
 import structlog
@@ -16,6 +16,7 @@ from clientmetrics.exporters.path import ExportPath
 from clientmetrics.gateway.fairshare import FairShare
 from clientmetrics.gateway.handlers import ConnectionState
 from clientmetrics.gateway.limits import now_ms
+from clientmetrics.gateway.turns import OffLoop
 from clientmetrics.telemetry.manager import (
     ClientMetricsManager,
     PendingPush,
@@ -115,7 +116,7 @@ class TelemetryHandlers:
         self,
         manager: ClientMetricsManager,
         exporters: ExportPath,
-        decoder: Executor | None = None,
+        decoder: OffLoop | None = None,
         share: FairShare | None = None,
     ) -> None:
         self._manager = manager
@@ -192,7 +193,9 @@ class TelemetryHandlers:
             code, payload = decode_push(compression_type, metrics, inline)
             if code is ErrorCode.NONE or inline >= limit:
                 return self._finished(header, started, code, payload)
-        return AnswerLater(self._decoded(header, started, compression_type, metrics))
+        return AnswerLater(
+            self._decoded(header, started, compression_type, metrics, conn.peer_host)
+        )
 
     def _finished(
         self, header: RequestHeader, started: PendingPush, code: ErrorCode, payload: bytes
@@ -203,12 +206,16 @@ class TelemetryHandlers:
         return AnswerLater(self._land(header, result.accepted))
 
     async def _decoded(
-        self, header: RequestHeader, started: PendingPush, compression_type: int, metrics: bytes
+        self,
+        header: RequestHeader,
+        started: PendingPush,
+        compression_type: int,
+        metrics: bytes,
+        source: str,
     ) -> bytes:
-        loop = asyncio.get_running_loop()
-        code, payload = await loop.run_in_executor(
-            self._decoder, decode_push, compression_type, metrics, started.max_bytes
-        )
+        assert self._decoder is not None
+        decode = functools.partial(decode_push, compression_type, metrics, started.max_bytes)
+        code, payload = await self._decoder.run(decode, source)
         result = self._manager.finish_push(started, code, payload)
         if result.accepted is None:
             return self._pushed(header, result.error_code)

@@ -2,26 +2,25 @@
 
 The proxy moves megabyte Produce requests and Fetch responses it never decodes.
 A ``StreamReader`` would copy each byte three times in user space (its buffer,
-``read()``, a frame decoder) before the write. This protocol receives small
-frames into one scratch buffer (one copy out each) and large frames straight
-into a buffer of their own size (``recv_into``, zero copies), then hands each
-complete frame, without its size prefix, to a callback.
+``read()``, a frame decoder) before the write. This protocol only moves
+buffers: it receives into those its ``wire.framing.FrameReader`` lends (small
+frames into one scratch buffer, large ones straight into a buffer of their own
+size: ``recv_into``, zero copies), which hands back each complete frame,
+without its size prefix, for the callback; every size rule and the request
+budget are the reader's.
 """
 
 from __future__ import annotations
 
 import asyncio
-import struct
 from collections.abc import Callable
 from typing import cast
 
-from clientmetrics.wire import FrameTooLarge, ProtocolError
+from clientmetrics.wire import ProtocolError
+from clientmetrics.wire.framing import FrameReader, frame_bytes
 
 __all__ = ["FrameProtocol", "frame_bytes"]
 
-_SIZE = struct.Struct(">i")
-_SCRATCH = 64 * 1024  # frames above this are received into their own buffer
-_COALESCE = 64 * 1024  # below this, prefix + frame are joined into one write
 _WRITE_HIGH = 8 * 1024 * 1024
 #: How much decrypted data a TLS connection buffers ahead of its reader (asyncio's and
 #: uvloop's default: 256 KiB, which parked connections multiply).
@@ -32,41 +31,25 @@ def _ignore(*_args: object) -> None:
     return None
 
 
-def frame_bytes(frame: bytes | bytearray) -> list[bytes | bytearray]:
-    """The pieces to write for ``frame`` with its size prefix (one piece when small)."""
-    prefix = _SIZE.pack(len(frame))
-    if len(frame) < _COALESCE:
-        return [prefix + frame]
-    return [prefix, frame]
-
-
 class FrameProtocol(asyncio.BufferedProtocol):
     """A framed connection: complete frames to ``on_frame``, writes with back-pressure."""
 
     def __init__(
         self,
-        max_frame_bytes: int,
+        framer: FrameReader,
         on_frame: Callable[[bytes | bytearray], None],
         on_lost: Callable[[Exception | None], None],
         on_made: Callable[[asyncio.Transport], None] | None = None,
         on_writable: Callable[[], None] | None = None,
-        reserve: Callable[[int], bool] | None = None,
     ) -> None:
-        """``reserve(size)``: asked before a large frame's buffer is allocated; on
-        False the protocol stops reading until ``retry_reserve`` is called."""
-        self._max = max_frame_bytes
-        self._reserve = reserve
-        self._awaiting_budget = False
+        """``framer``: the connection's reader; while it waits for the request budget
+        the protocol does not read, and reads on when the budget has room."""
+        self._framer = framer
+        framer.on_readable = self.resume_reading
         self._on_frame = on_frame
         self._on_lost = on_lost
         self._on_made = on_made
         self._on_writable = on_writable
-        self._scratch = bytearray(_SCRATCH)
-        self._view = memoryview(self._scratch)
-        self._start = 0
-        self._end = 0
-        self._big: bytearray | None = None
-        self._big_filled = 0
         self._can_write = asyncio.Event()
         self._can_write.set()
         self.transport: asyncio.Transport | None = None
@@ -85,72 +68,14 @@ class FrameProtocol(asyncio.BufferedProtocol):
             self._on_made(self.transport)
 
     def get_buffer(self, sizehint: int) -> memoryview:
-        if self._big is not None:
-            return memoryview(self._big)[self._big_filled :]
-        if self._end == len(self._scratch):
-            # Move the partial frame to the front; it fits (larger ones go to _big).
-            pending = self._end - self._start
-            self._scratch[:pending] = self._view[self._start : self._end]
-            self._start, self._end = 0, pending
-        return self._view[self._end :]
+        return self._framer.get_buffer()
 
     def buffer_updated(self, nbytes: int) -> None:
         try:
-            if self._big is not None:
-                self._big_filled += nbytes
-                if self._big_filled == len(self._big):
-                    frame, self._big = self._big, None
-                    self._on_frame(frame)
-                return
-            self._end += nbytes
-            self._split()
+            if not self._framer.buffer_updated(nbytes, self._on_frame):
+                self.pause_reading()  # until the request budget has room
         except ProtocolError as exc:
             self._fail(exc)
-
-    def _split(self) -> None:
-        view = self._view
-        while self._end - self._start >= 4:
-            (size,) = _SIZE.unpack_from(self._scratch, self._start)
-            if size < 0:
-                raise ProtocolError(f"negative frame size {size}")
-            if size > self._max:
-                raise FrameTooLarge(size, self._max)
-            body = self._start + 4
-            if self._end - body >= size:
-                self._start = body + size
-                self._on_frame(bytes(view[body : self._start]))
-                if self.closed:
-                    return
-            elif 4 + size > len(self._scratch):
-                # A large frame: the rest goes straight into a buffer of its own,
-                # once the request budget has room for it (else: stop reading).
-                if self._reserve is not None and not self._reserve(size):
-                    self._awaiting_budget = True
-                    self.pause_reading()
-                    return
-                have = self._end - body
-                self._big = bytearray(size)
-                self._big[:have] = view[body : self._end]
-                self._big_filled = have
-                self._start = self._end = 0
-                return
-            else:
-                break
-        if self._start == self._end:
-            self._start = self._end = 0
-
-    def retry_reserve(self) -> None:
-        """The budget has room again: allocate the waiting frame's buffer, read on."""
-        if not self._awaiting_budget or self.closed:
-            return
-        self._awaiting_budget = False
-        try:
-            self._split()
-        except ProtocolError as exc:
-            self._fail(exc)
-            return
-        if not self._awaiting_budget:
-            self.resume_reading()
 
     def eof_received(self) -> bool:
         return False  # close the transport
@@ -161,16 +86,13 @@ class FrameProtocol(asyncio.BufferedProtocol):
         # Let go of the buffers and the transport now, not whenever a collection reaches
         # this object (none does once gc.freeze moved a cycle holding it out of reach):
         # 900 reset TLS connections with partial 1 MB requests kept ~1.3 GiB.
-        self._big = None
-        self._scratch = bytearray()
-        self._view = memoryview(self._scratch)
-        self._start = self._end = 0
+        self._framer.clear()
         self.transport = None
         # And of the callbacks: they are the owner's bound methods, and the owner holds
         # this protocol, a cycle that only the cyclic collector would free (and never,
         # once gc.freeze has moved it to the permanent generation).
         self._on_frame = self._on_lost = self._on_writable = _ignore
-        self._on_made = self._reserve = None
+        self._on_made = None
 
     def _fail(self, exc: Exception) -> None:
         self._report_lost(exc)
@@ -216,7 +138,7 @@ class FrameProtocol(asyncio.BufferedProtocol):
             self.transport.pause_reading()
 
     def resume_reading(self) -> None:
-        if self._awaiting_budget:
+        if self._framer.waiting:
             return  # the scratch buffer holds a frame waiting for the request budget
         if self.transport is not None and not self.closed:
             self.transport.resume_reading()

@@ -38,6 +38,7 @@ from clientmetrics.wire import (
     encode_request,
     request_header_version,
 )
+from clientmetrics.wire.framing import FrameReader
 
 __all__ = ["Rewriter", "UpstreamError", "UpstreamLink", "UpstreamLoginFailed"]
 
@@ -102,7 +103,7 @@ class UpstreamLink:
     async def connect(self) -> None:
         """Open the connection; raises ``UpstreamError`` if the broker cannot be reached."""
         loop = asyncio.get_running_loop()
-        protocol = FrameProtocol(_MAX_RESPONSE_BYTES, self._on_frame, self._on_lost)
+        protocol = FrameProtocol(FrameReader(_MAX_RESPONSE_BYTES), self._on_frame, self._on_lost)
         tls = self._tls
         try:
             await asyncio.wait_for(

@@ -127,7 +127,7 @@ class Verify:
 
     Run ``derive`` (pure: it may run on any thread) and hand what it returns to
     ``verified``. Until then the connection is not read (``should_pause``) and the
-    frames ``receive_data`` already cut are held, in order.
+    shell holds the frames already cut, in order, to hand them in after.
     """
 
     request_id: int

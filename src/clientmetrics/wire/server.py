@@ -1,16 +1,19 @@
 """The server side of one Kafka connection, without I/O (in the manner of h11).
 
-Bytes in, results out, bytes back. ``ServerConnection`` owns what both gateway
-modes share: framing, request headers, KIP-1313 admission, the authentication
-state (``wire.sasl``), the response order and the rejection policy. The
-asyncio shells only move bytes and run handlers:
+Frames in, results out, bytes back. ``ServerConnection`` owns what both gateway
+modes share: framing (its ``framer``, ``wire.framing.FrameReader``), request
+headers, KIP-1313 admission, the authentication state (``wire.sasl``), the
+response order and the rejection policy. The asyncio shell only moves buffers
+and runs handlers:
 
-* ``receive_data(data, now_ms)`` (or ``receive_frame`` for a shell that frames
-  itself) returns one result per request: ``Serve`` (a local handler answers),
-  ``Forward`` (proxy: send it upstream), ``Respond`` (the core answered) or
-  ``Close`` (write what is ready, then close), or ``Verify`` (SASL needs a
-  costly derivation: run it off the event loop, then ``verified(result)``
-  returns the answer's result and those of the frames held meanwhile);
+* the shell receives into the buffers ``framer`` lends it; ``framer`` hands back
+  complete frames (or raises, and ``framing_failed`` gives the ``Close``);
+* ``receive_frame(frame, now_ms)``, the one entry, returns one result per
+  request: ``Serve`` (a local handler answers), ``Forward`` (proxy: send it
+  upstream), ``Respond`` (the core answered) or ``Close`` (write what is
+  ready, then close), or ``Verify`` (SASL needs a costly derivation: run it
+  off the event loop, holding the frames behind it, then ``verified(result)``
+  returns the answer's result);
 * ``complete(request_id, data)`` hands in an answer, in any order; ``fail``
   turns a handler's exception into the answer the policy gives it;
 * ``data_to_send()`` returns the bytes to write, always in request order.
@@ -27,8 +30,7 @@ Requests are numbered in arrival order; a request that gets no response
 from __future__ import annotations
 
 import uuid
-from collections import deque
-from collections.abc import Callable, Mapping
+from collections.abc import Mapping
 from types import MappingProxyType
 
 from clientmetrics.wire.api import ApiKey
@@ -36,9 +38,9 @@ from clientmetrics.wire.auth import AuthState, IllegalTransition
 from clientmetrics.wire.client_software import software_valid
 from clientmetrics.wire.codec import ZERO_UUID
 from clientmetrics.wire.errors import ErrorCode, FrameTooLarge, ProtocolError, UnsupportedApi
-from clientmetrics.wire.framing import DEFAULT_MAX_FRAME_BYTES, FrameDecoder, encode_frame
+from clientmetrics.wire.framing import DEFAULT_MAX_FRAME_BYTES, FrameReader, frame_bytes
 from clientmetrics.wire.headers import RequestHeader, parse_request_header
-from clientmetrics.wire.limits import SMALL_REQUEST_BYTES, RequestBudget
+from clientmetrics.wire.limits import RequestBudget
 from clientmetrics.wire.messages import decode_body
 from clientmetrics.wire.replies import error_response
 from clientmetrics.wire.results import (
@@ -116,12 +118,9 @@ class ServerConnection:
         self._served = served
         self._forwarding = forwarding
         self._advertised = advertised
-        self._decoder = FrameDecoder(max_request_bytes)
         self._max_request_bytes = max_request_bytes
-        self._budget = budget
-        self._reserved = 0
-        self._pending_charged = False
-        self._starved = False
+        #: The one way bytes come in: the shell lends its buffers, gets frames back.
+        self.framer = FrameReader(max_request_bytes, limit=self._frame_limit, budget=budget)
         self._max_in_flight = max_in_flight
         self._idle_ms = idle_ms
         self._last_request_ms = now_ms
@@ -130,9 +129,8 @@ class ServerConnection:
         self._done: dict[int, list[bytes | bytearray]] = {}
         self._headers: dict[int, RequestHeader] = {}
         self._closed = False
-        #: The SaslAuthenticate being verified, and the frames received meanwhile.
+        #: The SaslAuthenticate being verified (the shell holds the frames behind it).
         self._verifying: int | None = None
-        self._held: deque[bytes | bytearray] = deque()
         self.sasl = SaslSession(policy or ListenerPolicy(), principal)
         self.requests = 0
         self.client_id: str | None = None
@@ -140,8 +138,6 @@ class ServerConnection:
         self.header_instance_id: uuid.UUID | None = None
         #: ApiVersions v3+: the client software's name and version, once sent.
         self.software: tuple[str, str] | None = None
-        #: Called when reading may resume after the request budget was spent.
-        self.on_readable: Callable[[], None] | None = None
 
     # -- state seen by the shell ----------------------------------------------
     @property
@@ -189,6 +185,9 @@ class ServerConnection:
     def frame_limit(self) -> int:
         """The largest frame taken now: ``max_request_bytes``, or less (Kafka's
         ``sasl.server.max.receive.size``) until a client that must authenticate has."""
+        return self.framer.limit()
+
+    def _frame_limit(self) -> int:
         sasl = self.sasl
         if sasl.policy.requires_sasl and not sasl.proven:
             return min(self._max_request_bytes, sasl.policy.max_receive_bytes)
@@ -198,7 +197,7 @@ class ServerConnection:
         """Stop reading: too many requests in flight, no budget for the next one, or a
         SASL derivation under way."""
         return (
-            self._starved
+            self.framer.starved
             or self._closed
             or self._verifying is not None
             or self.in_flight >= self._max_in_flight
@@ -207,7 +206,7 @@ class ServerConnection:
     def may_resume(self) -> bool:
         """Read again (with hysteresis, so a full pipeline does not flap)."""
         return (
-            not self._starved
+            not self.framer.starved
             and not self._closed
             and self._verifying is None
             and self.in_flight <= self._max_in_flight // 2
@@ -227,93 +226,28 @@ class ServerConnection:
             return self._close(CloseReason.IDLE, f"idle for {now_ms - self._last_request_ms} ms")
         return None
 
-    # -- bytes in -------------------------------------------------------------
-    def receive_data(self, data: bytes | bytearray | memoryview, now_ms: int) -> list[Result]:
-        """Results for every request completed by ``data``, in arrival order."""
-        if self._closed:
-            return []
-        self._decoder.max_frame_bytes = self.frame_limit
-        try:
-            frames = self._decoder.feed(data)
-        except FrameTooLarge as exc:
-            return [self._close(CloseReason.FRAME_TOO_LARGE, str(exc))]
-        except ProtocolError as exc:
-            return [self._close(CloseReason.PROTOCOL_ERROR, str(exc))]
-        self._held.extend(frames)
-        return self._take_held(now_ms)
-
-    def _take_held(self, now_ms: int) -> list[Result]:
-        """Results of the frames cut so far, up to the first that needs verifying."""
-        results: list[Result] = []
-        held = self._held
-        while held and not self._closed and self._verifying is None:
-            results.append(self.receive_frame(held.popleft(), now_ms))
-        if self._closed:
-            held.clear()
-        elif self._verifying is None:  # else the partial frame is charged once verified
-            pending = self._decoder.pending_size
-            if pending is not None and not self._pending_charged:
-                self._pending_charged = self._charge(pending)
-        return results
-
-    def reserve_frame(self, size: int) -> bool:
-        """Before buffering a frame of ``size`` bytes: False (and pause) if over budget.
-
-        ``receive_data`` does this itself; a shell that frames on its own calls it
-        before allocating the frame's buffer, and again after ``on_readable``.
-        Raises ``FrameTooLarge`` (and closes) for a frame over ``frame_limit`` that a
-        framer checking ``max_request_bytes`` alone would take (before authentication).
-        """
-        if size > self._max_request_bytes:
-            return True  # the framer rejects it without buffering
-        limit = self.frame_limit
-        if size > limit:
-            self._close(CloseReason.FRAME_TOO_LARGE, f"frame of {size} bytes before authentication")
-            raise FrameTooLarge(size, limit)
-        return self._charge(size)
-
-    def _charge(self, size: int) -> bool:
-        budget = self._budget
-        if budget is None or size <= SMALL_REQUEST_BYTES:
-            return True
-        if budget.try_reserve(size):
-            self._reserved += size
-            return True
-        if not self._starved:
-            self._starved = True
-            budget.wait(self._budget_freed)
-        return False
-
-    def _budget_freed(self) -> None:
-        if self._closed or not self._starved:
-            return
-        self._starved = False
-        pending = self._decoder.pending_size
-        if pending is not None and not self._pending_charged:
-            self._pending_charged = self._charge(pending)
-        if not self._starved and self.on_readable is not None:
-            self.on_readable()
-
-    def _release(self, size: int) -> None:
-        if size > SMALL_REQUEST_BYTES and self._reserved >= size and self._budget is not None:
-            self._reserved -= size
-            self._budget.release(size)
+    # -- frames in -----------------------------------------------------------
+    def framing_failed(self, error: ProtocolError) -> Close:
+        """The ``Close`` for a stream ``framer`` refused (a bad or too large size prefix)."""
+        if isinstance(error, FrameTooLarge):
+            return self._close(CloseReason.FRAME_TOO_LARGE, str(error))
+        return self._close(CloseReason.PROTOCOL_ERROR, str(error))
 
     def receive_frame(self, frame: bytes | bytearray, now_ms: int) -> Result:
-        """The result for one complete request frame (without its size prefix).
+        """The result for one request frame ``framer`` cut (without its size prefix).
 
-        Not while ``verifying``: a shell that frames itself holds frames until then.
+        Not while ``verifying``: the shell holds the frames behind a ``Verify`` until
+        ``verified``.
         """
         if self._closed:
             return Close(CloseReason.PROTOCOL_ERROR, "connection closed")
         if self._verifying is not None:
             raise IllegalTransition("a frame was handed in while SASL is verifying")
-        self._release(len(frame))
-        self._pending_charged = False
         self._last_request_ms = now_ms
-        limit = self.frame_limit
-        if len(frame) > limit:  # a shell that frames itself buffered it: never parsed
-            return self._close(CloseReason.FRAME_TOO_LARGE, str(FrameTooLarge(len(frame), limit)))
+        try:
+            self.framer.taken(len(frame))
+        except FrameTooLarge as exc:  # cut before the client authenticated: never parsed
+            return self._close(CloseReason.FRAME_TOO_LARGE, str(exc))
         try:
             header, offset = parse_request_header(frame)  # type: ignore[arg-type]
         except (ProtocolError, UnsupportedApi) as exc:
@@ -417,20 +351,17 @@ class ServerConnection:
         """Finish the SASL exchange ``Verify`` asked for with its derivation's result.
 
         Returns the answer's ``Respond`` (authenticated, or a failure's ``Close``,
-        with the same answer and message as a check done at once), then the results
-        of the frames held meanwhile, in arrival order. Nothing if the connection
-        was closed in between.
+        with the same answer and message as a check done at once); the shell then
+        hands in the frames it held meanwhile. Nothing if the connection was closed
+        in between.
         """
         request_id, self._verifying = self._verifying, None
         if request_id is None:
             raise IllegalTransition("verified() without a Verify")
         if self._closed:
             return []
-        results: list[Result] = [
-            self._sasl_answered(request_id, self.sasl.verified(derived, now_ms))
-        ]
         self._last_request_ms = now_ms
-        return results + self._take_held(now_ms)
+        return [self._sasl_answered(request_id, self.sasl.verified(derived, now_ms))]
 
     # -- answers in -----------------------------------------------------------
     def reject(
@@ -482,10 +413,8 @@ class ServerConnection:
             self._done[request_id] = []
         elif framed:
             self._done[request_id] = [data]
-        elif len(data) < 65536:
-            self._done[request_id] = [encode_frame(bytes(data))]
         else:  # large upstream responses are written without a copy
-            self._done[request_id] = [len(data).to_bytes(4, "big"), data]
+            self._done[request_id] = frame_bytes(data)
 
     def _answer(self, request_id: int, data: bytes) -> None:
         self.complete(request_id, data)
@@ -510,11 +439,6 @@ class ServerConnection:
             self._head += 1
         return out
 
-    def _settle_reservation(self) -> None:
-        if self._reserved and self._budget is not None:
-            reserved, self._reserved = self._reserved, 0
-            self._budget.release(reserved)
-
     def close(self, reason: CloseReason, detail: str) -> Close:
         """Close for a reason the shell found (a handler's ``Close``, the idle sweep)."""
         return self._close(reason, detail)
@@ -523,15 +447,13 @@ class ServerConnection:
         if not self._closed:
             self._closed = True
             self.sasl.fail()
-            self._settle_reservation()
+            self.framer.settle()
         return Close(reason, detail)
 
     def connection_lost(self) -> None:
         """The transport closed: return any reserved budget and drop what is buffered
-        (a partial frame, held frames, answers not written) at once, not whenever a
-        garbage collection gets to the connection's objects."""
+        (a partial frame, answers not written) at once, not whenever a garbage
+        collection gets to the connection's objects."""
         self._closed = True
-        self._settle_reservation()
-        self._decoder.clear()
-        self._held.clear()
+        self.framer.clear()
         self._done.clear()
