@@ -27,9 +27,9 @@ def test_connections_of_one_key_aggregate_into_one_record() -> None:
     records = table.drain(2_000)
     assert records == [
         ConnectionRecord(3, 1_000, 2_000, "User:alice", "orders", "apache-kafka-java", "4.4.0",
-                         "PLAIN", "PLAINTEXT", "10.0.0.7", "", 1_100, 1_900, 2),
+                         "PLAIN", "PLAINTEXT", "10.0.0.7", "", False, 1_100, 1_900, 2),
         ConnectionRecord(3, 1_000, 2_000, "User:bob", "", "sarama", "1.61.1",
-                         "PLAIN", "PLAINTEXT", "10.0.0.8", "", 1_700, 1_700, 1),
+                         "PLAIN", "PLAINTEXT", "10.0.0.8", "", False, 1_700, 1_700, 1),
     ]  # fmt: skip
     # The next interval starts empty, at the drain.
     assert table.drain(3_000) == []
@@ -68,7 +68,7 @@ def test_the_table_refuses_a_bound_below_one() -> None:
 
 def test_records_become_the_landed_columns() -> None:
     key = ClientKey("User:a", "c", "librdkafka", "2.16.0", "L", "SSL", "::1",
-                    "5f8b7c1e-2a4d-4e6f-9b0a-1c2d3e4f5a6b")  # fmt: skip
+                    "5f8b7c1e-2a4d-4e6f-9b0a-1c2d3e4f5a6b", True)  # fmt: skip
     table = ConnectionTable(max_keys=4, node_id=7, now_ms=0)
     table.observe(key, 5)
     arrow = records_to_arrow(table.drain(10))
@@ -77,7 +77,7 @@ def test_records_become_the_landed_columns() -> None:
         {"node_id": 7, "interval_start_ms": 0, "interval_end_ms": 10, "principal": "User:a",
          "client_id": "c", "client_software_name": "librdkafka", "client_software_version": "2.16.0",
          "listener": "L", "security_protocol": "SSL", "client_source_address": "::1",
-         "client_instance_id": "5f8b7c1e-2a4d-4e6f-9b0a-1c2d3e4f5a6b",
+         "client_instance_id": "5f8b7c1e-2a4d-4e6f-9b0a-1c2d3e4f5a6b", "telemetry_requested": True,
          "first_seen_ms": 5, "last_seen_ms": 5, "connections": 1},
     ]  # fmt: skip
     assert records_to_arrow([]).num_rows == 0

@@ -86,6 +86,8 @@ def test_every_connection_lands_as_its_client_keys_record(tmp_path: Path) -> Non
         # Still open: counted once in each interval, with the instance it was given.
         assert {r["client_instance_id"] for r in pusher} == {str(instance)}
         assert {r["client_software_name"] for r in pusher} == {"unknown"}
+        assert {r["telemetry_requested"] for r in pusher} == {True}
+        assert {r["telemetry_requested"] for r in orders} == {False}
         assert gw.metric("connection_records_dropped_total") == 0
         assert gw.metric("connection_records_written_total") >= 2
     finally:

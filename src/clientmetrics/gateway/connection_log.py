@@ -93,7 +93,8 @@ class ConnectionLog:
 
     def _key(self, conn: ConnectionState) -> ClientKey:
         name, version = conn.software
-        instance = conn.header_instance_id or self._instance_of(conn.connection_id)
+        asked = self._instance_of(conn.connection_id)
+        instance = asked or conn.header_instance_id
         return ClientKey(
             conn.principal,
             conn.client_id or "",
@@ -103,6 +104,7 @@ class ConnectionLog:
             conn.security_protocol,
             conn.peer_host,
             instance_text(instance),
+            asked is not None,
         )
 
     async def run(self) -> None:

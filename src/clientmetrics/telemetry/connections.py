@@ -48,6 +48,9 @@ class ClientKey:
     client_source_address: str
     #: Canonical UUID text, or "" while the client has told none.
     client_instance_id: str = ""
+    #: The client asked for its telemetry subscription (GetTelemetrySubscriptions)
+    #: on this connection: it has KIP-714 turned on.
+    telemetry_requested: bool = False
 
 
 @dataclass(frozen=True, slots=True)
@@ -65,6 +68,7 @@ class ConnectionRecord:
     security_protocol: str
     client_source_address: str
     client_instance_id: str
+    telemetry_requested: bool
     #: When a connection of this key was first and last seen in the interval.
     first_seen_ms: int
     last_seen_ms: int
@@ -78,6 +82,8 @@ _INT64 = {"interval_start_ms", "interval_end_ms", "first_seen_ms", "last_seen_ms
 
 
 def _arrow_type(name: str) -> pa.DataType:
+    if name == "telemetry_requested":
+        return pa.bool_()
     if name == "node_id":
         return pa.int32()
     if name in _INT64:
@@ -167,6 +173,7 @@ class ConnectionTable:
                 key.security_protocol,
                 key.client_source_address,
                 key.client_instance_id,
+                key.telemetry_requested,
                 seen.first,
                 seen.last,
                 seen.connections,
