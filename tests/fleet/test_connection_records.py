@@ -75,7 +75,8 @@ def test_records_become_the_landed_columns() -> None:
     assert arrow.schema == CONNECTION_ARROW
     assert arrow.to_pylist() == [
         {"node_id": 7, "interval_start_ms": 0, "interval_end_ms": 10, "principal": "User:a",
-         "client_id": "c", "client_software_name": "librdkafka", "client_software_version": "2.16.0",
+         "client_id": "c", "client_software_name": "librdkafka",
+         "client_software_version": "2.16.0",
          "listener": "L", "security_protocol": "SSL", "client_source_address": "::1",
          "client_instance_id": "5f8b7c1e-2a4d-4e6f-9b0a-1c2d3e4f5a6b", "telemetry_requested": True,
          "first_seen_ms": 5, "last_seen_ms": 5, "connections": 1},
