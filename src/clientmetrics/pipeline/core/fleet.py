@@ -142,7 +142,8 @@ def _pushing(clients: pa.Table) -> dict[str, dict[str, Any]]:
         return {}
     table = clients.select([*FLEET_KEY, "client_instance_id", "first_seen", "last_seen", "pushes"])
     for name in ("first_seen", "last_seen"):
-        ms = pc.divide(pc.cast(table.column(name), pa.int64()), 1000)
+        column = table.column(name)  # any unit, aware or naive (Spark's naive UTC)
+        ms = pc.cast(pc.cast(column, pa.timestamp("ms", column.type.tz)), pa.int64())
         table = table.set_column(table.schema.get_field_index(name), name, ms)
     return {row["client_instance_id"]: row for row in table.to_pylist()}
 
