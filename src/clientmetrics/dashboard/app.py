@@ -89,7 +89,7 @@ class Dashboard:
         self._clock = clock
         self._tables = TableReader(config.tables)
         self._landing = landing_reader(config.data_dir)
-        self._fleet = FleetSource(config.data_dir, self._tables)
+        self._fleet = FleetSource(config.data_dir, self._tables, clock, LANDING_RECENT_S)
         self._series = SeriesReader(self._tables, self._landing, clock)
         self._gateway = (
             GatewayMetrics(config.gateway_metrics_url) if config.gateway_metrics_url else None

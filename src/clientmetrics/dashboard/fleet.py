@@ -7,6 +7,7 @@ pipeline's clients table — and renders the result.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from datetime import UTC, datetime
 from html import escape
 from pathlib import Path
@@ -14,7 +15,9 @@ from typing import Any
 
 import pyarrow as pa
 
+from clientmetrics.dashboard.inventory import LANDING_LABELS, with_landed_clients
 from clientmetrics.dashboard.pages import known, layout
+from clientmetrics.dashboard.series import landing_reader
 from clientmetrics.dashboard.tables import TableReader
 from clientmetrics.pipeline.core.fleet import fleet_table
 from clientmetrics.pipeline.core.schemas import CLIENTS_ARROW
@@ -37,15 +40,23 @@ _REASONS = {
 class FleetSource:
     """Reads what the fleet is made of: connection records and the clients table."""
 
-    def __init__(self, data_dir: Path, tables: TableReader) -> None:
+    def __init__(
+        self, data_dir: Path, tables: TableReader, clock: Callable[[], float], recent_s: float
+    ) -> None:
         root = data_dir / LANDING_DIR / CONNECTIONS_DIR
         self._connections = TableReader(root, pattern=LANDED_FILES)
+        self._landing = landing_reader(data_dir)
         self._tables = tables
+        self._clock = clock
+        self._recent_s = recent_s
 
     def fleet(self) -> tuple[pa.Table, bool]:
         """The fleet table, and whether any connection records were there to join."""
         connections = self._connections.read("", CONNECTION_ARROW.names)
-        clients = self._tables.read("clients", CLIENTS_ARROW.names)
+        # The pipeline lags the gateway: recent landed pushes top the clients table up,
+        # as on the inventory page.
+        landed = self._landing.read_recent(LANDING_LABELS, self._clock() - self._recent_s)
+        clients = with_landed_clients(self._tables.read("clients"), landed)
         seen = connections is not None and connections.num_rows > 0
         return (
             fleet_table(
