@@ -29,6 +29,7 @@ def _connections() -> pa.Table:
     table = ConnectionTable(max_keys=100, node_id=0, now_ms=1_000)
     table.observe(_key("java", "apache-kafka-java", "4.4.0"), 1_100, since_ms=1_050)  # bootstrap
     table.observe(_key("java", "apache-kafka-java", "4.4.0", JAVA_ID, True), 1_900)  # broker
+    table.observe(_key("java", "unknown", "unknown"), 1_950)  # open, before its ApiVersions
     table.observe(_key("quiet", "apache-kafka-java", "4.4.0"), 1_500)
     table.observe(
         _key("asked", "librdkafka", "2.16.0", "11111111-2222-4333-8444-555555555555", True), 1_500
@@ -68,7 +69,7 @@ def test_each_client_appears_once_with_its_coverage() -> None:
     }
     no_name = "sends no software name (ApiVersions before v3): no KIP-714 client does"
     assert got == {
-        "java": ("pushes", "", [JAVA_ID], 2, 3),
+        "java": ("pushes", "", [JAVA_ID], 3, 3),
         "plugin-seen": ("pushes", "", [PLUGIN_ID], 0, 2),
         "quiet": ("does_not", "telemetry_off", [], 1, 0),
         "asked": ("does_not", "no_subscription", ["11111111-2222-4333-8444-555555555555"], 1, 0),
@@ -86,7 +87,7 @@ def test_each_client_appears_once_with_its_coverage() -> None:
     java = next(r for r in fleet.to_pylist() if r["client_id"] == "java")
     assert (java["first_seen_ms"], java["last_seen_ms"], java["listeners"]) == (
         1_050,
-        1_900,
+        1_950,
         ["PLAIN"],
     )
     # Flagged from the known-defects table: 4.1.0 is below KAFKA-19747's fix (4.2.0).

@@ -133,7 +133,35 @@ def _connection_groups(connections: pa.Table) -> list[dict[str, Any]]:
             ("telemetry_requested", "any"),
         ]
     )
-    return list(grouped.to_pylist())
+    return _fold_unnamed(grouped.to_pylist())
+
+
+def _fold_unnamed(groups: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """Fold a client's connections seen before its ApiVersions (software ``unknown``)
+    into its row that names its software, when exactly one does: a connection caught
+    mid-handshake says nothing about what the client runs."""
+    named: dict[tuple[Any, ...], list[dict[str, Any]]] = {}
+    for group in groups:
+        if group["client_software_name"] not in ("", UNKNOWN):
+            named.setdefault(_who(group), []).append(group)
+    out = []
+    for group in groups:
+        into = named.get(_who(group), [])
+        if group["client_software_name"] not in ("", UNKNOWN) or len(into) != 1:
+            out.append(group)
+            continue
+        target = into[0]
+        for name in ("listener_distinct", "client_instance_id_distinct"):
+            target[name] = sorted({*target[name], *group[name]})
+        target["first_seen_ms_min"] = min(target["first_seen_ms_min"], group["first_seen_ms_min"])
+        target["last_seen_ms_max"] = max(target["last_seen_ms_max"], group["last_seen_ms_max"])
+        target["connections_sum"] += group["connections_sum"]
+        target["telemetry_requested_any"] |= group["telemetry_requested_any"]
+    return out
+
+
+def _who(group: dict[str, Any]) -> tuple[Any, ...]:
+    return (group["principal"], group["client_id"], group["client_source_address"])
 
 
 def _pushing(clients: pa.Table) -> dict[str, dict[str, Any]]:
