@@ -7,8 +7,8 @@ from datetime import timedelta
 from pathlib import Path
 
 from clientmetrics.dashboard import Dashboard, DashboardConfig
-from clientmetrics.gateway.connection_log import connections_root, write_records
-from clientmetrics.telemetry.connections import ClientKey, ConnectionTable
+from clientmetrics.gateway.connection_log import write_records
+from clientmetrics.telemetry.connections import ClientKey, ConnectionTable, landed_connections
 from tests.dashboard.conftest import NOW
 from tests.dashboard.tables import CLIENTS_SCHEMA, client_row, write
 
@@ -38,7 +38,7 @@ def _records(data_dir: Path) -> None:
         ),
         now_ms - 3_000,
     )
-    write_records(connections_root(data_dir), table.drain(now_ms), "part-test")
+    write_records(landed_connections(data_dir), table.drain(now_ms), "part-test")
 
 
 def test_fleet_page_shows_every_client_by_principal(tmp_path: Path) -> None:

@@ -26,9 +26,9 @@ from peers.kafka import KafkaBroker
 
 from clientmetrics.dashboard import Dashboard, DashboardConfig
 from clientmetrics.dashboard.inventory import with_landed_clients
-from clientmetrics.gateway.connection_log import connections_root
 from clientmetrics.pipeline.core.fleet import fleet_table
 from clientmetrics.pipeline.core.schemas import CLIENTS_ARROW
+from clientmetrics.telemetry.connections import landed_connections
 from tests.kadmin import set_subscription
 from tests.kafka import kafka_broker
 from tests.landed import landed_table
@@ -66,7 +66,7 @@ def proxy(kafka: KafkaBroker, tmp_path_factory: pytest.TempPathFactory) -> Itera
 def _connections(data_dir: Path) -> Any:
     import pyarrow as pa
 
-    files = sorted(connections_root(data_dir).glob("date=*/hour=*/*.parquet"))
+    files = sorted(landed_connections(data_dir).glob("date=*/hour=*/*.parquet"))
     return pa.concat_tables([pq.read_table(f) for f in files]) if files else None
 
 

@@ -9,8 +9,7 @@ from pathlib import Path
 import pyarrow.parquet as pq
 import pytest
 
-from clientmetrics.gateway.connection_log import connections_root
-from clientmetrics.telemetry.connections import CONNECTION_ARROW
+from clientmetrics.telemetry.connections import CONNECTION_ARROW, landed_connections
 from clientmetrics.wire import RequestHeader, decode_response, encode_request, request_type
 from tests.frames import recv_frame
 from tests.procs import GatewayProcess, wait_for
@@ -58,7 +57,7 @@ def _by_client(rows: list[dict[str, object]]) -> dict[object, list[dict[str, obj
 def test_every_connection_lands_as_its_client_keys_record(tmp_path: Path) -> None:
     config = "[gateway]\nnode_id = 4\nconnection_records_interval_ms = 300\n"
     gw = GatewayProcess(tmp_path / "data", config).start()
-    root = connections_root(tmp_path / "data")
+    root = landed_connections(tmp_path / "data")
     try:
         for _ in range(3):
             _api_versions(gw.port, "orders", "sarama", "1.61.1")

@@ -19,10 +19,8 @@ from clientmetrics.dashboard.inventory import LANDING_LABELS, with_landed_client
 from clientmetrics.dashboard.pages import known, layout
 from clientmetrics.dashboard.series import landing_reader
 from clientmetrics.dashboard.tables import TableReader
-from clientmetrics.pipeline.core.fleet import fleet_table
-from clientmetrics.pipeline.core.schemas import CLIENTS_ARROW
-from clientmetrics.telemetry.connections import CONNECTION_ARROW, CONNECTIONS_DIR
-from clientmetrics.telemetry.push_arrow import LANDED_FILES, LANDING_DIR
+from clientmetrics.pipeline.core.fleet import CONNECTION_ARROW, fleet_table, landed_connections
+from clientmetrics.pipeline.core.schemas import CLIENTS_ARROW, LANDED_FILES
 
 __all__ = ["FleetSource", "fleet_page"]
 
@@ -43,8 +41,7 @@ class FleetSource:
     def __init__(
         self, data_dir: Path, tables: TableReader, clock: Callable[[], float], recent_s: float
     ) -> None:
-        root = data_dir / LANDING_DIR / CONNECTIONS_DIR
-        self._connections = TableReader(root, pattern=LANDED_FILES)
+        self._connections = TableReader(landed_connections(data_dir), pattern=LANDED_FILES)
         self._landing = landing_reader(data_dir)
         self._tables = tables
         self._clock = clock

@@ -25,22 +25,17 @@ from clientmetrics.gateway.config import GatewayConfig
 from clientmetrics.gateway.handlers import ConnectionState
 from clientmetrics.gateway.limits import now_ms
 from clientmetrics.telemetry.connections import (
-    CONNECTIONS_DIR,
     ClientKey,
     ConnectionRecord,
     ConnectionTable,
     instance_text,
+    landed_connections,
     records_to_arrow,
 )
 from clientmetrics.telemetry.manager import ClientMetricsManager
-from clientmetrics.telemetry.push_arrow import LANDING_DIR, partition
+from clientmetrics.telemetry.push_arrow import partition
 
 log = structlog.get_logger("clientmetrics.gateway")
-
-
-def connections_root(data_dir: Path) -> Path:
-    """Where a gateway lands its connection records (``DATA/landing/connections``)."""
-    return data_dir / LANDING_DIR / CONNECTIONS_DIR
 
 
 def write_records(root: Path, records: list[ConnectionRecord], name: str) -> Path:
@@ -74,7 +69,7 @@ class ConnectionLog:
         instance_of: Callable[[int], uuid.UUID | None],
         connections: Mapping[int, ConnectionState],
     ) -> None:
-        self._root = connections_root(data_dir)
+        self._root = landed_connections(data_dir)
         self._node_id = node_id
         self._interval_s = interval_ms / 1000
         self._instance_of = instance_of

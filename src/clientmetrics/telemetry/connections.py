@@ -19,8 +19,11 @@ from __future__ import annotations
 
 import uuid
 from dataclasses import astuple, dataclass, fields
+from pathlib import Path
 
 import pyarrow as pa
+
+from clientmetrics.telemetry.push_arrow import LANDING_DIR
 
 __all__ = [
     "CONNECTIONS_DIR",
@@ -28,11 +31,17 @@ __all__ = [
     "ClientKey",
     "ConnectionRecord",
     "ConnectionTable",
+    "landed_connections",
     "records_to_arrow",
 ]
 
 #: The landing zone's directory of connection records (beside ``pushes``).
 CONNECTIONS_DIR = "connections"
+
+
+def landed_connections(data_dir: Path) -> Path:
+    """Where gateways land connection records (``DATA/landing/connections``)."""
+    return data_dir / LANDING_DIR / CONNECTIONS_DIR
 
 
 @dataclass(frozen=True, slots=True)

@@ -31,9 +31,19 @@ import pyarrow.compute as pc
 
 from clientmetrics.errors import ConfigurationError
 from clientmetrics.pipeline.core.defects import defects_for, version_key
+from clientmetrics.telemetry.connections import CONNECTION_ARROW, landed_connections
 from clientmetrics.telemetry.model import UNKNOWN
 
-__all__ = ["FLEET_ARROW", "Support", "fleet_table", "support_for", "telemetry_support"]
+__all__ = [
+    "CONNECTION_ARROW",
+    "FLEET_ARROW",
+    "Support",
+    "fleet_table",
+    "landed_connections",
+    "support_for",
+    "telemetry_support",
+]
+
 
 #: What names a client in the fleet (a connection record's columns; the clients table's too).
 FLEET_KEY = (
