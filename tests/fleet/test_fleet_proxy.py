@@ -24,11 +24,12 @@ from kafka import KafkaProducer
 from peers.free_ports import free_port_block
 from peers.kafka import KafkaBroker
 
-from clientmetrics.dashboard import Dashboard, DashboardConfig
+from clientmetrics.dashboard import Dashboard, DashboardConfig, DashboardServer
 from clientmetrics.dashboard.inventory import with_landed_clients
 from clientmetrics.pipeline.core.fleet import fleet_table
 from clientmetrics.pipeline.core.schemas import CLIENTS_ARROW
 from clientmetrics.telemetry.connections import landed_connections
+from tests.dashboard.browser import CHROMIUM, CHROMIUM_ARGS
 from tests.kadmin import set_subscription
 from tests.kafka import kafka_broker
 from tests.landed import landed_table
@@ -153,13 +154,40 @@ def test_every_client_appears_once_with_its_coverage(proxy: GatewayProcess, tmp_
     )
     assert kpy["coverage"] == "cannot"
     assert kpy["connections"] >= 1
-    # The dashboard's page shows the same: one row per client, its coverage.
-    page = Dashboard(DashboardConfig(proxy.data_dir)).handle("/fleet").body.decode()
-    shown = re.findall(r"<tr class=(\w+) data-client-id='([^']*)'>", page)
+    # The dashboard's page shows the same, in a real browser: one row per client.
+    shown = _rows_in_browser(proxy.data_dir)
     for client_id, coverage in [
         *((c, "pushes") for c in PUSHING),
         ("fl-off-producer", "does_not"),
         ("fl-kpy", "cannot"),
     ]:
         assert shown.count((coverage, client_id)) == 1, (client_id, shown)
+    assert all(c != "fl-kpy" or cov == "cannot" for cov, c in shown)
     assert proxy.metric("connection_records_dropped_total") == 0
+
+
+def _rows_in_browser(data_dir: Path) -> list[tuple[str, str]]:
+    """(coverage, client.id) of every row of the fleet page, as Chromium renders it."""
+    server = DashboardServer(Dashboard(DashboardConfig(data_dir)))
+    server.start()
+    try:
+        if not CHROMIUM.exists():  # the page's HTML, where there is no browser
+            page = Dashboard(DashboardConfig(data_dir)).handle("/fleet").body.decode()
+            return re.findall(r"<tr class=(\w+) data-client-id='([^']*)'>", page)
+        sync_api = pytest.importorskip("playwright.sync_api")
+        with sync_api.sync_playwright() as playwright:
+            browser = playwright.chromium.launch(executable_path=str(CHROMIUM), args=CHROMIUM_ARGS)
+            try:
+                page = browser.new_page()
+                page.goto(f"{server.url}fleet")
+                page.wait_for_selector("table.fleet tbody tr")
+                rows = page.evaluate(
+                    "() => [...document.querySelectorAll('table.fleet tbody tr')]"
+                    ".map(r => [r.className, r.dataset.clientId, r.offsetHeight])"
+                )
+            finally:
+                browser.close()
+    finally:
+        server.stop()
+    assert all(height > 0 for _, _, height in rows), rows  # every row is laid out
+    return [(cls, client) for cls, client, _ in rows]
