@@ -23,6 +23,7 @@ from confluent_kafka import Producer
 from kafka import KafkaProducer
 from peers.free_ports import free_port_block
 from peers.kafka import KafkaBroker
+from peers.sarama_go import sarama_go
 
 from clientmetrics.dashboard import Dashboard, DashboardConfig, DashboardServer
 from clientmetrics.dashboard.inventory import with_landed_clients
@@ -33,7 +34,7 @@ from tests.dashboard.browser import CHROMIUM, CHROMIUM_ARGS
 from tests.kadmin import set_subscription
 from tests.kafka import kafka_broker
 from tests.landed import landed_table
-from tests.peers.clients import franz, java, names, rows_by_client
+from tests.peers.clients import franz, java, names, rows_by_client, running
 from tests.procs import GatewayProcess, wait_for
 
 pytestmark = [pytest.mark.kafka, pytest.mark.integration]
@@ -102,6 +103,10 @@ def test_every_client_appears_once_with_its_coverage(proxy: GatewayProcess, tmp_
             franz(proxy.bootstrap, tmp_path, "-client-id", "fl-franz", "-topic", "fl-franz",
                   "-messages", "40", "-rate", "40", "-close")
         )  # fmt: skip
+        sarama = stack.enter_context(
+            running(lambda: sarama_go(proxy.bootstrap, "-client-id", "fl-sarama",
+                                      "-topic", "fl-sarama", "-messages", "10"))
+        )  # fmt: skip
         kp = KafkaProducer(bootstrap_servers=proxy.bootstrap, client_id="fl-kpy", acks="all")
         for i in range(10):
             kp.send("fl-kpy", f"v{i}".encode())
@@ -117,10 +122,12 @@ def test_every_client_appears_once_with_its_coverage(proxy: GatewayProcess, tmp_
                 *PUSHING,
                 "fl-off-producer",
                 "fl-kpy",
+                "fl-sarama",
             } <= set(fleet)
 
         wait_for(all_seen, 240, what="every client's connections and pushes")
         rdkafka.flush(30)
+        assert sarama.wait_event("done", 60)["sent"] == 10
         assert off.stop(timeout=180) == 0, off.log_tail()
         assert jv.stop(timeout=180) == 0, jv.log_tail()
         fg.stop()
@@ -153,6 +160,9 @@ def test_every_client_appears_once_with_its_coverage(proxy: GatewayProcess, tmp_
         kafka_python.__version__,
     )
     assert kpy["coverage"] == "cannot"
+    go = one("fl-sarama")
+    assert (go["client_software_name"], go["client_software_version"]) == ("sarama", "v1.61.1")
+    assert (go["coverage"], go["pushes"]) == ("cannot", 0)
     assert kpy["connections"] >= 1
     # The dashboard's page shows the same, in a real browser: one row per client.
     shown = _rows_in_browser(proxy.data_dir)
@@ -160,6 +170,7 @@ def test_every_client_appears_once_with_its_coverage(proxy: GatewayProcess, tmp_
         *((c, "pushes") for c in PUSHING),
         ("fl-off-producer", "does_not"),
         ("fl-kpy", "cannot"),
+        ("fl-sarama", "cannot"),
     ]:
         assert shown.count((coverage, client_id)) == 1, (client_id, shown)
     assert all(c != "fl-kpy" or cov == "cannot" for cov, c in shown)
