@@ -9,6 +9,8 @@ from pathlib import Path
 import pyarrow.parquet as pq
 import pytest
 
+from clientmetrics.errors import ConfigurationError
+from clientmetrics.gateway.config_load import load_config
 from clientmetrics.telemetry.connections import CONNECTION_ARROW, landed_connections
 from clientmetrics.wire import RequestHeader, decode_response, encode_request, request_type
 from tests.frames import recv_frame
@@ -95,3 +97,37 @@ def test_every_connection_lands_as_its_client_keys_record(tmp_path: Path) -> Non
         _OPEN.clear()
         assert gw.stop() == 0
     assert gw.tracebacks() == []
+
+
+def test_a_stopping_gateway_lands_the_interval_under_way(tmp_path: Path) -> None:
+    """An hour-long interval: what was seen before a clean stop is landed by the stop."""
+    config = "[gateway]\nconnection_records_interval_ms = 3600000\n"
+    gw = GatewayProcess(tmp_path / "data", config).start()
+    root = landed_connections(tmp_path / "data")
+    try:
+        _api_versions(gw.port, "brief", "kafka-python", "3.0.12")
+        assert _landed(root) == []
+    finally:
+        assert gw.stop() == 0
+    (row,) = _landed(root)
+    assert (row["client_id"], row["client_software_name"], row["connections"]) == (
+        "brief",
+        "kafka-python",
+        1,
+    )
+
+
+@pytest.mark.parametrize(
+    ("setting", "message"),
+    [
+        ("connection_records_interval_ms = -1", "connection_records_interval_ms must be 0"),
+        ("connection_records_max_keys = 0", "connection_records_max_keys must be at least 1"),
+    ],
+)
+def test_bad_connection_record_settings_are_refused(
+    tmp_path: Path, setting: str, message: str
+) -> None:
+    path = tmp_path / "gateway.toml"
+    path.write_text(f"[gateway]\n{setting}\n")
+    with pytest.raises(ConfigurationError, match=message):
+        load_config(path, data_dir=tmp_path, environ={})
