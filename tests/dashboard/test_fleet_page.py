@@ -6,6 +6,11 @@ import re
 from datetime import timedelta
 from pathlib import Path
 
+import pyarrow.csv as pacsv
+import pyarrow.parquet as pq
+from click.testing import CliRunner
+
+from clientmetrics.cli import cli
 from clientmetrics.dashboard import Dashboard, DashboardConfig
 from clientmetrics.gateway.connection_log import write_records
 from clientmetrics.telemetry.connections import ClientKey, ConnectionTable, landed_connections
@@ -72,3 +77,23 @@ def test_without_connection_records_the_page_says_it_sees_only_pushers(tmp_path:
     # The software row is flagged from the known-defects table (fixed in 4.2.0).
     assert "<span class=defect>KAFKA-19747" in page
     assert str((NOW - timedelta(seconds=1)).year) in page
+
+
+def test_the_fleet_and_usage_export_as_csv_and_parquet(tmp_path: Path) -> None:
+    write(tmp_path / "tables", "clients", [PUSHER], CLIENTS_SCHEMA)
+    _records(tmp_path)
+    out, usage = tmp_path / "fleet.csv", tmp_path / "usage.parquet"
+    args = ["fleet", "--data-dir", str(tmp_path), "--out", str(out), "--usage", str(usage)]
+    result = CliRunner().invoke(cli, args)
+    assert result.exit_code == 0, result.output
+    rows = {r["client_id"]: r for r in pacsv.read_csv(out).to_pylist()}
+    assert {c: r["coverage"] for c, r in rows.items()} == {
+        "app-00000": "pushes",
+        "go-app": "cannot",
+        "quiet": "does_not",
+    }
+    assert rows["app-00000"]["instances"] == PUSHER["client_instance_id"]
+    assert pq.read_table(usage).num_rows == 0  # no points table: no usage, the columns kept
+    bad = CliRunner().invoke(cli, ["fleet", "--data-dir", str(tmp_path), "--out", "f.json"])
+    assert bad.exit_code != 0
+    assert "must end in .parquet or .csv" in bad.output
