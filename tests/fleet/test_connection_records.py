@@ -79,7 +79,8 @@ def test_records_become_the_landed_columns() -> None:
          "client_software_version": "2.16.0",
          "listener": "L", "security_protocol": "SSL", "client_source_address": "::1",
          "client_instance_id": "5f8b7c1e-2a4d-4e6f-9b0a-1c2d3e4f5a6b", "telemetry_requested": True,
-         "first_seen_ms": 5, "last_seen_ms": 5, "connections": 1},
+         "first_seen_ms": 5, "last_seen_ms": 5, "connections": 1,
+         "produced_records": 0, "produced_bytes": 0},
     ]  # fmt: skip
     assert records_to_arrow([]).num_rows == 0
     assert CONNECTION_ARROW.field("connections").type == pa.int64()

@@ -164,6 +164,21 @@ def test_every_client_appears_once_with_its_coverage(proxy: GatewayProcess, tmp_
     assert (go["client_software_name"], go["client_software_version"]) == ("sarama", "v1.61.1")
     assert (go["coverage"], go["pushes"]) == ("cannot", 0)
     assert kpy["connections"] >= 1
+    # Usage counted by the proxy off the Produce requests' batch headers: exactly the
+    # records each producer had acknowledged (41: 40 and the last one close sends).
+    expected = {"fl-kpy": 10, "fl-sarama": 10, "fl-java-producer": 41, "fl-off-producer": 41}
+
+    def counted() -> bool:  # the last connections' counts land with the next interval
+        produced = _produced_records(proxy.data_dir)
+        return all(produced.get(c) == n for c, n in expected.items())
+
+    wait_for(counted, 60, what=f"produced records {expected}")
+    produced = _produced_records(proxy.data_dir)
+    assert produced["fl-kpy"] == 10
+    assert produced["fl-sarama"] == 10
+    assert produced["fl-java-producer"] == jv.wait_event("delivered", 5)["acked"] == 41
+    assert produced["fl-off-producer"] == off.wait_event("delivered", 5)["acked"] == 41
+    assert produced.get("fl-java-consumer", 0) == 0
     # The dashboard's page shows the same, in a real browser: one row per client.
     shown = _rows_in_browser(proxy.data_dir)
     for client_id, coverage in [
@@ -202,3 +217,10 @@ def _rows_in_browser(data_dir: Path) -> list[tuple[str, str]]:
         server.stop()
     assert all(height > 0 for _, _, height in rows), rows  # every row is laid out
     return [(cls, client) for cls, client, _ in rows]
+
+
+def _produced_records(data_dir: Path) -> dict[str, int]:
+    out: dict[str, int] = {}
+    for row in _connections(data_dir).to_pylist():
+        out[row["client_id"]] = out.get(row["client_id"], 0) + row["produced_records"]
+    return out

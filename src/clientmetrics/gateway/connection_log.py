@@ -34,6 +34,10 @@ from clientmetrics.telemetry.connections import (
 )
 from clientmetrics.telemetry.manager import ClientMetricsManager
 from clientmetrics.telemetry.push_arrow import partition
+from clientmetrics.wire import ApiKey
+from clientmetrics.wire.errors import ProtocolError
+from clientmetrics.wire.produce_walk import produced
+from clientmetrics.wire.results import Request
 
 log = structlog.get_logger("clientmetrics.gateway")
 
@@ -75,6 +79,8 @@ class ConnectionLog:
         self._instance_of = instance_of
         self._connections = connections
         self._opened: dict[int, int] = {}
+        #: connection id -> [records, bytes] produced since it was last observed.
+        self._produced: dict[int, list[int]] = {}
         self.table = ConnectionTable(max_keys, node_id, now_ms())
         self.records_written = 0
         self.write_failures = 0
@@ -84,7 +90,23 @@ class ConnectionLog:
 
     def closed(self, conn: ConnectionState) -> None:
         since = self._opened.pop(conn.connection_id, None)
-        self.table.observe(self._key(conn), now_ms(), since_ms=since)
+        counts = self._produced.pop(conn.connection_id, [0, 0])
+        self.table.observe(
+            self._key(conn), now_ms(), since_ms=since, produced=(counts[0], counts[1])
+        )
+
+    def forwarded(self, conn: ConnectionState, request: Request) -> None:
+        """Proxy mode: count what a forwarded Produce request carries (its batch headers)."""
+        header = request.header
+        if header.api_key != ApiKey.PRODUCE:
+            return
+        try:
+            records, size = produced(request.frame, request.offset, header.api_version)
+        except ProtocolError:
+            return  # the broker judges it; nothing is counted
+        counts = self._produced.setdefault(conn.connection_id, [0, 0])
+        counts[0] += records
+        counts[1] += size
 
     def _key(self, conn: ConnectionState) -> ClientKey:
         name, version = conn.software
@@ -112,7 +134,13 @@ class ConnectionLog:
         """Land what the table holds now (the open connections counted first)."""
         now = now_ms()
         for conn in list(self._connections.values()):
-            self.table.observe(self._key(conn), now, since_ms=self._opened.get(conn.connection_id))
+            counts = self._produced.pop(conn.connection_id, [0, 0])
+            self.table.observe(
+                self._key(conn),
+                now,
+                since_ms=self._opened.get(conn.connection_id),
+                produced=(counts[0], counts[1]),
+            )
         records = self.table.drain(now)
         if not records:
             return

@@ -305,6 +305,8 @@ class Gateway:
             upstream_tls=upstream_tls,
             login=self.config.upstream_security.login,
         )
+        if self._connection_log is not None:
+            self._proxy.on_forward = self._connection_log.forwarded
         await self._proxy.start()
         self.port = self._proxy.port
         self.ports[self.config.listeners[0].name] = self.port

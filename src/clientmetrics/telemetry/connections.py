@@ -83,11 +83,23 @@ class ConnectionRecord:
     last_seen_ms: int
     #: Connections of this key observed in the interval (open ones count once per interval).
     connections: int
+    #: Proxy mode: records and record-batch bytes its Produce requests carried in the
+    #: interval (read off the batch headers of what was forwarded).
+    produced_records: int = 0
+    produced_bytes: int = 0
 
 
 _KEY_FIELDS = tuple(f.name for f in fields(ClientKey))
 _RECORD_FIELDS = tuple(f.name for f in fields(ConnectionRecord))
-_INT64 = {"interval_start_ms", "interval_end_ms", "first_seen_ms", "last_seen_ms", "connections"}
+_INT64 = {
+    "interval_start_ms",
+    "interval_end_ms",
+    "first_seen_ms",
+    "last_seen_ms",
+    "connections",
+    "produced_records",
+    "produced_bytes",
+}
 
 
 def _arrow_type(name: str) -> pa.DataType:
@@ -117,12 +129,14 @@ def records_to_arrow(records: list[ConnectionRecord]) -> pa.Table:
 
 
 class _Seen:
-    __slots__ = ("connections", "first", "last")
+    __slots__ = ("connections", "first", "last", "produced_bytes", "produced_records")
 
     def __init__(self, now_ms: int) -> None:
         self.first = now_ms
         self.last = now_ms
         self.connections = 0
+        self.produced_records = 0
+        self.produced_bytes = 0
 
 
 class ConnectionTable:
@@ -145,7 +159,14 @@ class ConnectionTable:
     def __len__(self) -> int:
         return len(self._keys)
 
-    def observe(self, key: ClientKey, now_ms: int, *, since_ms: int | None = None) -> bool:
+    def observe(
+        self,
+        key: ClientKey,
+        now_ms: int,
+        *,
+        since_ms: int | None = None,
+        produced: tuple[int, int] = (0, 0),
+    ) -> bool:
         """Count one connection of ``key`` seen at ``now_ms`` (open since ``since_ms``).
 
         False when the table is full and ``key`` is new: the connection is dropped
@@ -163,6 +184,8 @@ class ConnectionTable:
         seen.first = min(seen.first, first)
         seen.last = max(seen.last, now_ms)
         seen.connections += 1
+        seen.produced_records += produced[0]
+        seen.produced_bytes += produced[1]
         return True
 
     def drain(self, now_ms: int) -> list[ConnectionRecord]:
@@ -186,6 +209,8 @@ class ConnectionTable:
                 seen.first,
                 seen.last,
                 seen.connections,
+                seen.produced_records,
+                seen.produced_bytes,
             )
             for key, seen in keys.items()
         ]
