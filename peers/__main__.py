@@ -18,6 +18,7 @@ from peers.franz_go import franz_go_binary
 from peers.java_client import java_client_jars
 from peers.kafka.launcher import LEGACY_VERSION, kafka_jars, minimal_plugin, plugin_jar
 from peers.kafka.tools import harness_jar
+from peers.sarama_go import sarama_binary
 
 
 def _spark_kafka_connector() -> Path:
@@ -38,6 +39,7 @@ PEERS: dict[str, Callable[[], Path]] = {
     "spark kafka connector": _spark_kafka_connector,
     "java client peer": java_client_jars,
     "franz-go peer": franz_go_binary,
+    "sarama peer": sarama_binary,
 }
 
 

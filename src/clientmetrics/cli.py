@@ -28,6 +28,7 @@ SUBCOMMANDS: dict[str, tuple[str, str]] = {
         "clientmetrics.investigate.cli:investigate",
         "Find clients, watch them live, stop: troubleshoot a client.",
     ),
+    "fleet": ("clientmetrics.dashboard.fleet_cli:fleet", "Export every client and its usage."),
     "users": ("clientmetrics.gateway.users_cli:users", "Manage the SCRAM users SASL checks."),
 }
 

@@ -23,6 +23,7 @@ import structlog
 
 from clientmetrics.dashboard import pages
 from clientmetrics.dashboard.alerts import Alert, episodes, open_counts
+from clientmetrics.dashboard.fleet import FleetSource, fleet_page
 from clientmetrics.dashboard.inventory import (
     LANDING_LABELS,
     InventoryQuery,
@@ -88,6 +89,7 @@ class Dashboard:
         self._clock = clock
         self._tables = TableReader(config.tables)
         self._landing = landing_reader(config.data_dir)
+        self._fleet = FleetSource(config.data_dir, self._tables, clock, LANDING_RECENT_S)
         self._series = SeriesReader(self._tables, self._landing, clock)
         self._gateway = (
             GatewayMetrics(config.gateway_metrics_url) if config.gateway_metrics_url else None
@@ -117,6 +119,8 @@ class Dashboard:
             status = query.get("status", "open")
             status = status if status in ("open", "resolved", "all") else "open"
             return _html(pages.alerts_page(self.alerts(), status))
+        if path == "/fleet":
+            return _html(fleet_page(*self._fleet.fleet()))
         if path == "/software":
             return _html(self._software())
         if path == "/subscriptions":

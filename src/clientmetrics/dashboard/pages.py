@@ -55,6 +55,7 @@ _NAV = (
     ("/", "Clients"),
     ("/alerts", "Alerts"),
     ("/software", "Client software"),
+    ("/fleet", "Fleet"),
     ("/subscriptions", "Subscriptions"),
     ("/gateway", "Gateway"),
 )

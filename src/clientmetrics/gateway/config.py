@@ -114,6 +114,11 @@ class GatewayConfig:
     telemetry: TelemetryConfig = field(default_factory=TelemetryConfig)
     exporters: tuple[ExporterSpec, ...] = (ExporterSpec("landing"),)
     expiry_check_ms: int = 1000
+    #: Connection records (every client served, docs/record-format.md): one record
+    #: per client key per interval, at most ``connection_records_max_keys`` an
+    #: interval (the rest counted as dropped). 0: no connection records.
+    connection_records_interval_ms: int = 60_000
+    connection_records_max_keys: int = 10_000
     shutdown_timeout_s: float = 10.0
     workers: int = 1
     #: Proxy mode: the upstream cluster's bootstrap brokers (empty: standalone mode).
@@ -176,6 +181,10 @@ class GatewayConfig:
             raise ConfigurationError("loop_stall_log_ms must be positive")
         if self.workers < 1:
             raise ConfigurationError("workers must be at least 1")
+        if self.connection_records_interval_ms < 0:
+            raise ConfigurationError("connection_records_interval_ms must be 0 (off) or positive")
+        if self.connection_records_max_keys < 1:
+            raise ConfigurationError("connection_records_max_keys must be at least 1")
         if not self.exporters:
             raise ConfigurationError("at least one exporter is required")
         if self.store not in ("auto", "sqlite", "topic"):

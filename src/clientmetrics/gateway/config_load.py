@@ -231,6 +231,8 @@ _GATEWAY_SETTINGS: dict[str, tuple[str, Callable[[str, Any], Any]]] = {
             "node_id",
             "max_request_bytes",
             "expiry_check_ms",
+            "connection_records_interval_ms",
+            "connection_records_max_keys",
             "workers",
             "broker_port_base",
             "queued_max_request_bytes",

@@ -40,6 +40,13 @@ METRICS: dict[str, tuple[str, str]] = {
     "get_subscriptions": ("counter", "GetTelemetrySubscriptions requests answered"),
     "connections": ("gauge", "Open client connections"),
     "connections_closed": ("counter", "Client connections closed, by either side"),
+    "connection_records_written": ("counter", "Connection records landed"),
+    "connection_records_dropped": (
+        "counter",
+        "Connections not recorded: their client key was new to a full table",
+    ),
+    "connection_records_write_failures": ("counter", "Intervals of connection records lost"),
+    "connection_records_keys": ("gauge", "Client keys in this interval's connection table"),
     "connections_throttled": (
         "counter",
         "Connections held unread, then closed, over connection_creation_rate_per_ip",

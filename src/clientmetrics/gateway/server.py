@@ -21,6 +21,7 @@ from clientmetrics.exporters.registry import load_exporters
 from clientmetrics.gateway.authz import AuthorizationHolder
 from clientmetrics.gateway.config import Address, GatewayConfig, Listener
 from clientmetrics.gateway.config_rpcs import ConfigHandlers
+from clientmetrics.gateway.connection_log import connection_log
 from clientmetrics.gateway.driver import Connection
 from clientmetrics.gateway.fairshare import FairShare
 from clientmetrics.gateway.handlers import (
@@ -133,6 +134,7 @@ class Gateway:
         self._housekeeping = Housekeeping(
             self.manager, self.limits, self._connections, config.expiry_check_ms, config.node_id
         )
+        self._connection_log = connection_log(config, self.manager, self._connections)
         #: The event loop's delays: a gauge on /metrics, a log line per stall.
         self.loop_lag = LoopLag(
             stall_s=config.loop_stall_log_ms / 1000, on_stall=self._housekeeping.stalled
@@ -222,6 +224,8 @@ class Gateway:
             self.port = self.ports[cfg.listeners[0].name]
             self._services = self._standalone_services()
         self._tasks.spawn(self._housekeeping.run())
+        if self._connection_log is not None:
+            self._tasks.spawn(self._connection_log.run())
         self._watch_tls()
         if cfg.admin_listen is not None:
             self._metrics = MetricsServer(
@@ -302,6 +306,8 @@ class Gateway:
             upstream_tls=upstream_tls,
             login=self.config.upstream_security.login,
         )
+        if self._connection_log is not None:
+            self._proxy.on_forward = self._connection_log.forwarded
         await self._proxy.start()
         self.port = self._proxy.port
         self.ports[self.config.listeners[0].name] = self.port
@@ -378,11 +384,15 @@ class Gateway:
 
     def _opened(self, conn: ConnectionState) -> None:
         self._connections[conn.connection_id] = conn
+        if self._connection_log is not None:
+            self._connection_log.opened(conn)
 
     def _closed(self, conn: ConnectionState) -> None:
         self._connections.pop(conn.connection_id, None)
         self._stats["connections_closed"] += 1
         self._housekeeping.connection_closed(conn)
+        if self._connection_log is not None:
+            self._connection_log.closed(conn)
 
     def not_ready(self) -> str | None:
         """None when a push can be accepted and landed now; else why not (``/readyz``)."""
@@ -422,6 +432,8 @@ class Gateway:
         if self._proxy is not None and self._proxy.guard is not None:
             values["store_topic_refused"] = float(self._proxy.guard.refused)
         values.update(self.loop_lag.snapshot())
+        if self._connection_log is not None:
+            values.update(self._connection_log.counters())
         for exporter in self._exporters or []:
             if isinstance(exporter, HealthReporting):
                 values.update(exporter.counters())
@@ -447,6 +459,8 @@ class Gateway:
         if self._metrics is not None:
             await self._metrics.close()
         await self._tasks.cancel(timeout)
+        if self._connection_log is not None:
+            await self._connection_log.flush()  # the connections still open, the last interval
         for exporter in self._exporters or []:
             try:
                 await exporter.close(timeout)

@@ -241,6 +241,13 @@ class InstanceRegistry:
         """Whether a bucket due at ``now_ms`` is still to be looked at."""
         return bool(self._due) and self._due[0] * self._bucket_ms <= now_ms
 
+    def key_of(self, connection_id: int) -> int | None:
+        """The key of an instance created on ``connection_id`` (the lowest of several)."""
+        existing = self._by_conn.get(connection_id)
+        if existing is None or isinstance(existing, int):
+            return existing
+        return min(existing)
+
     def connection_closed(self, connection_id: int) -> int:
         """Remove the instances ``connection_id`` created; return how many."""
         existing = self._by_conn.pop(connection_id, None)

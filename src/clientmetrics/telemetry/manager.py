@@ -255,6 +255,11 @@ class ClientMetricsManager:
         self._registry.arm(instance, now_ms)
         return instance
 
+    def instance_of(self, connection_id: int) -> uuid.UUID | None:
+        """The client instance that asked for its subscription on ``connection_id``."""
+        key = self._registry.key_of(connection_id)
+        return None if key is None else uuid.UUID(int=key)
+
     def connection_closed(self, connection_id: int) -> None:
         """Forget the instances created on a connection that has closed."""
         self._stats.instances_disconnected += self._registry.connection_closed(connection_id)

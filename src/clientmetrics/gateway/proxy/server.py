@@ -80,6 +80,8 @@ class ProxyServer:
         self._login = login
         self._client_login = login if clients_log_in else None
         self.guard = guard
+        #: Told of every request forwarded (the connection records' usage counts).
+        self.on_forward: Callable[[ConnectionState, Request], None] | None = None
         self._servers: dict[int | None, asyncio.Server] = {}
         self._opening: dict[int, asyncio.Lock] = {}
         self.port = 0
@@ -221,6 +223,8 @@ class _NodeUpstream:
         )
 
     def refuse(self, conn: ConnectionState, request: Request) -> Answer | Close | None:
+        if self._server.on_forward is not None:  # every forwarded request passes here
+            self._server.on_forward(conn, request)
         guard = self._server.guard
         return None if guard is None else guard.refuse(conn, request)
 

@@ -1,0 +1,178 @@
+"""The gateway's connection records: every client it serves, landed beside the pushes.
+
+Each closing connection is counted in a bounded ``ConnectionTable`` (a dict
+update on the event loop); every ``connection_records_interval_ms`` the open
+connections are counted too, the table is drained and its records (at most
+``connection_records_max_keys``) are written as one Parquet file under
+``DATA/landing/connections/date=…/hour=…/`` on a worker thread, atomically
+(written beside, fsynced, renamed). docs/record-format.md defines the record.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import uuid
+from collections.abc import Callable, Mapping
+from datetime import UTC, datetime
+from pathlib import Path
+
+import pyarrow.parquet as pq
+import structlog
+
+from clientmetrics.exporters.landing_files import fsync_dir, make_dirs
+from clientmetrics.gateway.config import GatewayConfig
+from clientmetrics.gateway.handlers import ConnectionState
+from clientmetrics.gateway.limits import now_ms
+from clientmetrics.telemetry.connections import (
+    ClientKey,
+    ConnectionRecord,
+    ConnectionTable,
+    instance_text,
+    landed_connections,
+    records_to_arrow,
+)
+from clientmetrics.telemetry.manager import ClientMetricsManager
+from clientmetrics.telemetry.push_arrow import partition
+from clientmetrics.wire import ApiKey
+from clientmetrics.wire.errors import ProtocolError
+from clientmetrics.wire.produce_walk import produced
+from clientmetrics.wire.results import Request
+
+log = structlog.get_logger("clientmetrics.gateway")
+
+
+def write_records(root: Path, records: list[ConnectionRecord], name: str) -> Path:
+    """Land ``records`` as one Parquet file, atomically. Blocking: a worker thread's."""
+    when = datetime.fromtimestamp(records[0].interval_end_ms / 1000, tz=UTC)
+    directory = root / partition(when)
+    make_dirs(directory)
+    final = directory / f"{name}.parquet"
+    staging = directory / f".{name}.parquet.tmp"
+    pq.write_table(records_to_arrow(records), staging)
+    fd = os.open(staging, os.O_RDONLY)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+    os.replace(staging, final)
+    fsync_dir(directory)
+    return final
+
+
+class ConnectionLog:
+    """One gateway process's connection records: observed on the loop, written off it."""
+
+    def __init__(
+        self,
+        data_dir: Path,
+        *,
+        node_id: int,
+        interval_ms: int,
+        max_keys: int,
+        instance_of: Callable[[int], uuid.UUID | None],
+        connections: Mapping[int, ConnectionState],
+    ) -> None:
+        self._root = landed_connections(data_dir)
+        self._node_id = node_id
+        self._interval_s = interval_ms / 1000
+        self._instance_of = instance_of
+        self._connections = connections
+        self._opened: dict[int, int] = {}
+        #: connection id -> [records, bytes] produced since it was last observed.
+        self._produced: dict[int, list[int]] = {}
+        self.table = ConnectionTable(max_keys, node_id, now_ms())
+        self.records_written = 0
+        self.write_failures = 0
+
+    def opened(self, conn: ConnectionState) -> None:
+        self._opened[conn.connection_id] = now_ms()
+
+    def closed(self, conn: ConnectionState) -> None:
+        since = self._opened.pop(conn.connection_id, None)
+        counts = self._produced.pop(conn.connection_id, [0, 0])
+        self.table.observe(
+            self._key(conn), now_ms(), since_ms=since, produced=(counts[0], counts[1])
+        )
+
+    def forwarded(self, conn: ConnectionState, request: Request) -> None:
+        """Proxy mode: count what a forwarded Produce request carries (its batch headers)."""
+        header = request.header
+        if header.api_key != ApiKey.PRODUCE:
+            return
+        try:
+            records, size = produced(request.frame, request.offset, header.api_version)
+        except ProtocolError:
+            return  # the broker judges it; nothing is counted
+        counts = self._produced.setdefault(conn.connection_id, [0, 0])
+        counts[0] += records
+        counts[1] += size
+
+    def _key(self, conn: ConnectionState) -> ClientKey:
+        name, version = conn.software
+        asked = self._instance_of(conn.connection_id)
+        instance = asked or conn.header_instance_id
+        return ClientKey(
+            conn.principal,
+            conn.client_id or "",
+            name,
+            version,
+            conn.listener,
+            conn.security_protocol,
+            conn.peer_host,
+            instance_text(instance),
+            asked is not None,
+        )
+
+    async def run(self) -> None:
+        """Every interval: count the open connections, drain, land off the loop."""
+        while True:
+            await asyncio.sleep(self._interval_s)
+            await self.flush()
+
+    async def flush(self) -> None:
+        """Land what the table holds now (the open connections counted first)."""
+        now = now_ms()
+        for conn in list(self._connections.values()):
+            counts = self._produced.pop(conn.connection_id, [0, 0])
+            self.table.observe(
+                self._key(conn),
+                now,
+                since_ms=self._opened.get(conn.connection_id),
+                produced=(counts[0], counts[1]),
+            )
+        records = self.table.drain(now)
+        if not records:
+            return
+        name = f"part-{now}-{self._node_id}-{os.getpid()}"
+        try:
+            await asyncio.to_thread(write_records, self._root, records, name)
+        except OSError as exc:  # a full disk loses this interval's records, loudly
+            self.write_failures += 1
+            log.warning("connection_records_not_written", records=len(records), error=str(exc))
+            return
+        self.records_written += len(records)
+
+    def counters(self) -> dict[str, float]:
+        return {
+            "connection_records_written": float(self.records_written),
+            "connection_records_dropped": float(self.table.dropped),
+            "connection_records_write_failures": float(self.write_failures),
+            "connection_records_keys": float(len(self.table)),
+        }
+
+
+def connection_log(
+    config: GatewayConfig, manager: ClientMetricsManager, connections: Mapping[int, ConnectionState]
+) -> ConnectionLog | None:
+    """The configured connection log of a gateway process; None when it is off."""
+    if config.connection_records_interval_ms == 0:
+        return None
+    return ConnectionLog(
+        config.data_dir,
+        node_id=config.node_id,
+        interval_ms=config.connection_records_interval_ms,
+        max_keys=config.connection_records_max_keys,
+        instance_of=manager.instance_of,
+        connections=connections,
+    )

@@ -1,0 +1,86 @@
+"""Connection records: one per client key and interval, bounded whatever the churn."""
+
+from __future__ import annotations
+
+import pyarrow as pa
+import pytest
+
+from clientmetrics.telemetry.connections import (
+    CONNECTION_ARROW,
+    ClientKey,
+    ConnectionRecord,
+    ConnectionTable,
+    records_to_arrow,
+)
+
+ALICE = ClientKey(
+    "User:alice", "orders", "apache-kafka-java", "4.4.0", "PLAIN", "PLAINTEXT", "10.0.0.7"
+)
+BOB = ClientKey("User:bob", "", "sarama", "1.61.1", "PLAIN", "PLAINTEXT", "10.0.0.8")
+
+
+def test_connections_of_one_key_aggregate_into_one_record() -> None:
+    table = ConnectionTable(max_keys=10, node_id=3, now_ms=1_000)
+    assert table.observe(ALICE, 1_500, since_ms=1_200)
+    assert table.observe(ALICE, 1_900, since_ms=1_100)
+    assert table.observe(BOB, 1_700)
+    records = table.drain(2_000)
+    assert records == [
+        ConnectionRecord(3, 1_000, 2_000, "User:alice", "orders", "apache-kafka-java", "4.4.0",
+                         "PLAIN", "PLAINTEXT", "10.0.0.7", "", False, 1_100, 1_900, 2),
+        ConnectionRecord(3, 1_000, 2_000, "User:bob", "", "sarama", "1.61.1",
+                         "PLAIN", "PLAINTEXT", "10.0.0.8", "", False, 1_700, 1_700, 1),
+    ]  # fmt: skip
+    # The next interval starts empty, at the drain.
+    assert table.drain(3_000) == []
+    table.observe(BOB, 3_500, since_ms=500)  # open since before the interval: its start
+    (record,) = table.drain(4_000)
+    assert (record.interval_start_ms, record.first_seen_ms, record.last_seen_ms) == (
+        3_000,
+        3_000,
+        3_500,
+    )
+
+
+def test_a_storm_of_new_keys_is_bounded_and_counted() -> None:
+    table = ConnectionTable(max_keys=100, node_id=0, now_ms=0)
+    kept = sum(
+        table.observe(
+            ClientKey("User:x", f"id-{i}", "sarama", "1.61.1", "L", "PLAINTEXT", "10.0.0.1"), i
+        )
+        for i in range(10_000)
+    )
+    # Known keys still count once the table is full.
+    assert table.observe(
+        ClientKey("User:x", "id-0", "sarama", "1.61.1", "L", "PLAINTEXT", "10.0.0.1"), 10_001
+    )
+    assert (kept, table.dropped, table.observed, len(table)) == (100, 9_900, 10_001, 100)
+    records = table.drain(20_000)
+    assert len(records) == 100
+    assert sum(r.connections for r in records) == 101
+    assert table.dropped == 9_900  # a running count: it survives the drain
+
+
+def test_the_table_refuses_a_bound_below_one() -> None:
+    with pytest.raises(ValueError, match="max_keys must be at least 1"):
+        ConnectionTable(max_keys=0, node_id=0, now_ms=0)
+
+
+def test_records_become_the_landed_columns() -> None:
+    key = ClientKey("User:a", "c", "librdkafka", "2.16.0", "L", "SSL", "::1",
+                    "5f8b7c1e-2a4d-4e6f-9b0a-1c2d3e4f5a6b", True)  # fmt: skip
+    table = ConnectionTable(max_keys=4, node_id=7, now_ms=0)
+    table.observe(key, 5)
+    arrow = records_to_arrow(table.drain(10))
+    assert arrow.schema == CONNECTION_ARROW
+    assert arrow.to_pylist() == [
+        {"node_id": 7, "interval_start_ms": 0, "interval_end_ms": 10, "principal": "User:a",
+         "client_id": "c", "client_software_name": "librdkafka",
+         "client_software_version": "2.16.0",
+         "listener": "L", "security_protocol": "SSL", "client_source_address": "::1",
+         "client_instance_id": "5f8b7c1e-2a4d-4e6f-9b0a-1c2d3e4f5a6b", "telemetry_requested": True,
+         "first_seen_ms": 5, "last_seen_ms": 5, "connections": 1,
+         "produced_records": 0, "produced_bytes": 0},
+    ]  # fmt: skip
+    assert records_to_arrow([]).num_rows == 0
+    assert CONNECTION_ARROW.field("connections").type == pa.int64()
