@@ -6,6 +6,7 @@ import json
 import random
 import subprocess
 from collections.abc import Iterator
+from itertools import pairwise
 from pathlib import Path
 
 import pytest
@@ -53,6 +54,20 @@ def test_slow_processing_lowers_poll_idle_ratio_and_slow_broker_only_node_0() ->
     }
     assert by_node[0] > 1000
     assert by_node[-1] < 100
+
+
+def test_rebalance_churn_grows_the_rebalance_time_counter_from_its_onset() -> None:
+    churn = SimMetrics(
+        "consumer", False, 0.0, 0, fault="rebalance-churn", fault_onset_ns=120 * SECOND
+    )
+    totals = []
+    for t in range(0, 301, 60):
+        (total,) = _values(churn, t, "coordinator.rebalance.latency.total")
+        totals.append(total)
+    # Before the onset at most one healthy rebalance (<= 3 s) per push; from the push at
+    # the onset on, 20-50 % of each 60 s push interval: 12-30 s (+ 3 s) per push.
+    assert totals[1] - totals[0] <= 3000
+    assert all(12_000 <= b - a <= 33_000 for a, b in pairwise(totals[1:]))
 
 
 @pytest.mark.parametrize("text", ["slow@1s:0.1", "throttled@1s:0", "throttled@x:0.5", "throttled"])

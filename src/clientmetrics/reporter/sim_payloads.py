@@ -32,6 +32,7 @@ FAULTS = {
     "reconnect-storm": (None, "reconnect-storm"),
     "slow-commits": ("consumer", "slow-commits"),
     "slow-broker": (None, "slow-broker-requests"),
+    "rebalance-churn": ("consumer", "rebalance-churn"),
 }
 #: The broker a ``slow-broker`` fault slows (every faulty client's node 0).
 SLOW_NODE = 0
@@ -142,6 +143,12 @@ class SimMetrics:
         else:
             fetch = self._latency(rng) + 480.0  # fetch.wait.max.ms dominates
             self.rebalance_ms += 0 if rng.random() < 0.99 else rng.randint(50, 3000)
+            rebalance_avg = 120.0
+            if fault == "rebalance-churn":
+                # 20-50 % of the time since the last push spent rebalancing.
+                elapsed_ms = (now_ns - (self._last_ns or now_ns)) / 1e6
+                self.rebalance_ms += int(rng.uniform(0.2, 0.5) * elapsed_ms)
+                rebalance_avg = round(rng.uniform(2000.0, 8000.0), 3)
             idle = rng.uniform(0.01, 0.1) if fault == "slow-processing" else rng.uniform(0.6, 1.0)
             commit = self._latency(rng)
             if fault == "slow-commits":
@@ -151,7 +158,7 @@ class SimMetrics:
                 self._gauge("coordinator.commit.latency.avg", commit, now_ns),
                 self._gauge("coordinator.commit.latency.max", int(latency * 2) + 1, now_ns),
                 self._gauge("coordinator.assigned.partitions", rng.randint(1, 12), now_ns),
-                self._gauge("coordinator.rebalance.latency.avg", 120.0, now_ns),
+                self._gauge("coordinator.rebalance.latency.avg", rebalance_avg, now_ns),
                 self._gauge("coordinator.rebalance.latency.max", 240, now_ns),
                 self._counter(
                     "coordinator.rebalance.latency.total", self.rebalance_ms, now_ns, delta, 1
