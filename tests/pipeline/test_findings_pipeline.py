@@ -75,7 +75,10 @@ def test_a_broker_slow_for_three_producers_reaches_alertmanager_as_findings(
         # incident each, with its labels and no one node.
         hosts = _names(server, "slow-client-host")
         assert sorted(h["labels"]["client_id"] for h in hosts) == ["app-0", "app-1", "app-2"]
-        assert {h["annotations"]["node_ids"] for h in hosts} == {"1, 2, 3"}
+        # Fired as soon as two brokers' findings were open: it names those two.
+        assert all(
+            len(set(h["annotations"]["node_ids"].split(", ")) & {"1", "2", "3"}) == 2 for h in hosts
+        )
         assert not any("node_id" in h["labels"] for h in hosts)
         states = {(a["labels"]["node_id"], a["status"]["state"]) for a in per_client}
         assert states == {("-1", "active"), ("1", "suppressed"), ("2", "suppressed"),

@@ -54,6 +54,7 @@ form{margin:0 0 12px}input[type=search]{width:440px;padding:4px}
 _NAV = (
     ("/", "Clients"),
     ("/alerts", "Alerts"),
+    ("/findings", "Findings"),
     ("/software", "Client software"),
     ("/subscriptions", "Subscriptions"),
     ("/gateway", "Gateway"),
@@ -190,14 +191,17 @@ def client(
     charts: Sequence[Chart],
     alerts: Sequence[Alert],
     window: str,
+    findings: str = "",
 ) -> str:
-    """One client: its labels, its open and past alerts and a chart per metric."""
+    """One client: its labels, its open findings (``findings``' HTML), its open and past
+    alerts and a chart per metric."""
     parts = []
     if details is not None:
         shown = [(k, v) for k, v in details.items() if v not in (None, "") and k != "date"]
         parts.append("<dl>" + "".join(_label_item(k, v) for k, v in shown) + "</dl>")
     else:
         parts.append("<p class=muted>Not in the clients table yet.</p>")
+    parts.append(findings)
     if alerts:
         parts.append("<h2>Alerts</h2>" + alert_table(alerts))
     choices = " ".join(
