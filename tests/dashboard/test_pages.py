@@ -14,12 +14,10 @@ from clientmetrics.dashboard.series import rate_unit
 from clientmetrics.pipeline.core.units import display_unit
 from tests.dashboard.conftest import NOW
 from tests.dashboard.tables import (
-    ALERTS_SCHEMA,
     LATENCY,
     REQUESTS,
     DataDir,
-    alert_events,
-    write,
+    write_findings,
     write_subscriptions,
 )
 from tests.synthetic import Push, land, producer_payload
@@ -304,19 +302,10 @@ def test_a_rate_of_a_sum_is_in_its_unit_per_second(metric: str, unit: str) -> No
 def test_findings_page_groups_open_findings_and_the_client_page_shows_its_own(
     data: DataDir,
 ) -> None:
-    # Three clients slow to broker 3 (open), one slow processor that recovered.
-    events = []
-    for n in (5, 6, 7):
-        events += alert_events(
-            data.ids[n], NOW - timedelta(minutes=n), None, "slow-broker-requests/consumer", node=3
-        )
-    events += alert_events(
-        data.ids[8], NOW - timedelta(minutes=9), NOW - timedelta(minutes=8), "slow-processing"
-    )
-    write(data.tables, "alerts", events, ALERTS_SCHEMA)
+    write_findings(data)  # clients 5-7 slow to broker 3 (open), 8 slow processing (resolved)
     app = dashboard(data)
     page = get(app, "/findings")
-    assert "1 findings open." in page
+    assert "1 finding open." in page
     (row,) = page.split("<table class='findings'>")[1].split("</tbody>")[0].split("<tr>")[2:]
     assert "<code>slow-broker-requests</code>" in row
     assert "<b>3</b>:" in row

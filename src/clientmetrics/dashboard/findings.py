@@ -65,7 +65,8 @@ def _finding_cell(finding: Finding) -> str:
 def findings_page(alerts: Sequence[Alert]) -> str:
     """Open findings by kind (affected clients, since when, suggestion), then the catalogue."""
     found = _open_by_finding(alerts)
-    parts = [f"<p id=summary>{len(found)} findings open.</p>"]
+    noun = "finding" if len(found) == 1 else "findings"
+    parts = [f"<p id=summary>{len(found)} {noun} open.</p>"]
     if found:
         rows = [
             [
@@ -97,7 +98,7 @@ def findings_page(alerts: Sequence[Alert]) -> str:
         ]
         for finding in catalogue()
     ]
-    parts.append(_table(("finding", "reads", "condition", "meaning"), catalogue_rows))
+    parts.append(_table(("finding", "reads", "condition", "meaning"), catalogue_rows, "findings"))
     return layout("Findings", "/findings", "".join(parts))
 
 
