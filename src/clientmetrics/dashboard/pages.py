@@ -43,7 +43,8 @@ code,pre{background:#eaeef2;padding:1px 4px;border-radius:4px;font-size:12px}
 dl{display:grid;grid-template-columns:repeat(3,max-content minmax(120px,auto));gap:2px 12px;
 background:#fff;border:1px solid #d8dee4;padding:8px}dt{color:#57606a}
 dd{margin:0;min-width:0;overflow-wrap:anywhere}
-table.subscriptions td,table.findings td{white-space:normal}td{vertical-align:top}.wrap{white-space:normal}
+table.subscriptions td,table.findings td{white-space:normal}td{vertical-align:top}
+.wrap{white-space:normal}
 tr.alert td{border-bottom:none}
 table.alerts code{display:inline-block;margin:1px}
 .cards{display:flex;gap:12px;flex-wrap:wrap}.card{background:#fff;border:1px solid #d8dee4;
