@@ -60,6 +60,11 @@ BLIPS = {
     "node.request.latency.avg": 4000.0,
     # A counter's blip: one 15 s rebalance (250 ms/s over one 60 s push).
     "rebalance.latency.total": 15000.0,
+    # The Java client's non-standard metrics (every simulated client sends them here).
+    "records.per.request.avg": 1.0,
+    "record.retry.rate": 10.0,
+    "record.error.rate": 2.0,
+    "failed.authentication.rate": 0.5,
 }
 
 
@@ -69,7 +74,7 @@ def _fleet(
     clients = []
     for index in range(count):
         kind = "consumer" if index % 2 else "producer"
-        clients.append(SimMetrics(kind, False, 0.0, int(T0.timestamp() * 1e9)))
+        clients.append(SimMetrics(kind, False, 0.0, int(T0.timestamp() * 1e9), nonstandard=True))
     for fault in faults:
         eligible = [c for c in clients if c.fault is None and fault.applies_to(c.kind)]
         for client in rng.sample(eligible, max(1, int(len(eligible) * fault.fraction))):

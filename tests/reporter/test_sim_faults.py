@@ -32,6 +32,9 @@ def _values(metrics: SimMetrics, at_s: int, name: str) -> list[float]:
         ("producer", "throttled", "produce.throttle.time.avg", 1, 100),
         ("producer", "send-buffer", "record.queue.time.avg", 10, 1000),
         ("consumer", "reconnect-storm", "connection.creation.rate", 0.1, 1),
+        ("producer", "producer-retries", "record.retry.rate", 0.1, 1),
+        ("producer", "producer-errors", "record.error.rate", 0.1, 0.4),
+        ("consumer", "failed-authentication", "failed.authentication.rate", 0.01, 0.1),
     ],
 )
 def test_a_fault_starts_at_its_onset(
@@ -54,6 +57,18 @@ def test_slow_processing_lowers_poll_idle_ratio_and_slow_broker_only_node_0() ->
     }
     assert by_node[0] > 1000
     assert by_node[-1] < 100
+
+
+def test_one_record_per_request_and_only_such_faults_send_the_java_metrics() -> None:
+    batching = SimMetrics("producer", False, 0.0, 0, fault="one-record-per-request",
+                          fault_onset_ns=120 * SECOND)  # fmt: skip
+    assert min(_values(batching, 60, "records.per.request.avg")) > 4
+    assert max(_values(batching, 180, "records.per.request.avg")) < 1.5
+    # A librdkafka-shaped client sends its 10 standard metrics only, unless asked.
+    plain = SimMetrics("producer", False, 0.0, 0)
+    assert len(plain.points(random.Random(1), 60 * SECOND, delta=False)) == 10
+    java = SimMetrics("producer", False, 0.0, 0, nonstandard=True)
+    assert len(java.points(random.Random(1), 60 * SECOND, delta=False)) == 14
 
 
 def test_rebalance_churn_grows_the_rebalance_time_counter_from_its_onset() -> None:

@@ -20,7 +20,7 @@ from dataclasses import dataclass
 
 from clientmetrics.reporter.payload import MetricPoint
 
-__all__ = ["FAULTS", "SimFault", "SimMetrics", "fault_for"]
+__all__ = ["FAULTS", "NONSTANDARD_FAULTS", "SimFault", "SimMetrics", "fault_for"]
 
 _P = "org.apache.kafka."
 
@@ -33,7 +33,17 @@ FAULTS = {
     "slow-commits": ("consumer", "slow-commits"),
     "slow-broker": (None, "slow-broker-requests"),
     "rebalance-churn": ("consumer", "rebalance-churn"),
+    # On the Java client's non-standard metrics (``SimMetrics.nonstandard``).
+    "one-record-per-request": ("producer", "one-record-per-request"),
+    "producer-retries": ("producer", "producer-retries"),
+    "producer-errors": ("producer", "producer-errors"),
+    "failed-authentication": (None, "failed-authentication"),
 }
+#: The faults shown in the Java client's non-standard metrics: a client carrying one
+#: sends them (``SimMetrics.nonstandard``), as a Java client would.
+NONSTANDARD_FAULTS = frozenset(
+    {"one-record-per-request", "producer-retries", "producer-errors", "failed-authentication"}
+)
 #: The broker a ``slow-broker`` fault slows (every faulty client's node 0).
 SLOW_NODE = 0
 
@@ -94,6 +104,9 @@ class SimMetrics:
     #: The fault this client shows from ``fault_onset_ns`` on (``FAULTS``), if any.
     fault: str | None = None
     fault_onset_ns: int = 0
+    #: Also send the Java client's non-standard metrics the findings read (records per
+    #: request, retry and error rates, failed authentications); always with such a fault.
+    nonstandard: bool = False
     _last_ns: int = 0
     _last_sent: tuple[int, int] = (0, 0)
 
@@ -166,7 +179,28 @@ class SimMetrics:
                 self._gauge("fetch.manager.fetch.latency.avg", round(fetch, 3), now_ns),
                 self._gauge("fetch.manager.fetch.latency.max", int(fetch * 1.2), now_ns),
             ]
+        if self.nonstandard or self.fault in NONSTANDARD_FAULTS:
+            points += self._nonstandard(rng, now_ns, fault)
         self._last_ns = now_ns
+        return points
+
+    def _nonstandard(self, rng: random.Random, now_ns: int, fault: str | None) -> list[MetricPoint]:
+        """The Java client's own metrics the findings read, healthy unless ``fault`` says."""
+        failed = rng.uniform(0.2, 1.0) if fault == "failed-authentication" else 0.0
+        points = [self._gauge("failed.authentication.rate", round(failed, 4), now_ns)]
+        if self.kind == "producer":
+            per_request = rng.uniform(1.0, 1.1) if fault == "one-record-per-request" else None
+            retries = rng.uniform(2.0, 20.0) if fault == "producer-retries" else 0.0
+            errors = rng.uniform(0.5, 5.0) if fault == "producer-errors" else 0.0
+            points += [
+                self._gauge(
+                    "records.per.request.avg",
+                    round(per_request or rng.uniform(5.0, 50.0), 3),
+                    now_ns,
+                ),
+                self._gauge("record.retry.rate", round(retries, 4), now_ns),
+                self._gauge("record.error.rate", round(errors, 4), now_ns),
+            ]
         return points
 
     def _latency(self, rng: random.Random) -> float:

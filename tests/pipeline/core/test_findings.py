@@ -44,6 +44,11 @@ CASES: dict[str, tuple[str, float, float, dict[str, str]]] = {
         2.5,
         {"node.id": "3"},
     ),
+    # The Java client's non-standard metrics.
+    "one-record-per-request": (f"{P}producer.records.per.request.avg", 1.0, 20.0, {}),
+    "producer-retries": (f"{P}producer.record.retry.rate", 5.0, 0.0, {}),
+    "producer-errors": (f"{P}producer.record.error.rate", 0.02, 0.0, {}),
+    "failed-authentication": (f"{P}consumer.failed.authentication.rate", 0.5, 0.0, {}),
 }
 #: Findings on a sum's rate: the metric (a counter of ms) each reads.
 RATE_CASES = {"rebalance-churn": f"{P}consumer.coordinator.rebalance.latency.total"}
