@@ -24,29 +24,22 @@ import argparse
 import json
 import random
 import statistics
+import sys
 import time
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 import pyarrow as pa
 
-from clientmetrics.pipeline.core.alerts import (
-    alert_events,
-    open_episodes,
-    rule_candidates,
-    track_episodes,
-)
 from clientmetrics.pipeline.core.findings import finding_of
-from clientmetrics.pipeline.core.rates import merge_series, normalise, series_lasts
 from clientmetrics.pipeline.core.rules import parse_rules
-from clientmetrics.pipeline.core.schemas import (
-    ALERT_STATE_ARROW,
-    DECODED_ARROW,
-    INVENTORY_ARROW,
-    SERIES_STATE_ARROW,
-)
-from clientmetrics.pipeline.core.series import running_values
+from clientmetrics.pipeline.core.schemas import DECODED_ARROW, INVENTORY_ARROW
 from clientmetrics.reporter.sim_payloads import FAULTS, SimFault, SimMetrics
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))  # the engine pass is the tests' (tests/pipeline/core/engine.py)
+
+from tests.pipeline.core.engine import EnginePass  # noqa: E402
 
 T0 = datetime(2026, 1, 1, tzinfo=UTC)
 #: A healthy client's one-push blip (a GC pause, a broker's leader election): the value a
@@ -140,24 +133,18 @@ def run(
     inventory = pa.Table.from_pylist(
         [{"client_instance_id": i, "resource_attributes": []} for i in ids], schema=INVENTORY_ARROW
     )
-    state = ALERT_STATE_ARROW.empty_table()
-    series_state = SERIES_STATE_ARROW.empty_table()
+    engine = EnginePass(rules, inventory)
     fired: dict[str, list[tuple[str, datetime]]] = {}
     steps = int(hours * 3600 // interval)
     started = time.perf_counter()
     for step in range(steps):
         now = T0 + timedelta(seconds=step * interval)
-        running, order = running_values(_points(clients, ids, now, rng, blips))
-        points = normalise(running, series_state)
-        series_state = merge_series(series_state, series_lasts(points, order))
-        episodes = track_episodes(rule_candidates(points, order, rules), state, rules)
-        events = alert_events(episodes, rules, inventory)
+        events = engine.batch(_points(clients, ids, now, rng, blips))
         for row in events.filter(pa.compute.equal(events.column("status"), "firing")).to_pylist():
             finding = finding_of(row["rule"])
             fired.setdefault(row["client_instance_id"], []).append(
                 (finding.name if finding else row["rule"], row["fired_at"])
             )
-        state = open_episodes(episodes)
     seconds = time.perf_counter() - started
     end = T0 + timedelta(seconds=steps * interval)
     truth = []

@@ -11,22 +11,15 @@ import pytest
 
 from clientmetrics.errors import ConfigurationError
 from clientmetrics.pipeline.core.alerts import (
-    alert_events,
     event_lines,
-    open_episodes,
-    rule_candidates,
-    track_episodes,
 )
 from clientmetrics.pipeline.core.findings import catalogue, finding_of
 from clientmetrics.pipeline.core.incidents import alertmanager_alert, incident_labels
-from clientmetrics.pipeline.core.rates import normalise
 from clientmetrics.pipeline.core.rules import AlertRule, parse_rules
 from clientmetrics.pipeline.core.schemas import (
-    ALERT_STATE_ARROW,
     INVENTORY_ARROW,
-    SERIES_STATE_ARROW,
 )
-from clientmetrics.pipeline.core.series import running_values
+from tests.pipeline.core.engine import EnginePass, engine_pass
 from tests.pipeline.core.tables import at, by_column, decoded, table
 
 P = "org.apache.kafka."
@@ -92,11 +85,7 @@ def _run(rules: tuple[AlertRule, ...], name: str, values: list[float]) -> pa.Tab
         }
         for i, v in enumerate(values)
     ]
-    running, order = running_values(decoded(rows))
-    points = normalise(running, SERIES_STATE_ARROW.empty_table())
-    state = ALERT_STATE_ARROW.empty_table()
-    episodes = track_episodes(rule_candidates(points, order, rules), state, rules)
-    return alert_events(episodes, rules, INVENTORY)
+    return engine_pass(decoded(rows), rules, INVENTORY)
 
 
 def test_the_catalogue_has_the_findings_the_tests_cover() -> None:
@@ -140,13 +129,7 @@ def _run_counter(totals: list[tuple[float, float]]) -> pa.Table:
         }
         for i, (start, total) in enumerate(totals)
     ]
-    running, order = running_values(decoded(rows))
-    points = normalise(running, SERIES_STATE_ARROW.empty_table())
-    rules = _all_findings()
-    episodes = track_episodes(
-        rule_candidates(points, order, rules), ALERT_STATE_ARROW.empty_table(), rules
-    )
-    return alert_events(episodes, rules, INVENTORY)
+    return engine_pass(decoded(rows), _all_findings(), INVENTORY)
 
 
 def test_rebalance_churn_judges_the_rebalance_time_per_second() -> None:
@@ -268,13 +251,9 @@ def test_a_resolved_incident_ends_at_its_resolution() -> None:
 def test_open_state_carries_a_finding_across_batches() -> None:
     rules = _all_findings()
     metric, bad, _, _ = CASES["slow-commits"]
-    state = ALERT_STATE_ARROW.empty_table()
+    engine = EnginePass(rules, INVENTORY)
     fired: list[datetime] = []
     for second in (0, 60, 120):  # one push per batch
         rows = [{"metric_name": metric, "kind": "gauge", "event_time": at(second), "value": bad}]
-        running, order = running_values(decoded(rows))
-        points = normalise(running, SERIES_STATE_ARROW.empty_table())
-        episodes = track_episodes(rule_candidates(points, order, rules), state, rules)
-        fired += alert_events(episodes, rules, INVENTORY).column("fired_at").to_pylist()
-        state = open_episodes(episodes)
+        fired += engine.batch(decoded(rows)).column("fired_at").to_pylist()
     assert fired == [at(120)]
