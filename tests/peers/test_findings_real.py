@@ -1,4 +1,5 @@
-"""Findings from real clients: librdkafka held by a real Kafka 4.4 client quota.
+"""Findings from real clients: librdkafka held by a real Kafka 4.4 client quota, and a
+Java consumer that processes slowly.
 
 Kafka runs without a telemetry plugin; the gateway as a proxy in front of it
 answers the telemetry RPCs and lands the pushes. A client quota set with
@@ -6,7 +7,10 @@ Kafka's own ``kafka-configs`` (``producer_byte_rate``) holds a librdkafka
 producer that sends faster than it allows: the broker throttles it, librdkafka
 reports ``produce.throttle.time.avg`` in its pushes, and the pipeline's core
 over the landed pushes fires the catalogue's ``throttled-producer`` finding on
-that producer, and on no other client.
+that producer, and on no other client. A Java 4.4 consumer that sleeps a second
+between polls (the peer's ``--process-ms``: the application's own work) reports a
+low ``poll.idle.ratio.avg``, and the core fires ``slow-processing`` on it, not on a
+consumer of the same group that does not sleep.
 """
 
 from __future__ import annotations
@@ -28,7 +32,7 @@ from clientmetrics.pipeline.core.schemas import CARRIED, LANDING_ARROW
 from tests.kadmin import set_subscription
 from tests.kafka import kafka_broker
 from tests.landed import landed_table
-from tests.peers.clients import rows_by_client
+from tests.peers.clients import java, rows_by_client
 from tests.procs import GatewayProcess, wait_for
 
 pytestmark = [pytest.mark.kafka, pytest.mark.integration]
@@ -40,8 +44,12 @@ THROTTLE = "org.apache.kafka.producer.produce.throttle.time.avg"
 #: librdkafka's average over a push interval with no produce response in it is 0.
 RULES = {
     "findings": True,
-    "finding": {"throttled-producer": {"condition": "above 100 ms for at least 6 seconds"}},
+    "finding": {
+        "throttled-producer": {"condition": "above 100 ms for at least 6 seconds"},
+        "slow-processing": {"condition": "below 0.2 for at least 6 seconds"},
+    },
 }
+IDLE = "org.apache.kafka.consumer.poll.idle.ratio.avg"
 
 
 @pytest.fixture(scope="module")
@@ -82,11 +90,16 @@ def _findings(data_dir: Path) -> list[tuple[str, str]]:
 
 def _throttled_pushes(data_dir: Path, client: str) -> int:
     """How many of the client's landed pushes report a throttle time over 100 ms."""
-    return sum(1 for value in _throttles(data_dir, client) if value > 100)
+    return sum(1 for value in _values(data_dir, client, THROTTLE) if value > 100)
 
 
 def _throttles(data_dir: Path, client: str) -> list[float]:
     """The throttle times (ms) the client's landed pushes report, in landing order."""
+    return _values(data_dir, client, THROTTLE)
+
+
+def _values(data_dir: Path, client: str, metric: str) -> list[float]:
+    """The values of one metric the client's landed pushes report, in landing order."""
     landed = landed_table(data_dir)
     if landed.num_rows == 0:
         return []  # nothing landed yet
@@ -94,7 +107,7 @@ def _throttles(data_dir: Path, client: str) -> list[float]:
     mine = landed.filter(pc.equal(landed.column("client_id"), client))
     state = {tag: schema.empty_table() for tag, schema in CARRIED.items()}
     points = process_group(pass_input(mine, state), PassPlan(staging="", window_seconds=60)).points
-    values = points.filter(pc.equal(points.column("metric_name"), THROTTLE)).column("value")
+    values = points.filter(pc.equal(points.column("metric_name"), metric)).column("value")
     return [float(value) for value in values.to_pylist() if value is not None]
 
 
@@ -138,3 +151,27 @@ def test_a_librdkafka_producer_under_a_client_quota_is_a_throttling_finding(
     assert ("throttled-producer", "quota-rdkafka") in found, (found, throttles)
     assert not [f for f in found if f[1] == "free-rdkafka"], found
     assert rows_by_client(proxy.data_dir).get("free-rdkafka"), "the free producer pushed too"
+
+
+def test_a_java_consumer_that_processes_slowly_is_a_slow_processing_finding(
+    proxy: GatewayProcess, tmp_path: Path
+) -> None:
+    set_subscription(proxy.bootstrap, "consumers", {"metrics": IDLE, "interval.ms": "3000"})
+    common = ("--role", "consumer", "--group", "findings-group", "--messages", "0")
+    with (
+        java(proxy.bootstrap, tmp_path, "--client-id", "slowpoke", *common,
+             "--process-ms", "1000"),
+        java(proxy.bootstrap, tmp_path, "--client-id", "nimble", *common),
+    ):  # fmt: skip
+
+        def slow_long_enough() -> bool:
+            slow = [v for v in _values(proxy.data_dir, "slowpoke-consumer", IDLE) if v < 0.2]
+            return len(slow) >= 4 and len(_values(proxy.data_dir, "nimble-consumer", IDLE)) >= 4
+
+        wait_for(slow_long_enough, 240, what="4 pushes of slowpoke's low poll idle ratio")
+    found = _findings(proxy.data_dir)
+    assert ("slow-processing", "slowpoke-consumer") in found, found
+    assert not [f for f in found if f[1] == "nimble-consumer"], (
+        found,
+        _values(proxy.data_dir, "nimble-consumer", IDLE),
+    )
