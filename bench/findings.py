@@ -24,29 +24,22 @@ import argparse
 import json
 import random
 import statistics
+import sys
 import time
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 import pyarrow as pa
 
-from clientmetrics.pipeline.core.alerts import (
-    alert_events,
-    open_episodes,
-    rule_candidates,
-    track_episodes,
-)
 from clientmetrics.pipeline.core.findings import finding_of
-from clientmetrics.pipeline.core.rates import normalise
 from clientmetrics.pipeline.core.rules import parse_rules
-from clientmetrics.pipeline.core.schemas import (
-    ALERT_STATE_ARROW,
-    DECODED_ARROW,
-    INVENTORY_ARROW,
-    SERIES_STATE_ARROW,
-)
-from clientmetrics.pipeline.core.series import running_values
+from clientmetrics.pipeline.core.schemas import DECODED_ARROW, INVENTORY_ARROW
 from clientmetrics.reporter.sim_payloads import FAULTS, SimFault, SimMetrics
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))  # the engine pass is the tests' (tests/pipeline/core/engine.py)
+
+from tests.pipeline.core.engine import EnginePass  # noqa: E402
 
 T0 = datetime(2026, 1, 1, tzinfo=UTC)
 #: A healthy client's one-push blip (a GC pause, a broker's leader election): the value a
@@ -58,6 +51,13 @@ BLIPS = {
     "connection.creation.rate": 4.0,
     "commit.latency.avg": 2500.0,
     "node.request.latency.avg": 4000.0,
+    # A counter's blip: one 15 s rebalance (250 ms/s over one 60 s push).
+    "rebalance.latency.total": 15000.0,
+    # The Java client's non-standard metrics (every simulated client sends them here).
+    "records.per.request.avg": 1.0,
+    "record.retry.rate": 10.0,
+    "record.error.rate": 2.0,
+    "failed.authentication.rate": 0.5,
 }
 
 
@@ -67,7 +67,7 @@ def _fleet(
     clients = []
     for index in range(count):
         kind = "consumer" if index % 2 else "producer"
-        clients.append(SimMetrics(kind, False, 0.0, int(T0.timestamp() * 1e9)))
+        clients.append(SimMetrics(kind, False, 0.0, int(T0.timestamp() * 1e9), nonstandard=True))
     for fault in faults:
         eligible = [c for c in clients if c.fault is None and fault.applies_to(c.kind)]
         for client in rng.sample(eligible, max(1, int(len(eligible) * fault.fraction))):
@@ -82,28 +82,40 @@ def _points(
     clients: list[SimMetrics], ids: list[str], now: datetime, rng: random.Random, blips: float
 ) -> pa.Table:
     now_ns = int(now.timestamp() * 1e9)
-    columns: dict[str, list[object]] = {n: [] for n in ("id", "name", "value", "attrs")}
+    names = ("id", "name", "value", "attrs", "sum", "start")
+    columns: dict[str, list[object]] = {n: [] for n in names}
     for client, instance in zip(clients, ids, strict=True):
         blip = None
         if client.fault is None and rng.random() < blips:
             blip = rng.choice(sorted(BLIPS))
+            if blip == "rebalance.latency.total":
+                client.rebalance_ms += int(BLIPS[blip])  # a counter's blip stays counted
         for point in client.points(rng, now_ns, delta=False):
-            if point.is_sum:
-                continue  # no catalogue finding reads a sum yet
             columns["id"].append(instance)
             columns["name"].append(point.name)
             value = float(point.value)
-            if blip is not None and point.name.endswith(blip):
+            if blip is not None and not point.is_sum and point.name.endswith(blip):
                 value = BLIPS[blip]
             columns["value"].append(value)
             columns["attrs"].append([(k, str(v)) for k, v in point.attributes.items()])
+            columns["sum"].append(point.is_sum)
+            start = point.start_time_unix_nano
+            columns["start"].append(
+                datetime.fromtimestamp(start / 1e9, UTC) if point.is_sum and start else None
+            )
     size = len(columns["id"])
+    time_type = DECODED_ARROW.field("event_time").type
     data = {
         "client_instance_id": pa.array(columns["id"], pa.string()),
         "received_at": pa.array([now] * size, DECODED_ARROW.field("received_at").type),
         "metric_name": pa.array(columns["name"], pa.string()),
-        "kind": pa.array(["gauge"] * size, pa.string()),
-        "event_time": pa.array([now] * size, DECODED_ARROW.field("event_time").type),
+        "kind": pa.array(["sum" if is_sum else "gauge" for is_sum in columns["sum"]], pa.string()),
+        "temporality": pa.array(
+            ["cumulative" if is_sum else None for is_sum in columns["sum"]], pa.string()
+        ),
+        "monotonic": pa.array([True if is_sum else None for is_sum in columns["sum"]]),
+        "start_time": pa.array(columns["start"], time_type),
+        "event_time": pa.array([now] * size, time_type),
         "value": pa.array(columns["value"], pa.float64()),
         "attributes": pa.array(columns["attrs"], DECODED_ARROW.field("attributes").type),
     }
@@ -121,22 +133,18 @@ def run(
     inventory = pa.Table.from_pylist(
         [{"client_instance_id": i, "resource_attributes": []} for i in ids], schema=INVENTORY_ARROW
     )
-    state = ALERT_STATE_ARROW.empty_table()
+    engine = EnginePass(rules, inventory)
     fired: dict[str, list[tuple[str, datetime]]] = {}
     steps = int(hours * 3600 // interval)
     started = time.perf_counter()
     for step in range(steps):
         now = T0 + timedelta(seconds=step * interval)
-        running, order = running_values(_points(clients, ids, now, rng, blips))
-        points = normalise(running, SERIES_STATE_ARROW.empty_table())
-        episodes = track_episodes(rule_candidates(points, order, rules), state, rules)
-        events = alert_events(episodes, rules, inventory)
+        events = engine.batch(_points(clients, ids, now, rng, blips))
         for row in events.filter(pa.compute.equal(events.column("status"), "firing")).to_pylist():
             finding = finding_of(row["rule"])
             fired.setdefault(row["client_instance_id"], []).append(
                 (finding.name if finding else row["rule"], row["fired_at"])
             )
-        state = open_episodes(episodes)
     seconds = time.perf_counter() - started
     end = T0 + timedelta(seconds=steps * interval)
     truth = []

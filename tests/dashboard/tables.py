@@ -206,3 +206,24 @@ def write_subscriptions(path: Path, resources: dict[str, dict[str, str]]) -> Non
             conn.execute("INSERT INTO client_metrics_configs VALUES (?, ?, ?)", (name, key, value))
     conn.commit()
     conn.close()
+
+
+def write_findings(data: DataDir) -> None:
+    """Findings' alert events: clients 5-7 slow to broker 3 (open; client 7's since
+    11:50), client 8's slow processing (resolved)."""
+    events = []
+    for n in (5, 6, 7):
+        events += alert_events(
+            data.ids[n],
+            data.now - timedelta(minutes=n),
+            None,
+            "slow-broker-requests/consumer",
+            node=3,
+        )
+    events += alert_events(
+        data.ids[8],
+        data.now - timedelta(minutes=9),
+        data.now - timedelta(minutes=8),
+        "slow-processing",
+    )
+    write(data.tables, "alerts", events, ALERTS_SCHEMA)

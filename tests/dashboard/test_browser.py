@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import os
+import shutil
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -11,7 +13,7 @@ from clientmetrics.dashboard import Dashboard, DashboardConfig, DashboardServer
 from clientmetrics.telemetry.standard import STANDARD_METRICS
 from tests.dashboard.browser import CHROMIUM, CHROMIUM_ARGS
 from tests.dashboard.conftest import NOW
-from tests.dashboard.tables import CLIENTS_SCHEMA, client_row, write
+from tests.dashboard.tables import CLIENTS_SCHEMA, DataDir, client_row, write, write_findings
 
 pytestmark = pytest.mark.integration
 
@@ -58,3 +60,37 @@ def test_the_standard_metrics_list_wraps_inside_the_labels_box(
     assert sizes["page"] <= sizes["view"], sizes
     assert sizes["height"] > 100, sizes  # unfolded onto many lines, not cut off
     assert folded < 300, folded  # folded: the labels stay a compact box (unfolded, 500+)
+
+
+def test_the_findings_page_fits_the_window_and_leads_to_each_client(tmp_path: Path) -> None:
+    if not CHROMIUM.exists():
+        pytest.skip("needs Debian's chromium: apt-get install -y chromium")
+    sync_api = pytest.importorskip("playwright.sync_api")
+    data = DataDir(tmp_path / "cm-data", NOW).build()
+    write_findings(data)
+    served = DashboardServer(Dashboard(DashboardConfig(data.root), clock=NOW.timestamp))
+    served.start()
+    shot = tmp_path / "findings.png"
+    try:
+        with sync_api.sync_playwright() as playwright:
+            browser = playwright.chromium.launch(executable_path=str(CHROMIUM), args=CHROMIUM_ARGS)
+            try:
+                page = browser.new_page(viewport={"width": 1280, "height": 900})
+                page.goto(f"{served.url}findings")
+                page.screenshot(path=str(shot), full_page=True)
+                widths = page.evaluate(
+                    "() => ({page: document.documentElement.scrollWidth, view: window.innerWidth})"
+                )
+                page.click(f"table.findings a[href='/client/{data.ids[6]}']")
+                page.wait_for_url(f"**/client/{data.ids[6]}", timeout=60_000)
+                heading = page.inner_text("h2 >> nth=0")
+                row = page.inner_text("table.findings tbody tr")
+            finally:
+                browser.close()
+    finally:
+        served.stop()
+    assert widths["page"] <= widths["view"], widths
+    assert heading == "Findings"
+    assert "slow-broker-requests" in row
+    if os.environ.get("UPDATE_SCREENSHOT"):
+        shutil.copy(shot, Path(__file__).parents[2] / "docs" / "img" / "findings.png")

@@ -13,7 +13,13 @@ from clientmetrics.dashboard import Dashboard, DashboardConfig
 from clientmetrics.dashboard.series import rate_unit
 from clientmetrics.pipeline.core.units import display_unit
 from tests.dashboard.conftest import NOW
-from tests.dashboard.tables import LATENCY, REQUESTS, DataDir, write_subscriptions
+from tests.dashboard.tables import (
+    LATENCY,
+    REQUESTS,
+    DataDir,
+    write_findings,
+    write_subscriptions,
+)
 from tests.synthetic import Push, land, producer_payload
 
 
@@ -291,3 +297,27 @@ def test_a_cumulative_sum_is_charted_as_a_rate_and_says_so(data: DataDir) -> Non
 )
 def test_a_rate_of_a_sum_is_in_its_unit_per_second(metric: str, unit: str) -> None:
     assert rate_unit(display_unit(metric)) == unit
+
+
+def test_findings_page_groups_open_findings_and_the_client_page_shows_its_own(
+    data: DataDir,
+) -> None:
+    write_findings(data)  # clients 5-7 slow to broker 3 (open), 8 slow processing (resolved)
+    app = dashboard(data)
+    page = get(app, "/findings")
+    assert "1 finding open." in page
+    (row,) = page.split("<table class='findings'>")[1].split("</tbody>")[0].split("<tr>")[2:]
+    assert "<code>slow-broker-requests</code>" in row
+    assert "<b>3</b>:" in row
+    assert all(data.ids[n] in row for n in (5, 6, 7))
+    assert "<td>3</td>" in row  # the broker, from the points' node.id
+    # Since the earliest open episode's start: fired 7 min ago, held 180 s before.
+    assert "2026-11-21 11:50:00 UTC" in row
+    assert "If many clients name the same node_id" in row
+    # The catalogue lists every shipped finding, the resolved one included.
+    assert page.count("<code>slow-processing</code>") == 1
+    assert "coordinator.rebalance.latency.total (rate)" in page
+    client = get(app, f"/client/{data.ids[5]}")
+    assert "<h2>Findings</h2>" in client
+    assert "slow-broker-requests" in client
+    assert "<h2>Findings</h2>" not in get(app, f"/client/{data.ids[8]}")

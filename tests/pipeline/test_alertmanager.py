@@ -6,28 +6,15 @@ from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
-import pyarrow as pa
 import pytest
 
-from clientmetrics.pipeline.core.alerts import (
-    alert_events,
-    event_lines,
-    open_episodes,
-    rule_candidates,
-    track_episodes,
-)
+from clientmetrics.pipeline.core.alerts import event_lines
 from clientmetrics.pipeline.core.incidents import GROUP_BY, INHIBIT
-from clientmetrics.pipeline.core.rates import normalise
 from clientmetrics.pipeline.core.rules import parse_rules
-from clientmetrics.pipeline.core.schemas import (
-    ALERT_STATE_ARROW,
-    DECODED_ARROW,
-    INVENTORY_ARROW,
-    SERIES_STATE_ARROW,
-)
-from clientmetrics.pipeline.core.series import running_values
+from clientmetrics.pipeline.core.schemas import DECODED_ARROW, INVENTORY_ARROW
 from clientmetrics.pipeline.jobs.notify import AlertNotifier
 from tests.alertmanager_server import AlertmanagerServer, alertmanager_binary
+from tests.pipeline.core.engine import EnginePass
 from tests.pipeline.core.tables import table
 from tests.procs import wait_for
 
@@ -57,9 +44,7 @@ INVENTORY = table(
 )
 
 
-def _batch(
-    start: datetime, seconds: list[int], value: float, state: pa.Table
-) -> tuple[list[str], pa.Table]:
+def _batch(engine: EnginePass, start: datetime, seconds: list[int], value: float) -> list[str]:
     """Five consumers report ``value`` ms to broker 3 (and 2 ms to broker 2) at ``seconds``."""
     rows: list[dict[str, Any]] = [
         {
@@ -76,10 +61,7 @@ def _batch(
         for node in ("2", "3")
     ]
     decoded = table(DECODED_ARROW, [{**row, "attributes": dict(row["attributes"])} for row in rows])
-    running, order = running_values(decoded)
-    points = normalise(running, SERIES_STATE_ARROW.empty_table())
-    episodes = track_episodes(rule_candidates(points, order, RULES), state, RULES)
-    return event_lines(alert_events(episodes, RULES, INVENTORY)), open_episodes(episodes)
+    return event_lines(engine.batch(decoded))
 
 
 def _listed(server: AlertmanagerServer, alertname: str) -> list[dict[str, Any]]:
@@ -94,7 +76,8 @@ def test_one_slow_broker_is_one_incident_fired_then_resolved(tmp_path: Path) -> 
         notifier = AlertNotifier(None, None, alertmanager=server.url())
         # Near the wall clock: Alertmanager drops alerts whose endsAt has passed.
         start = datetime.now(UTC).replace(microsecond=0) - timedelta(minutes=10)
-        lines, state = _batch(start, [0, 60, 120], 4000.0, ALERT_STATE_ARROW.empty_table())
+        engine = EnginePass(RULES, INVENTORY)
+        lines = _batch(engine, start, [0, 60, 120], 4000.0)
         assert len(lines) == 5  # one firing finding per client, about broker 3 only
         notifier.notify_lines(lines)
         per_client = "slow-broker-requests"
@@ -150,7 +133,7 @@ def test_one_slow_broker_is_one_incident_fired_then_resolved(tmp_path: Path) -> 
             what="the per-client alerts to be inhibited by the broker's",
         )
 
-        lines, state = _batch(start, [180], 2.0, state)
+        lines = _batch(engine, start, [180], 2.0)
         assert len(lines) == 5
         assert all('"resolved"' in line for line in lines)
         notifier.notify_lines(lines)
@@ -159,6 +142,6 @@ def test_one_slow_broker_is_one_incident_fired_then_resolved(tmp_path: Path) -> 
             60,
             what="the incidents to resolve",
         )
-        assert state.num_rows == 0
+        assert engine.alert_state.num_rows == 0
     finally:
         server.stop()

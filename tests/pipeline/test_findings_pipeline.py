@@ -71,6 +71,15 @@ def test_a_broker_slow_for_three_producers_reaches_alertmanager_as_findings(
         # One incident per broker; -1 is no one broker. They inhibit their clients' alerts.
         brokers = _names(server, "slow-broker")
         assert sorted(b["labels"]["node_id"] for b in brokers) == ["1", "2", "3"]
+        # And each producer is slow to every broker it uses: its host or network, one
+        # incident each, with its labels and no one node.
+        hosts = _names(server, "slow-client-host")
+        assert sorted(h["labels"]["client_id"] for h in hosts) == ["app-0", "app-1", "app-2"]
+        # Fired as soon as two brokers' findings were open: it names those two.
+        assert all(
+            len(set(h["annotations"]["node_ids"].split(", ")) & {"1", "2", "3"}) == 2 for h in hosts
+        )
+        assert not any("node_id" in h["labels"] for h in hosts)
         states = {(a["labels"]["node_id"], a["status"]["state"]) for a in per_client}
         assert states == {("-1", "active"), ("1", "suppressed"), ("2", "suppressed"),
                           ("3", "suppressed")}  # fmt: skip

@@ -6,6 +6,7 @@ import json
 import random
 import subprocess
 from collections.abc import Iterator
+from itertools import pairwise
 from pathlib import Path
 
 import pytest
@@ -31,6 +32,9 @@ def _values(metrics: SimMetrics, at_s: int, name: str) -> list[float]:
         ("producer", "throttled", "produce.throttle.time.avg", 1, 100),
         ("producer", "send-buffer", "record.queue.time.avg", 10, 1000),
         ("consumer", "reconnect-storm", "connection.creation.rate", 0.1, 1),
+        ("producer", "producer-retries", "record.retry.rate", 0.1, 1),
+        ("producer", "producer-errors", "record.error.rate", 0.1, 0.4),
+        ("consumer", "failed-authentication", "failed.authentication.rate", 0.01, 0.1),
     ],
 )
 def test_a_fault_starts_at_its_onset(
@@ -53,6 +57,32 @@ def test_slow_processing_lowers_poll_idle_ratio_and_slow_broker_only_node_0() ->
     }
     assert by_node[0] > 1000
     assert by_node[-1] < 100
+
+
+def test_one_record_per_request_and_only_such_faults_send_the_java_metrics() -> None:
+    batching = SimMetrics("producer", False, 0.0, 0, fault="one-record-per-request",
+                          fault_onset_ns=120 * SECOND)  # fmt: skip
+    assert min(_values(batching, 60, "records.per.request.avg")) > 4
+    assert max(_values(batching, 180, "records.per.request.avg")) < 1.5
+    # A librdkafka-shaped client sends its 10 standard metrics only, unless asked.
+    plain = SimMetrics("producer", False, 0.0, 0)
+    assert len(plain.points(random.Random(1), 60 * SECOND, delta=False)) == 10
+    java = SimMetrics("producer", False, 0.0, 0, nonstandard=True)
+    assert len(java.points(random.Random(1), 60 * SECOND, delta=False)) == 14
+
+
+def test_rebalance_churn_grows_the_rebalance_time_counter_from_its_onset() -> None:
+    churn = SimMetrics(
+        "consumer", False, 0.0, 0, fault="rebalance-churn", fault_onset_ns=120 * SECOND
+    )
+    totals = []
+    for t in range(0, 301, 60):
+        (total,) = _values(churn, t, "coordinator.rebalance.latency.total")
+        totals.append(total)
+    # Before the onset at most one healthy rebalance (<= 3 s) per push; from the push at
+    # the onset on, 20-50 % of each 60 s push interval: 12-30 s (+ 3 s) per push.
+    assert totals[1] - totals[0] <= 3000
+    assert all(12_000 <= b - a <= 33_000 for a, b in pairwise(totals[1:]))
 
 
 @pytest.mark.parametrize("text", ["slow@1s:0.1", "throttled@1s:0", "throttled@x:0.5", "throttled"])

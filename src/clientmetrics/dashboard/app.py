@@ -23,6 +23,7 @@ import structlog
 
 from clientmetrics.dashboard import pages
 from clientmetrics.dashboard.alerts import Alert, episodes, open_counts
+from clientmetrics.dashboard.findings import client_findings, findings_page
 from clientmetrics.dashboard.fleet import FleetSource, fleet_page
 from clientmetrics.dashboard.inventory import (
     LANDING_LABELS,
@@ -121,6 +122,8 @@ class Dashboard:
             return _html(pages.alerts_page(self.alerts(), status))
         if path == "/fleet":
             return _html(fleet_page(*self._fleet.fleet()))
+        if path == "/findings":
+            return _html(findings_page(self.alerts()))
         if path == "/software":
             return _html(self._software())
         if path == "/subscriptions":
@@ -180,7 +183,7 @@ class Dashboard:
         alerts = [a for a in self.alerts() if a.client_instance_id == instance_id]
         if details is None and not alerts and not self._series.charts(instance_id, None):
             return None
-        return pages.client(instance_id, details, charts, alerts, window)
+        return pages.client(instance_id, details, charts, alerts, window, client_findings(alerts))
 
     def _software(self) -> str:
         recent = self._clock() - LANDING_RECENT_S

@@ -43,7 +43,8 @@ code,pre{background:#eaeef2;padding:1px 4px;border-radius:4px;font-size:12px}
 dl{display:grid;grid-template-columns:repeat(3,max-content minmax(120px,auto));gap:2px 12px;
 background:#fff;border:1px solid #d8dee4;padding:8px}dt{color:#57606a}
 dd{margin:0;min-width:0;overflow-wrap:anywhere}
-table.subscriptions td{white-space:normal}td{vertical-align:top}.wrap{white-space:normal}
+table.subscriptions td,table.findings td{white-space:normal}td{vertical-align:top}
+.wrap{white-space:normal}
 tr.alert td{border-bottom:none}
 table.alerts code{display:inline-block;margin:1px}
 .cards{display:flex;gap:12px;flex-wrap:wrap}.card{background:#fff;border:1px solid #d8dee4;
@@ -54,6 +55,7 @@ form{margin:0 0 12px}input[type=search]{width:440px;padding:4px}
 _NAV = (
     ("/", "Clients"),
     ("/alerts", "Alerts"),
+    ("/findings", "Findings"),
     ("/software", "Client software"),
     ("/fleet", "Fleet"),
     ("/subscriptions", "Subscriptions"),
@@ -191,14 +193,17 @@ def client(
     charts: Sequence[Chart],
     alerts: Sequence[Alert],
     window: str,
+    findings: str = "",
 ) -> str:
-    """One client: its labels, its open and past alerts and a chart per metric."""
+    """One client: its labels, its open findings (``findings``' HTML), its open and past
+    alerts and a chart per metric."""
     parts = []
     if details is not None:
         shown = [(k, v) for k, v in details.items() if v not in (None, "") and k != "date"]
         parts.append("<dl>" + "".join(_label_item(k, v) for k, v in shown) + "</dl>")
     else:
         parts.append("<p class=muted>Not in the clients table yet.</p>")
+    parts.append(findings)
     if alerts:
         parts.append("<h2>Alerts</h2>" + alert_table(alerts))
     choices = " ".join(

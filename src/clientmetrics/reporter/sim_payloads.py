@@ -20,7 +20,7 @@ from dataclasses import dataclass
 
 from clientmetrics.reporter.payload import MetricPoint
 
-__all__ = ["FAULTS", "SimFault", "SimMetrics", "fault_for"]
+__all__ = ["FAULTS", "NONSTANDARD_FAULTS", "SimFault", "SimMetrics", "fault_for"]
 
 _P = "org.apache.kafka."
 
@@ -32,7 +32,18 @@ FAULTS = {
     "reconnect-storm": (None, "reconnect-storm"),
     "slow-commits": ("consumer", "slow-commits"),
     "slow-broker": (None, "slow-broker-requests"),
+    "rebalance-churn": ("consumer", "rebalance-churn"),
+    # On the Java client's non-standard metrics (``SimMetrics.nonstandard``).
+    "one-record-per-request": ("producer", "one-record-per-request"),
+    "producer-retries": ("producer", "producer-retries"),
+    "producer-errors": ("producer", "producer-errors"),
+    "failed-authentication": (None, "failed-authentication"),
 }
+#: The faults shown in the Java client's non-standard metrics: a client carrying one
+#: sends them (``SimMetrics.nonstandard``), as a Java client would.
+NONSTANDARD_FAULTS = frozenset(
+    {"one-record-per-request", "producer-retries", "producer-errors", "failed-authentication"}
+)
 #: The broker a ``slow-broker`` fault slows (every faulty client's node 0).
 SLOW_NODE = 0
 
@@ -93,6 +104,9 @@ class SimMetrics:
     #: The fault this client shows from ``fault_onset_ns`` on (``FAULTS``), if any.
     fault: str | None = None
     fault_onset_ns: int = 0
+    #: Also send the Java client's non-standard metrics the findings read (records per
+    #: request, retry and error rates, failed authentications); always with such a fault.
+    nonstandard: bool = False
     _last_ns: int = 0
     _last_sent: tuple[int, int] = (0, 0)
 
@@ -142,6 +156,12 @@ class SimMetrics:
         else:
             fetch = self._latency(rng) + 480.0  # fetch.wait.max.ms dominates
             self.rebalance_ms += 0 if rng.random() < 0.99 else rng.randint(50, 3000)
+            rebalance_avg = 120.0
+            if fault == "rebalance-churn":
+                # 20-50 % of the time since the last push spent rebalancing.
+                elapsed_ms = (now_ns - (self._last_ns or now_ns)) / 1e6
+                self.rebalance_ms += int(rng.uniform(0.2, 0.5) * elapsed_ms)
+                rebalance_avg = round(rng.uniform(2000.0, 8000.0), 3)
             idle = rng.uniform(0.01, 0.1) if fault == "slow-processing" else rng.uniform(0.6, 1.0)
             commit = self._latency(rng)
             if fault == "slow-commits":
@@ -151,7 +171,7 @@ class SimMetrics:
                 self._gauge("coordinator.commit.latency.avg", commit, now_ns),
                 self._gauge("coordinator.commit.latency.max", int(latency * 2) + 1, now_ns),
                 self._gauge("coordinator.assigned.partitions", rng.randint(1, 12), now_ns),
-                self._gauge("coordinator.rebalance.latency.avg", 120.0, now_ns),
+                self._gauge("coordinator.rebalance.latency.avg", rebalance_avg, now_ns),
                 self._gauge("coordinator.rebalance.latency.max", 240, now_ns),
                 self._counter(
                     "coordinator.rebalance.latency.total", self.rebalance_ms, now_ns, delta, 1
@@ -159,7 +179,28 @@ class SimMetrics:
                 self._gauge("fetch.manager.fetch.latency.avg", round(fetch, 3), now_ns),
                 self._gauge("fetch.manager.fetch.latency.max", int(fetch * 1.2), now_ns),
             ]
+        if self.nonstandard or self.fault in NONSTANDARD_FAULTS:
+            points += self._nonstandard(rng, now_ns, fault)
         self._last_ns = now_ns
+        return points
+
+    def _nonstandard(self, rng: random.Random, now_ns: int, fault: str | None) -> list[MetricPoint]:
+        """The Java client's own metrics the findings read, healthy unless ``fault`` says."""
+        failed = rng.uniform(0.2, 1.0) if fault == "failed-authentication" else 0.0
+        points = [self._gauge("failed.authentication.rate", round(failed, 4), now_ns)]
+        if self.kind == "producer":
+            per_request = rng.uniform(1.0, 1.1) if fault == "one-record-per-request" else None
+            retries = rng.uniform(2.0, 20.0) if fault == "producer-retries" else 0.0
+            errors = rng.uniform(0.5, 5.0) if fault == "producer-errors" else 0.0
+            points += [
+                self._gauge(
+                    "records.per.request.avg",
+                    round(per_request or rng.uniform(5.0, 50.0), 3),
+                    now_ns,
+                ),
+                self._gauge("record.retry.rate", round(retries, 4), now_ns),
+                self._gauge("record.error.rate", round(errors, 4), now_ns),
+            ]
         return points
 
     def _latency(self, rng: random.Random) -> float:

@@ -6,8 +6,8 @@ from typing import Any
 
 import pytest
 
-from clientmetrics.pipeline.core.brokers import BrokerSweep
-from clientmetrics.pipeline.core.incidents import broker_alert
+from clientmetrics.pipeline.core.brokers import BrokerSweep, HostSweep
+from clientmetrics.pipeline.core.incidents import broker_alert, host_alert
 
 
 def _event(client: str, node: str, status: str, second: int, rule: str = "") -> dict[str, Any]:
@@ -79,3 +79,37 @@ def test_the_broker_incident_for_alertmanager_names_the_node() -> None:
 def test_a_sweep_needs_two_clients_at_least() -> None:
     with pytest.raises(ValueError, match="at least 2"):
         BrokerSweep(min_clients=1)
+    with pytest.raises(ValueError, match="at least 2"):
+        HostSweep(min_nodes=1)
+
+
+def test_one_client_slow_to_two_brokers_is_one_host_incident_with_its_labels() -> None:
+    sweep = HostSweep(min_nodes=2)
+    labels = {"client_id": "billing", "principal": "User:billing", "node_id": "1"}
+    slow_1 = {**_event("a", "1", "firing", 60), "labels": labels}
+    # Slow to node 1 and to the coordinator (-1, no one broker): not yet its host.
+    assert (
+        sweep.feed([slow_1, _event("a", "-1", "firing", 60), _event("b", "2", "firing", 60)]) == []
+    )
+    (fired,) = sweep.feed([_event("a", "2", "firing", 90)])
+    assert (fired["status"], fired["client_instance_id"], fired["node_ids"]) == (
+        "firing", "a", ["1", "2"],
+    )  # fmt: skip
+    alert = host_alert(fired)
+    assert alert["labels"] == {
+        "alertname": "slow-client-host", "finding": "slow-client-host", "rule": "slow-client-host",
+        "severity": "warning", "client_instance_id": "a", "client_id": "billing",
+        "principal": "User:billing", "push_node_id": "1",
+    }  # fmt: skip
+    assert alert["annotations"]["summary"] == "client a is slow to every broker it uses (1, 2)"
+    # Node 1 recovers: one broker left, the host incident resolves (same id); b never counted.
+    (resolved,) = sweep.feed([_event("a", "1", "resolved", 200)])
+    assert (resolved["status"], resolved["alert_id"]) == ("resolved", fired["alert_id"])
+    assert host_alert(resolved)["endsAt"] == "2026-11-21T12:03:20Z"
+
+
+def test_a_slow_broker_for_many_clients_is_no_host_incident() -> None:
+    # Five clients slow to broker 3 only: the broker's incident, not five hosts.
+    events = [_event(c, "3", "firing", 60) for c in "abcde"]
+    assert HostSweep().feed(events) == []
+    assert [i["node_id"] for i in BrokerSweep().feed(events)] == ["3"]

@@ -11,22 +11,15 @@ import pytest
 
 from clientmetrics.errors import ConfigurationError
 from clientmetrics.pipeline.core.alerts import (
-    alert_events,
     event_lines,
-    open_episodes,
-    rule_candidates,
-    track_episodes,
 )
 from clientmetrics.pipeline.core.findings import catalogue, finding_of
 from clientmetrics.pipeline.core.incidents import alertmanager_alert, incident_labels
-from clientmetrics.pipeline.core.rates import normalise
 from clientmetrics.pipeline.core.rules import AlertRule, parse_rules
 from clientmetrics.pipeline.core.schemas import (
-    ALERT_STATE_ARROW,
     INVENTORY_ARROW,
-    SERIES_STATE_ARROW,
 )
-from clientmetrics.pipeline.core.series import running_values
+from tests.pipeline.core.engine import EnginePass, engine_pass
 from tests.pipeline.core.tables import at, by_column, decoded, table
 
 P = "org.apache.kafka."
@@ -44,7 +37,14 @@ CASES: dict[str, tuple[str, float, float, dict[str, str]]] = {
         2.5,
         {"node.id": "3"},
     ),
+    # The Java client's non-standard metrics.
+    "one-record-per-request": (f"{P}producer.records.per.request.avg", 1.0, 20.0, {}),
+    "producer-retries": (f"{P}producer.record.retry.rate", 5.0, 0.0, {}),
+    "producer-errors": (f"{P}producer.record.error.rate", 0.02, 0.0, {}),
+    "failed-authentication": (f"{P}consumer.failed.authentication.rate", 0.5, 0.0, {}),
 }
+#: Findings on a sum's rate: the metric (a counter of ms) each reads.
+RATE_CASES = {"rebalance-churn": f"{P}consumer.coordinator.rebalance.latency.total"}
 INVENTORY = table(
     INVENTORY_ARROW,
     [
@@ -85,15 +85,11 @@ def _run(rules: tuple[AlertRule, ...], name: str, values: list[float]) -> pa.Tab
         }
         for i, v in enumerate(values)
     ]
-    running, order = running_values(decoded(rows))
-    points = normalise(running, SERIES_STATE_ARROW.empty_table())
-    state = ALERT_STATE_ARROW.empty_table()
-    episodes = track_episodes(rule_candidates(points, order, rules), state, rules)
-    return alert_events(episodes, rules, INVENTORY)
+    return engine_pass(decoded(rows), rules, INVENTORY)
 
 
 def test_the_catalogue_has_the_findings_the_tests_cover() -> None:
-    assert {finding.name for finding in catalogue()} == set(CASES)
+    assert {finding.name for finding in catalogue()} == set(CASES) | set(RATE_CASES)
     for finding in catalogue():
         assert finding.meaning
         assert finding.suggestion
@@ -117,6 +113,47 @@ def test_a_blip_never_fires(name: str) -> None:
     _, bad, good, _ = CASES[name]
     events = _run(_all_findings(), name, [good, bad, good, bad, bad, good, bad, good])
     assert events.num_rows == 0
+
+
+def _run_counter(totals: list[tuple[float, float]]) -> pa.Table:
+    """The events of a cumulative rebalance-time counter: (start second, total ms) every 60 s."""
+    rows: list[dict[str, Any]] = [
+        {
+            "metric_name": RATE_CASES["rebalance-churn"],
+            "kind": "sum",
+            "temporality": "cumulative",
+            "monotonic": True,
+            "start_time": at(start),
+            "event_time": at(60 * (i + 1)),
+            "value": total,
+        }
+        for i, (start, total) in enumerate(totals)
+    ]
+    return engine_pass(decoded(rows), _all_findings(), INVENTORY)
+
+
+def test_rebalance_churn_judges_the_rebalance_time_per_second() -> None:
+    # Pushes at 60..480 s of a counter started at 0: one healthy 1 s rebalance (16.7 ms/s),
+    # then 12 s of rebalancing per 60 s push (200 ms/s > 100) from the push at 180 s,
+    # then none from 420 s. Held from 180 s, 120 s later (300 s) it fires; 420 s resolves.
+    totals = [1000.0, 1000.0, 13000.0, 25000.0, 37000.0, 49000.0, 49000.0, 49000.0]
+    events = _run_counter([(0, total) for total in totals])
+    assert by_column(events, "status", "started_at", "fired_at", "resolved_at") == [
+        ("firing", at(180), at(300), None),
+        ("resolved", at(180), at(300), at(420)),
+    ]
+    assert events.column("rule").to_pylist() == ["rebalance-churn"] * 2
+    assert events.column("peak").to_pylist()[0] == pytest.approx(200.0)
+
+
+def test_a_restart_or_a_large_lifetime_total_is_no_rebalance_churn() -> None:
+    # A long-lived client's first push carries a large total (its lifetime's: 3 h at
+    # 30 ms/s), then the client restarts at 250 s (a new start time, the counter back
+    # near 0): neither the total nor the reset reads as churn.
+    lifetime = 30.0 * 3 * 3600
+    totals = [(-3 * 3600 + 60, lifetime + 60 * i) for i in range(4)]
+    totals += [(250, 500.0), (250, 900.0), (250, 1300.0), (250, 1700.0)]
+    assert _run_counter(totals).num_rows == 0
 
 
 def test_nan_is_no_slow_processing() -> None:
@@ -214,13 +251,9 @@ def test_a_resolved_incident_ends_at_its_resolution() -> None:
 def test_open_state_carries_a_finding_across_batches() -> None:
     rules = _all_findings()
     metric, bad, _, _ = CASES["slow-commits"]
-    state = ALERT_STATE_ARROW.empty_table()
+    engine = EnginePass(rules, INVENTORY)
     fired: list[datetime] = []
     for second in (0, 60, 120):  # one push per batch
         rows = [{"metric_name": metric, "kind": "gauge", "event_time": at(second), "value": bad}]
-        running, order = running_values(decoded(rows))
-        points = normalise(running, SERIES_STATE_ARROW.empty_table())
-        episodes = track_episodes(rule_candidates(points, order, rules), state, rules)
-        fired += alert_events(episodes, rules, INVENTORY).column("fired_at").to_pylist()
-        state = open_episodes(episodes)
+        fired += engine.batch(decoded(rows)).column("fired_at").to_pylist()
     assert fired == [at(120)]

@@ -50,6 +50,7 @@ CANDIDATES_ARROW = pa.schema(
         ("attributes", STRING_MAP),
         ("event_time", TIMESTAMP),
         ("value", pa.float64()),
+        ("rate_per_second", pa.float64()),
     ]
 )
 
@@ -77,6 +78,11 @@ def holds(op: str, value: np.ndarray, threshold: float) -> np.ndarray:
     }[op]
     finite: np.ndarray = np.asarray(result, dtype=bool) & np.isfinite(value)
     return finite
+
+
+def judged(points: pa.Table, rule: AlertRule) -> pa.ChunkedArray:
+    """The column a rule's condition judges: the value, or a sum's rate per second."""
+    return points.column("rate_per_second" if rule.on == "rate" else "value")
 
 
 def rule_matches(metric: pa.Array | pa.ChunkedArray, rule: AlertRule) -> np.ndarray:
@@ -107,9 +113,9 @@ def track_episodes(points: pa.Table, state: pa.Table, rules: tuple[AlertRule, ..
 
 def _track_rule(points: pa.Table, state: pa.Table, rule: AlertRule) -> pa.Table:
     named = rule_matches(points.column("metric_name"), rule)
-    named &= measured(points.column("value"))
+    named &= measured(judged(points, rule))
     rows = points.filter(pa.array(named))
-    values = np.asarray(pc.fill_null(rows.column("value"), 0.0).to_numpy(), dtype=np.float64)
+    values = np.asarray(pc.fill_null(judged(rows, rule), 0.0).to_numpy(), dtype=np.float64)
     true = holds(rule.op, values, rule.threshold)
     # Only series on which the rule holds somewhere, or that carry an open
     # episode, can change an alert.
@@ -272,14 +278,13 @@ def rule_candidates(points: pa.Table, order: SeriesOrder, rules: tuple[AlertRule
     groups the points by series in event-time order.
     """
     metric = points.column("metric_name")
-    has_value = measured(points.column("value"))
     named = np.zeros(points.num_rows, dtype=bool)
     holding = np.zeros(points.num_rows, dtype=bool)
-    values = floats(points.column("value"))[0]
     for rule in rules:
-        hit = rule_matches(metric, rule) & has_value
+        column = judged(points, rule)
+        hit = rule_matches(metric, rule) & measured(column)
         named |= hit
-        holding |= hit & holds(rule.op, values, rule.threshold)
+        holding |= hit & holds(rule.op, floats(column)[0], rule.threshold)
     if not named.any():
         return CANDIDATES_ARROW.empty_table()
     in_rules = named[order.rows]

@@ -13,6 +13,10 @@ engine, ``core/alerts.py``). A rules file enables the catalogue with
 A finding that reads several metrics (the producer's and the consumer's copy)
 becomes one rule per metric, named ``NAME/producer`` and ``NAME/consumer``
 (rule names are unique in the engine); ``finding_of`` maps a rule's name back.
+
+A finding on a sum (a counter such as ``coordinator.rebalance.latency.total``)
+says ``on = "rate"``: its condition judges the counter's increase per second
+(``core/rates.py``), which a restart or a counter reset does not make negative.
 """
 
 from __future__ import annotations
@@ -31,6 +35,8 @@ _PREFIX = "org.apache.kafka."
 #: What a ``[finding.NAME]`` table of a rules file may set.
 OVERRIDE_KEYS = ("enabled", "condition")
 _DEFINITION_KEYS = ("summary", "meaning", "metrics", "condition", "suggestion")
+#: Optional in a catalogue entry, with its default: what the condition judges.
+_JUDGED = ("value", "rate")
 
 
 @dataclass(frozen=True, slots=True)
@@ -43,6 +49,8 @@ class Finding:
     metrics: tuple[str, ...]
     condition: str
     suggestion: str
+    #: ``value`` (a gauge's), or ``rate`` (a sum's increase per second).
+    on: str = "value"
 
     def rules(self) -> tuple[tuple[str, str], ...]:
         """(rule name, metric) per metric the finding reads."""
@@ -62,10 +70,13 @@ def parse_catalogue(document: dict[str, Any]) -> tuple[Finding, ...]:
         raise ConfigurationError("a findings catalogue has one top-level table, [finding.NAME]")
     found = []
     for name, raw in table.items():
-        if not isinstance(raw, dict) or set(raw) != set(_DEFINITION_KEYS):
+        if not isinstance(raw, dict) or set(raw) - {"on"} != set(_DEFINITION_KEYS):
             raise ConfigurationError(
-                f"finding {name!r} needs exactly {', '.join(_DEFINITION_KEYS)}"
+                f"finding {name!r} needs exactly {', '.join(_DEFINITION_KEYS)} (and maybe on)"
             )
+        on = raw.get("on", "value")
+        if on not in _JUDGED:
+            raise ConfigurationError(f"finding {name!r}: 'on' is one of {', '.join(_JUDGED)}")
         metrics = raw["metrics"]
         if (
             not isinstance(metrics, list)
@@ -79,7 +90,7 @@ def parse_catalogue(document: dict[str, Any]) -> tuple[Finding, ...]:
         if not all(isinstance(text, str) and text for text in texts):
             raise ConfigurationError(f"finding {name!r}: texts must be non-empty strings")
         summary, meaning, condition, suggestion = texts
-        found.append(Finding(name, summary, meaning, tuple(metrics), condition, suggestion))
+        found.append(Finding(name, summary, meaning, tuple(metrics), condition, suggestion, on))
     return tuple(found)
 
 
@@ -90,8 +101,8 @@ def catalogue() -> tuple[Finding, ...]:
     return parse_catalogue(tomllib.loads(text))
 
 
-def finding_rules(document: dict[str, Any]) -> tuple[tuple[str, str, str], ...]:
-    """(rule name, metric, condition) of every finding a rules document enables.
+def finding_rules(document: dict[str, Any]) -> tuple[tuple[str, str, str, str], ...]:
+    """(rule name, metric, condition, what it judges) of every finding a document enables.
 
     ``findings = true`` enables the catalogue; ``[finding.NAME]`` tables turn
     one off (``enabled = false``) or replace its ``condition``. A table naming
@@ -124,7 +135,7 @@ def finding_rules(document: dict[str, Any]) -> tuple[tuple[str, str, str], ...]:
         if not override.get("enabled", True):
             continue
         condition = override.get("condition", finding.condition)
-        rules += [(rule, metric, condition) for rule, metric in finding.rules()]
+        rules += [(rule, metric, condition, finding.on) for rule, metric in finding.rules()]
     return tuple(rules)
 
 

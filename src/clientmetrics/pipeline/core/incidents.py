@@ -23,7 +23,7 @@ from typing import Any
 
 from clientmetrics.pipeline.core.findings import finding_of
 
-__all__ = ["FIRING_HOLD", "GROUP_BY", "KIP_LABELS", "alertmanager_alert"]
+__all__ = ["FIRING_HOLD", "GROUP_BY", "KIP_LABELS", "alertmanager_alert", "host_alert"]
 
 #: The labels KIP-714's proactive-monitoring workflow collects for an alert, in its order
 #: (``member_id`` is librdkafka's spelling of the KIP's ``group_member_id``).
@@ -51,6 +51,12 @@ INHIBIT = {
     "source_matchers": ['alertname="slow-broker"'],
     "target_matchers": ['alertname="slow-broker-requests"'],
     "equal": ["node_id"],
+}
+#: And a client's own host incident silences its per-broker alerts.
+INHIBIT_HOST = {
+    "source_matchers": ['alertname="slow-client-host"'],
+    "target_matchers": ['alertname="slow-broker-requests"'],
+    "equal": ["client_instance_id"],
 }
 
 #: A firing alert's ``endsAt``: the pipeline announces an event once, so the incident must
@@ -162,6 +168,45 @@ def broker_alert(incident: Mapping[str, Any]) -> dict[str, Any]:
             "node_id": str(incident["node_id"]),
             "severity": "critical",
         },
+        "annotations": {k: str(v) for k, v in annotations.items() if v is not None},
+        "startsAt": _rfc3339(fired),
+        "endsAt": _rfc3339(ends),
+    }
+
+
+def host_alert(incident: Mapping[str, Any]) -> dict[str, Any]:
+    """A client-host incident (``brokers.HostSweep``) as an Alertmanager v2 ``postableAlert``.
+
+    It carries the client's KIP labels (those of its per-client events) but no
+    ``node_id``: it is about the client's host or network, not one broker.
+    """
+    per_client = finding_of("slow-broker-requests/producer")
+    fired = _moment(incident["fired_at"])
+    resolved = incident.get("resolved_at")
+    ends = _moment(resolved) if resolved is not None else fired + FIRING_HOLD
+    labels = incident_labels(
+        {
+            "rule": incident["rule"],
+            "client_instance_id": incident["client_instance_id"],
+            "labels": incident.get("labels") or {},
+        }
+    )
+    labels.update(finding=str(incident["rule"]), severity="warning")
+    nodes = ", ".join(incident.get("node_ids") or [])
+    annotations = {
+        "alert_id": incident["alert_id"],
+        "summary": f"client {incident['client_instance_id']} is slow to every broker it "
+        f"uses ({nodes})",
+        "description": f"The client had slow-broker-requests open for at least "
+        f"{incident['min_nodes']} brokers at the same time: its host or its network is the "
+        "cause, not each broker.",
+        "suggestion": "Check the client's host (CPU, GC pauses, memory) and its network path "
+        "to the cluster (latency, packet loss, a proxy or NAT in between)"
+        + (f"; else: {per_client.suggestion}" if per_client else "."),
+        "node_ids": nodes or None,
+    }
+    return {
+        "labels": labels,
         "annotations": {k: str(v) for k, v in annotations.items() if v is not None},
         "startsAt": _rfc3339(fired),
         "endsAt": _rfc3339(ends),

@@ -93,6 +93,10 @@ class AlertRule:
     strict: bool
     #: The threshold's unit as written (informational: clients send no units).
     unit: str = ""
+    #: What the condition judges: the point's ``value``, or for a sum its ``rate``
+    #: per second since the series' previous point (``core/rates.py``: restarts and
+    #: counter resets start a new rate, never a negative one).
+    on: str = "value"
 
     @property
     def is_prefix(self) -> bool:
@@ -128,8 +132,8 @@ def parse_rules(document: dict[str, Any]) -> RuleSet:
         raise ConfigurationError("'rule' must be an array of tables ([[rule]])")
     rules = tuple(_rule(index, raw) for index, raw in enumerate(raw_rules))
     rules += tuple(
-        AlertRule(name, metric, *_finding_condition(name, condition))
-        for name, metric, condition in finding_rules(document)
+        AlertRule(name, metric, *_finding_condition(name, condition), on=on)
+        for name, metric, condition, on in finding_rules(document)
     )
     names = [rule.name for rule in rules]
     if len(set(names)) != len(names):

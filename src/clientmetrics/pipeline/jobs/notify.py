@@ -17,8 +17,8 @@ from typing import Any
 import structlog
 
 from clientmetrics.pipeline.core.alerts import alert_json
-from clientmetrics.pipeline.core.brokers import BrokerSweep
-from clientmetrics.pipeline.core.incidents import alertmanager_alert, broker_alert
+from clientmetrics.pipeline.core.brokers import BrokerSweep, HostSweep
+from clientmetrics.pipeline.core.incidents import alertmanager_alert, broker_alert, host_alert
 
 _log = structlog.get_logger(__name__)
 
@@ -44,6 +44,7 @@ class AlertNotifier:
         # One broker slow for many clients is one incident. Its state is the open
         # per-client episodes this notifier has announced (kept in memory).
         self._brokers = BrokerSweep()
+        self._hosts = HostSweep()  # and one client slow to every broker is one incident
 
     def notify(self, events: Sequence[dict[str, Any]]) -> None:
         """Announce a batch of alert events. A failing webhook is logged, never fatal."""
@@ -55,7 +56,8 @@ class AlertNotifier:
             return
         events = [json.loads(line) for line in lines]
         brokers = self._brokers.feed(events)
-        lines = [*lines, *(alert_json(incident) for incident in brokers)]
+        hosts = self._hosts.feed(events)
+        lines = [*lines, *(alert_json(incident) for incident in [*brokers, *hosts])]
         if self._sink is not None:
             self._sink.parent.mkdir(parents=True, exist_ok=True)
             with self._sink.open("a", encoding="utf-8") as sink:
@@ -65,6 +67,7 @@ class AlertNotifier:
         if self._alertmanager:
             incidents = [alertmanager_alert(event) for event in events]
             incidents += [broker_alert(incident) for incident in brokers]
+            incidents += [host_alert(incident) for incident in hosts]
             for start in range(0, len(incidents), ALERTMANAGER_CHUNK):
                 body = json.dumps(incidents[start : start + ALERTMANAGER_CHUNK]).encode("utf-8")
                 self._post(f"{self._alertmanager}/api/v2/alerts", body)
