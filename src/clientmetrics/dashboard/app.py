@@ -23,6 +23,7 @@ import structlog
 
 from clientmetrics.dashboard import pages
 from clientmetrics.dashboard.alerts import Alert, episodes, open_counts
+from clientmetrics.dashboard.app_types import Response, html
 from clientmetrics.dashboard.inventory import (
     LANDING_LABELS,
     InventoryQuery,
@@ -31,6 +32,8 @@ from clientmetrics.dashboard.inventory import (
     with_landed_clients,
     with_status,
 )
+from clientmetrics.dashboard.investigate import Investigate
+from clientmetrics.dashboard.operators import OperatorConfig
 from clientmetrics.dashboard.series import SeriesReader, landing_reader
 from clientmetrics.dashboard.software import LANDED_COLUMNS, software_page, software_table
 from clientmetrics.dashboard.sources import (
@@ -44,6 +47,8 @@ from clientmetrics.errors import ClientMetricsError
 from clientmetrics.pipeline.core.coverage import COVERAGE_INPUT
 
 log = structlog.get_logger("clientmetrics.dashboard")
+#: Largest POST body read (the forms are a few fields).
+MAX_FORM = 16 * 1024
 
 #: How far back the landing zone is read for what the tables do not have yet.
 LANDING_RECENT_S = 900.0
@@ -67,24 +72,21 @@ class DashboardConfig:
         return self.tables_dir or self.data_dir / "tables"
 
 
-@dataclass(frozen=True, slots=True)
-class Response:
-    """An HTTP response body with its status and type."""
-
-    status: int
-    body: bytes
-    content_type: str = "text/html; charset=utf-8"
-
-
 def _html(text: str, status: int = 200) -> Response:
-    return Response(status, text.encode("utf-8"))
+    return html(text, status)
 
 
 class Dashboard:
     """Answers the dashboard's pages from the data directory."""
 
-    def __init__(self, config: DashboardConfig, clock: Callable[[], float] = time.time) -> None:
+    def __init__(
+        self,
+        config: DashboardConfig,
+        clock: Callable[[], float] = time.time,
+        operators: OperatorConfig | None = None,
+    ) -> None:
         self.config = config
+        self.investigate = Investigate(config.data_dir, operators or OperatorConfig(), clock)
         self._clock = clock
         self._tables = TableReader(config.tables)
         self._landing = landing_reader(config.data_dir)
@@ -99,11 +101,20 @@ class Dashboard:
         """The dashboard's clock, as an aware UTC datetime."""
         return datetime.fromtimestamp(self._clock(), UTC)
 
-    def handle(self, target: str) -> Response:
-        """Answer ``GET target`` (path and query string)."""
+    def handle(
+        self, target: str, method: str = "GET", form: str = "", cookie: str | None = None
+    ) -> Response:
+        """Answer ``method target`` (path and query string; ``form``: a POST's body)."""
         url = urlsplit(target)
         query = {key: values[-1] for key, values in parse_qs(url.query).items()}
         path = url.path.rstrip("/") or "/"
+        if method == "POST":
+            query = {key: values[-1] for key, values in parse_qs(form).items()}
+        answer = self.investigate.handle(method, path, query, cookie)
+        if answer is not None:
+            return answer
+        if method != "GET":  # only the investigate pages take POSTs
+            return Response(405, b"read-only\n", "text/plain; charset=utf-8")
         if path == "/":
             return _html(self._inventory(query))
         if path.startswith("/client/"):
@@ -214,7 +225,9 @@ class _Handler(BaseHTTPRequestHandler):
 
     def do_GET(self) -> None:
         try:
-            response = self.server.dashboard.handle(self.path)
+            response = self.server.dashboard.handle(
+                self.path, "GET", "", self.headers.get("Cookie")
+            )
         except Exception:  # a page failing must not take the server down
             log.exception("dashboard_page_failed", path=self.path)
             response = Response(500, b"internal error\n", "text/plain; charset=utf-8")
@@ -223,16 +236,33 @@ class _Handler(BaseHTTPRequestHandler):
     def do_HEAD(self) -> None:
         self.do_GET()
 
-    def _refuse(self) -> None:
-        self._send(Response(405, b"read-only\n", "text/plain; charset=utf-8"))
+    def do_POST(self) -> None:
+        length = int(self.headers.get("Content-Length") or 0)
+        if not 0 <= length <= MAX_FORM:
+            self._send(Response(413, b"form too large\n", "text/plain; charset=utf-8"))
+            return
+        form = self.rfile.read(length).decode("utf-8", "replace")
+        try:
+            response = self.server.dashboard.handle(
+                self.path, "POST", form, self.headers.get("Cookie")
+            )
+        except Exception:  # an action failing must not take the server down
+            log.exception("dashboard_action_failed", path=self.path.split("?")[0])
+            response = Response(500, b"internal error\n", "text/plain; charset=utf-8")
+        self._send(response)
 
-    do_POST = do_PUT = do_DELETE = do_PATCH = _refuse
+    def _refuse(self) -> None:
+        self._send(Response(405, b"not allowed\n", "text/plain; charset=utf-8"))
+
+    do_PUT = do_DELETE = do_PATCH = _refuse
 
     def _send(self, response: Response) -> None:
         self.send_response(response.status)
         self.send_header("Content-Type", response.content_type)
         self.send_header("Content-Length", str(len(response.body)))
         self.send_header("Cache-Control", "no-store")
+        for name, value in response.headers:
+            self.send_header(name, value)
         self.end_headers()
         if self.command != "HEAD":
             self.wfile.write(response.body)

@@ -56,6 +56,7 @@ _NAV = (
     ("/alerts", "Alerts"),
     ("/software", "Client software"),
     ("/subscriptions", "Subscriptions"),
+    ("/investigate", "Investigate"),
     ("/gateway", "Gateway"),
 )
 
