@@ -10,6 +10,7 @@ each client's first push on another subscription (``investigate.live.back_on``).
 
 from __future__ import annotations
 
+import math
 import threading
 import time
 from collections import OrderedDict, deque
@@ -55,6 +56,9 @@ class LiveWatch:
         with self.lock:
             self.selectors = selectors
             self.seen = {k: v for k, v in self.seen.items() if k == instance}
+            # The page shows the watch's current clients only, reloaded or not.
+            mine = [(seq, p) for seq, p in self.points if p.client_instance_id == instance]
+            self.points = deque(mine, maxlen=MAX_POINTS)
 
     def poll(self, after: int, now: float) -> dict[str, Any]:
         """Read what landed since the last poll; the points numbered above ``after``."""
@@ -91,7 +95,8 @@ def _point_json(seq: int, point: LivePoint) -> dict[str, Any]:
         "instance": point.client_instance_id,
         "client_id": point.client_id,
         "metric": point.metric,
-        "value": point.value,
+        # JSON has no NaN or infinity (a client's average of nothing is NaN): shown as "-".
+        "value": point.value if point.value is not None and math.isfinite(point.value) else None,
         "unit": point.unit,
         "node": point.node,
     }
