@@ -11,8 +11,8 @@ watches them (the consumer prefix the page proposes), sees the slow one's
 instance, stops, and sees both back on their previous subscription; bob's watch
 is refused by the proxy and the page says so in one line.
 
-Set ``CLIENTMETRICS_SCREENSHOTS`` to a directory to keep the screenshots
-docs/dashboard.md shows.
+With ``UPDATE_SCREENSHOT=1`` the screenshots docs/dashboard.md shows are written
+to docs/img/.
 """
 
 from __future__ import annotations
@@ -61,7 +61,7 @@ BASELINE = {
     "interval.ms": "1000",
     "match": f"client_id={CLIENT_ID}",
 }
-SHOTS = os.environ.get("CLIENTMETRICS_SCREENSHOTS")
+SHOTS = Path(__file__).parents[2] / "docs" / "img" if os.environ.get("UPDATE_SCREENSHOT") else None
 
 
 @pytest.fixture(scope="module")
@@ -130,9 +130,12 @@ def dashboard(gateway: GatewayProcess) -> Iterator[DashboardServer]:
     served.stop()
 
 
-def shot(page: Any, name: str) -> None:
+def shot(page: Any, name: str, metric: str = "") -> None:
+    """A screenshot for the docs, of the rows whose metric contains ``metric``."""
     if SHOTS:
-        page.screenshot(path=str(Path(SHOTS) / f"{name}.png"), full_page=True)
+        if page.query_selector("#filter"):
+            page.fill("#filter", metric)
+        page.screenshot(path=str(SHOTS / f"{name}.png"))
 
 
 def log_in(page: Any, url: str, user: str) -> None:
@@ -256,7 +259,7 @@ def watch_narrow_stop(page: Any, slow: str, fast: str, slow_before: str) -> None
     )
     assert any(node.startswith("node.id=") for _, node in units)
     assert any(unit for unit, _ in units)
-    shot(page, "investigate-live")
+    shot(page, "investigate-live", "poll.idle.ratio")
 
     page.fill("#narrow input[name=instance]", slow)
     page.click("#narrow button")
@@ -267,9 +270,11 @@ def watch_narrow_stop(page: Any, slow: str, fast: str, slow_before: str) -> None
         page.eval_on_selector_all("#points tbody tr", "rs => rs.map(r => r.dataset.instance)")
     )
     assert shown == {slow}
+    shot(page, "investigate-narrowed", "node.request")
+    page.fill("#filter", "")
 
     page.click("#stop button")
     page.wait_for_selector("#state:has-text('stopped')")
     back = page.wait_for_selector("li.back", timeout=60_000).text_content()
     assert back.startswith(f"{slow} back on subscription_id={slow_before} ")
-    shot(page, "investigate-stopped")
+    shot(page, "investigate-stopped", "poll.idle.ratio")

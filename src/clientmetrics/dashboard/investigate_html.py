@@ -127,7 +127,11 @@ function row(p){const key=p.instance+'|'+p.metric+'|'+(p.node??'');let tr=rows.g
  const c=tr.children;c[0].textContent=p.instance;c[1].textContent=p.metric;
  c[2].textContent=p.value===null?'-':String(+p.value.toPrecision(6));c[3].textContent=p.unit;
  c[4].textContent=p.node===null?'':'node.id='+p.node;
- c[5].textContent=new Date(p.at_ms).toISOString().substring(11,23);tr.dataset.seq=p.seq;}
+ c[5].textContent=new Date(p.at_ms).toISOString().substring(11,23);tr.dataset.seq=p.seq;
+ tr.hidden=!p.metric.includes(filter.value);}
+const filter=document.getElementById('filter');
+filter.addEventListener('input',()=>{for(const tr of rows.values())
+ tr.hidden=!tr.dataset.metric.includes(filter.value);});
 async function poll(){try{
  const r=await fetch('/investigate/live/'+encodeURIComponent(name)+'?after='+after,
  {credentials:'same-origin'});if(r.ok){const d=await r.json();for(const p of d.points){row(p);}
@@ -145,7 +149,7 @@ def live_body(live: LiveWatch, session: Session | None) -> str:
     """The live view: one row per instance, metric and node, updated as points arrive."""
     name = escape(live.watch.name)
     controls = ""
-    if session is not None:
+    if session is not None and live.stopped_at is None:
         stop = (
             f"<form method=post action=/investigate/stop id=stop>{_csrf(session)}"
             f'<input type=hidden name=name value="{name}"><button>Stop</button></form>'
@@ -162,7 +166,8 @@ def live_body(live: LiveWatch, session: Session | None) -> str:
         f'<div id=live data-name="{name}"><p>State: <b id=state>watching</b> · started by '
         f"{escape(live.started_by)} · ends {escape(live.watch.expires_text)} · match "
         f"<code id=match>{escape(match)}</code> · metrics {escape(', '.join(live.metrics))}</p>"
-        f"{controls}<ul id=back></ul><table id=points><thead><tr><th>instance</th>"
+        f"{controls}<ul id=back></ul><label>Show metrics containing <input id=filter "
+        "size=40></label><table id=points><thead><tr><th>instance</th>"
         "<th>metric</th><th>value</th><th>unit</th><th>broker</th><th>pushed</th></tr></thead>"
         f"<tbody></tbody></table></div><script>{_LIVE_JS}</script>"
     )
