@@ -37,6 +37,7 @@ from clientmetrics.errors import ClientMetricsError
 from clientmetrics.investigate import watches as w
 from clientmetrics.investigate.cli import refusal
 from clientmetrics.investigate.find import Query, find_clients, subscriptions_from
+from clientmetrics.investigate.session import Tail
 from clientmetrics.investigate.tail import LandingTail
 from clientmetrics.telemetry.model import Subscription
 
@@ -146,7 +147,9 @@ class Investigate:
             log.info("dashboard_login_failed", operator=user[:64], reason=str(exc)[:200])
             body = _line(f"Login refused: {exc}") + login_body(True, None)
             return html(pages.layout("Investigate", "/investigate", body), 403)
-        session = self.sessions.create(user, config)
+        session = self.sessions.create(
+            user, config, self.operators.client_properties(user, password)
+        )
         log.info("dashboard_login", operator=user)
         return redirect("/investigate", cookie_header(session.sid, secure=self.operators.tls))
 
@@ -176,7 +179,10 @@ class Investigate:
             )
         if not 0 < expires_s <= 24 * 3600:
             return self._refused("the expiry must be within 24 h")
-        tail = self.live.tail()
+        try:
+            tail = self._tail(session)
+        except ClientMetricsError as exc:
+            return self._refused(f"investigate: {exc}", session, "watch")
         expires_at_ms = int((self._clock() + expires_s) * 1000)
         try:
             watch = _admin(session.admin, lambda admin: w.create_watch(
@@ -188,6 +194,19 @@ class Investigate:
         log.info("dashboard_watch_created", operator=session.operator, watch=watch.name,
                  match=",".join(w.watch_match(selectors)), interval_ms=interval_ms)  # fmt: skip
         return redirect(f"/investigate/watch/{quote(watch.name)}")
+
+    def _tail(self, session: Session) -> Tail:
+        """Where the watch's points are read: the telemetry topic, as the operator, or the
+        landing zone. Started before the watch exists, so its first pushes are seen."""
+        topic = self.operators.topic
+        if topic is None:
+            return self.live.tail()
+        from clientmetrics.client import librdkafka_properties
+        from clientmetrics.investigate.topic import TopicTail
+
+        bootstrap = self.operators.topic_bootstrap_server or self.operators.bootstrap_server
+        assert bootstrap is not None  # write actions need --bootstrap-server
+        return TopicTail(bootstrap, topic, librdkafka_properties(session.properties))
 
     def _narrow(self, session: Session, form: Mapping[str, str]) -> Response:
         live = self.live.get(form.get("name", ""))

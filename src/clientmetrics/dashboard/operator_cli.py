@@ -51,6 +51,12 @@ def operator_options(function: Callable[..., Any]) -> Callable[..., Any]:
             "ssl.*), without credentials: each operator gives their own.",
         ),
         click.option(
+            "--topic",
+            help="Live points from this telemetry topic (broker plugin, topic exporter), read "
+            "with the operator's credentials, instead of the data dir's landing zone.",
+        ),
+        click.option("--topic-bootstrap-server", help="The topic's cluster, if not the same."),
+        click.option(
             "--reap-command-config",
             type=click.Path(dir_okay=False, exists=True, path_type=Path),
             help="The dashboard's own client properties: with them it deletes expired "
@@ -69,6 +75,8 @@ def operator_config(
     write_actions: bool,
     operator_sasl_mechanism: str,
     operator_config: Path | None,
+    topic: str | None,
+    topic_bootstrap_server: str | None,
     **_: Any,
 ) -> OperatorConfig:
     """The operators' settings; a loud warning when writes are served in the clear off loopback."""
@@ -84,6 +92,8 @@ def operator_config(
             bootstrap_server=bootstrap,
             mechanism=operator_sasl_mechanism,
             properties=props,
+            topic=topic,
+            topic_bootstrap_server=topic_bootstrap_server,
         )
     except ConfigurationError as exc:
         raise CommandError(f"clientmetrics dashboard: {exc}") from None

@@ -15,7 +15,7 @@ import hmac
 import secrets
 from collections import OrderedDict
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from clientmetrics.admin import AdminConfig
 from clientmetrics.errors import ConfigurationError
@@ -51,6 +51,11 @@ class OperatorConfig:
     max_sessions: int = 64
     #: The dashboard is served over TLS (the cookie gets ``Secure``).
     tls: bool = False
+    #: Live points from this telemetry topic (broker plugin, topic exporter), read with the
+    #: operator's credentials; None: the landing zone of the data directory.
+    topic: str | None = None
+    #: The topic's cluster when it is not ``bootstrap_server``'s.
+    topic_bootstrap_server: str | None = None
 
     def __post_init__(self) -> None:
         if self.enabled and not self.bootstrap_server:
@@ -66,6 +71,11 @@ class OperatorConfig:
     def admin_config(self, username: str, password: str) -> AdminConfig:
         """The admin connection of an operator: their own SASL login."""
         assert self.bootstrap_server is not None  # checked in __post_init__ when enabled
+        props = self.client_properties(username, password)
+        return AdminConfig.from_properties(self.bootstrap_server, props, timeout_s=15.0)
+
+    def client_properties(self, username: str, password: str) -> dict[str, str]:
+        """An operator's Kafka client properties (the admin calls', the topic reader's)."""
         props = dict(self.properties or {})
         props.setdefault("security.protocol", "SASL_PLAINTEXT")
         props["sasl.mechanism"] = self.mechanism
@@ -77,7 +87,7 @@ class OperatorConfig:
         props["sasl.jaas.config"] = (
             f'{module} required username="{_quoted(username)}" password="{_quoted(password)}";'
         )
-        return AdminConfig.from_properties(self.bootstrap_server, props, timeout_s=15.0)
+        return props
 
 
 def _quoted(text: str) -> str:
@@ -95,6 +105,8 @@ class Session:
     csrf: str
     admin: AdminConfig
     last_used: float
+    #: The same credentials as client properties (for the telemetry topic's reader).
+    properties: Mapping[str, str] = field(default_factory=dict)
 
     def __repr__(self) -> str:  # keep credentials out of any log or traceback
         return f"Session(operator={self.operator!r})"
@@ -112,14 +124,17 @@ class SessionStore:
     def __len__(self) -> int:
         return len(self._sessions)
 
-    def create(self, operator: str, admin: AdminConfig) -> Session:
+    def create(
+        self, operator: str, admin: AdminConfig, properties: Mapping[str, str] | None = None
+    ) -> Session:
         """A new session; the least recently used one goes when the store is full."""
         self._expire()
         while len(self._sessions) >= self._limit:
             self._sessions.popitem(last=False)
         session = Session(
-            secrets.token_urlsafe(32), operator, secrets.token_urlsafe(32), admin, self._clock()
-        )
+            secrets.token_urlsafe(32), operator, secrets.token_urlsafe(32), admin, self._clock(),
+            dict(properties or {}),
+        )  # fmt: skip
         self._sessions[session.sid] = session
         return session
 

@@ -20,6 +20,7 @@ from pathlib import Path
 from typing import Any
 
 from clientmetrics.investigate.live import LivePoint, Selection, back_on, live_points
+from clientmetrics.investigate.session import Tail
 from clientmetrics.investigate.tail import LandingTail
 from clientmetrics.investigate.watches import Watch
 
@@ -40,7 +41,7 @@ class LiveWatch:
     watch: Watch
     selectors: dict[str, str]
     metrics: list[str]
-    tail: LandingTail
+    tail: Tail
     started_by: str
     points: deque[tuple[int, LivePoint]] = field(default_factory=lambda: deque(maxlen=MAX_POINTS))
     next_seq: int = 0
@@ -120,7 +121,10 @@ class LiveWatches:
         with self._lock:
             while len(self._watches) >= MAX_WATCHES:
                 stopped = [n for n, w in self._watches.items() if w.stopped_at is not None]
-                self._watches.pop(stopped[0] if stopped else next(iter(self._watches)))
+                gone = self._watches.pop(stopped[0] if stopped else next(iter(self._watches)))
+                close = getattr(gone.tail, "close", None)  # a topic's consumer
+                if close is not None:
+                    close()
             self._watches[live.watch.name] = live
 
     def get(self, name: str) -> LiveWatch | None:
