@@ -36,10 +36,14 @@ from clientmetrics.dashboard.watching import LiveWatch, LiveWatches
 from clientmetrics.errors import ClientMetricsError
 from clientmetrics.investigate import watches as w
 from clientmetrics.investigate.cli import refusal
-from clientmetrics.investigate.find import Query, find_clients, subscriptions_from
+from clientmetrics.investigate.find import (
+    Query,
+    Subscriptions,
+    cluster_subscriptions,
+    find_clients,
+)
 from clientmetrics.investigate.session import Tail
 from clientmetrics.investigate.tail import LandingTail
-from clientmetrics.telemetry.model import Subscription
 
 log = structlog.get_logger("clientmetrics.dashboard.audit")
 T = TypeVar("T")
@@ -127,15 +131,14 @@ class Investigate:
         )
         return html(pages.layout("Investigate", "/investigate", body))
 
-    def _subscriptions(self, session: Session | None) -> list[Subscription]:
+    def _subscriptions(self, session: Session | None) -> Subscriptions:
         """The cluster's subscriptions (what each hit matches), as the operator sees them."""
         if session is None:
             return []
         try:
-            described = _admin(session.admin, lambda admin: admin.describe_all())
+            return _admin(session.admin, cluster_subscriptions)
         except ClientMetricsError:
             return []
-        return list(subscriptions_from({r.name: r.as_dict() for r in described}))
 
     def _login(self, form: Mapping[str, str]) -> Response:
         user, password = form.get("username", ""), form.get("password", "")
@@ -201,12 +204,11 @@ class Investigate:
         topic = self.operators.topic
         if topic is None:
             return self.live.tail()
-        from clientmetrics.client import librdkafka_properties
-        from clientmetrics.investigate.topic import TopicTail
+        from clientmetrics.investigate.topic import topic_tail
 
         bootstrap = self.operators.topic_bootstrap_server or self.operators.bootstrap_server
         assert bootstrap is not None  # write actions need --bootstrap-server
-        return TopicTail(bootstrap, topic, librdkafka_properties(session.properties))
+        return topic_tail(bootstrap, topic, session.properties)
 
     def _narrow(self, session: Session, form: Mapping[str, str]) -> Response:
         live = self.live.get(form.get("name", ""))
