@@ -270,7 +270,7 @@ def watch_narrow_stop(page: Any, slow: str, fast: str, slow_before: str) -> None
         page.eval_on_selector_all("#points tbody tr", "rs => rs.map(r => r.dataset.instance)")
     )
     assert shown == {slow}
-    shot(page, "investigate-narrowed", "node.request")
+    shot(page, "investigate-narrowed", "node.request.latency")
     page.fill("#filter", "")
 
     page.click("#stop button")
