@@ -114,7 +114,12 @@ class LiveWatches:
 
     def tail(self) -> LandingTail:
         """A tail of the landing zone from now (start it before the watch exists)."""
-        return LandingTail(self._data_dir, since_ms=int(self._clock() * 1000))
+        tail = LandingTail(self._data_dir)
+        # Read once now: the WAL's current ends and the landed files are noted, so a
+        # segment converted before the page's first poll is still read, and nothing
+        # landed before (up to two hours of files) is ever read whole.
+        tail.read()
+        return tail
 
     def add(self, live: LiveWatch) -> None:
         """Follow a new watch; a stopped one (else the oldest) goes when full."""
