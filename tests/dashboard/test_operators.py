@@ -123,3 +123,32 @@ def test_loopback_hosts() -> None:
     assert [_loopback(h) for h in ("127.0.0.1", "::1", "localhost", "0.0.0.0", "10.1.2.3")] == [
         True, True, True, False, False,
     ]  # fmt: skip
+
+
+def test_the_command_refuses_bad_write_settings_and_warns_without_tls(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from click.testing import CliRunner
+
+    from clientmetrics.dashboard.cli import dashboard
+    from clientmetrics.dashboard.operator_cli import operator_config
+
+    data = ["--data-dir", str(tmp_path), "--listen", "127.0.0.1:0"]
+    done = CliRunner().invoke(dashboard, [*data, "--write-actions"])
+    assert done.exit_code != 0
+    assert "write actions need --bootstrap-server" in done.output
+    secret = tmp_path / "ops.properties"
+    secret.write_text('sasl.jaas.config=x required username="a" password="b";\n')
+    done = CliRunner().invoke(
+        dashboard, [*data, "--write-actions", "--bootstrap-server", "h:1", "--operator-config",
+                    str(secret)],
+    )  # fmt: skip
+    assert done.exit_code != 0
+    assert "must not hold credentials" in done.output
+    common = {"operator_sasl_mechanism": "PLAIN", "operator_config": None, "topic": None}
+    common["topic_bootstrap_server"] = None
+    operator_config("h:1", "0.0.0.0", write_actions=True, **common)
+    assert "WARNING: write actions are served WITHOUT TLS on 0.0.0.0" in capsys.readouterr().err
+    operator_config("h:1", "127.0.0.1", write_actions=True, **common)
+    operator_config("h:1", "0.0.0.0", write_actions=False, **common)
+    assert capsys.readouterr().err == ""
