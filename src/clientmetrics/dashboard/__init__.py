@@ -11,7 +11,8 @@ the gateway's own counters; no JavaScript and nothing fetched from the network.
 """
 
 from clientmetrics.dashboard.alerts import WORKFLOW_LABELS, Alert, episodes
-from clientmetrics.dashboard.app import Dashboard, DashboardConfig, DashboardServer, Response
+from clientmetrics.dashboard.app import Dashboard, DashboardConfig, DashboardServer
+from clientmetrics.dashboard.app_types import Response
 from clientmetrics.dashboard.inventory import InventoryPage, InventoryQuery, inventory_page
 from clientmetrics.dashboard.series import Chart, SeriesReader
 from clientmetrics.dashboard.sources import (

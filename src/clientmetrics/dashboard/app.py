@@ -23,6 +23,7 @@ import structlog
 
 from clientmetrics.dashboard import pages
 from clientmetrics.dashboard.alerts import Alert, episodes, open_counts
+from clientmetrics.dashboard.app_types import Response, html
 from clientmetrics.dashboard.findings import client_findings, findings_page
 from clientmetrics.dashboard.fleet import FleetSource, fleet_page
 from clientmetrics.dashboard.inventory import (
@@ -33,6 +34,8 @@ from clientmetrics.dashboard.inventory import (
     with_landed_clients,
     with_status,
 )
+from clientmetrics.dashboard.investigate import Investigate
+from clientmetrics.dashboard.operators import OperatorConfig
 from clientmetrics.dashboard.series import SeriesReader, landing_reader
 from clientmetrics.dashboard.software import LANDED_COLUMNS, software_page, software_table
 from clientmetrics.dashboard.sources import (
@@ -46,6 +49,8 @@ from clientmetrics.errors import ClientMetricsError
 from clientmetrics.pipeline.core.coverage import COVERAGE_INPUT
 
 log = structlog.get_logger("clientmetrics.dashboard")
+#: Largest POST body read (the forms are a few fields).
+MAX_FORM = 16 * 1024
 
 #: How far back the landing zone is read for what the tables do not have yet.
 LANDING_RECENT_S = 900.0
@@ -69,24 +74,17 @@ class DashboardConfig:
         return self.tables_dir or self.data_dir / "tables"
 
 
-@dataclass(frozen=True, slots=True)
-class Response:
-    """An HTTP response body with its status and type."""
-
-    status: int
-    body: bytes
-    content_type: str = "text/html; charset=utf-8"
-
-
-def _html(text: str, status: int = 200) -> Response:
-    return Response(status, text.encode("utf-8"))
-
-
 class Dashboard:
     """Answers the dashboard's pages from the data directory."""
 
-    def __init__(self, config: DashboardConfig, clock: Callable[[], float] = time.time) -> None:
+    def __init__(
+        self,
+        config: DashboardConfig,
+        clock: Callable[[], float] = time.time,
+        operators: OperatorConfig | None = None,
+    ) -> None:
         self.config = config
+        self.investigate = Investigate(config.data_dir, operators or OperatorConfig(), clock)
         self._clock = clock
         self._tables = TableReader(config.tables)
         self._landing = landing_reader(config.data_dir)
@@ -102,38 +100,47 @@ class Dashboard:
         """The dashboard's clock, as an aware UTC datetime."""
         return datetime.fromtimestamp(self._clock(), UTC)
 
-    def handle(self, target: str) -> Response:
-        """Answer ``GET target`` (path and query string)."""
+    def handle(
+        self, target: str, method: str = "GET", form: str = "", cookie: str | None = None
+    ) -> Response:
+        """Answer ``method target`` (path and query string; ``form``: a POST's body)."""
         url = urlsplit(target)
         query = {key: values[-1] for key, values in parse_qs(url.query).items()}
         path = url.path.rstrip("/") or "/"
+        if method == "POST":
+            query = {key: values[-1] for key, values in parse_qs(form).items()}
+        answer = self.investigate.handle(method, path, query, cookie)
+        if answer is not None:
+            return answer
+        if method != "GET":  # only the investigate pages take POSTs
+            return Response(405, b"read-only\n", "text/plain; charset=utf-8")
         if path == "/":
-            return _html(self._inventory(query))
+            return html(self._inventory(query))
         if path.startswith("/client/"):
             instance_id = unquote(path.removeprefix("/client/"))
             page = self._client(instance_id, query)
             if page is None:
                 body = f"<p>No client with instance id <code>{escape(instance_id)}</code>.</p>"
-                return _html(pages.layout("Unknown client", "/", body), 404)
-            return _html(page)
+                return html(pages.layout("Unknown client", "/", body), 404)
+            return html(page)
         if path == "/alerts":
             status = query.get("status", "open")
             status = status if status in ("open", "resolved", "all") else "open"
-            return _html(pages.alerts_page(self.alerts(), status))
+            return html(pages.alerts_page(self.alerts(), status))
         if path == "/fleet":
-            return _html(fleet_page(*self._fleet.fleet()))
+            return html(fleet_page(*self._fleet.fleet()))
         if path == "/findings":
-            return _html(findings_page(self.alerts()))
+            return html(findings_page(self.alerts()))
         if path == "/software":
-            return _html(self._software())
+            return html(self._software())
         if path == "/subscriptions":
-            return _html(self._subscriptions())
+            return html(self._subscriptions())
         if path == "/gateway":
             sample = self._gateway.sample() if self._gateway else None
-            return _html(pages.gateway_page(self.config.gateway_metrics_url, sample))
+            return html(pages.gateway_page(self.config.gateway_metrics_url, sample))
         if path == "/healthz":
             return Response(200, b"ok\n", "text/plain; charset=utf-8")
-        return _html(pages.layout("Not found", "", "<p>No such page.</p>"), 404)
+        return html(pages.layout("Not found", "", "<p>No such page.</p>"), 404)
 
     def alerts(self) -> list[Alert]:
         """Alert episodes, newest first (re-folded only when the alerts table changed)."""
@@ -221,7 +228,9 @@ class _Handler(BaseHTTPRequestHandler):
 
     def do_GET(self) -> None:
         try:
-            response = self.server.dashboard.handle(self.path)
+            response = self.server.dashboard.handle(
+                self.path, "GET", "", self.headers.get("Cookie")
+            )
         except Exception:  # a page failing must not take the server down
             log.exception("dashboard_page_failed", path=self.path)
             response = Response(500, b"internal error\n", "text/plain; charset=utf-8")
@@ -230,16 +239,33 @@ class _Handler(BaseHTTPRequestHandler):
     def do_HEAD(self) -> None:
         self.do_GET()
 
-    def _refuse(self) -> None:
-        self._send(Response(405, b"read-only\n", "text/plain; charset=utf-8"))
+    def do_POST(self) -> None:
+        length = int(self.headers.get("Content-Length") or 0)
+        if not 0 <= length <= MAX_FORM:
+            self._send(Response(413, b"form too large\n", "text/plain; charset=utf-8"))
+            return
+        form = self.rfile.read(length).decode("utf-8", "replace")
+        try:
+            response = self.server.dashboard.handle(
+                self.path, "POST", form, self.headers.get("Cookie")
+            )
+        except Exception:  # an action failing must not take the server down
+            log.exception("dashboard_action_failed", path=self.path.split("?")[0])
+            response = Response(500, b"internal error\n", "text/plain; charset=utf-8")
+        self._send(response)
 
-    do_POST = do_PUT = do_DELETE = do_PATCH = _refuse
+    def _refuse(self) -> None:
+        self._send(Response(405, b"not allowed\n", "text/plain; charset=utf-8"))
+
+    do_PUT = do_DELETE = do_PATCH = _refuse
 
     def _send(self, response: Response) -> None:
         self.send_response(response.status)
         self.send_header("Content-Type", response.content_type)
         self.send_header("Content-Length", str(len(response.body)))
         self.send_header("Cache-Control", "no-store")
+        for name, value in response.headers:
+            self.send_header(name, value)
         self.end_headers()
         if self.command != "HEAD":
             self.wfile.write(response.body)

@@ -1,10 +1,11 @@
-"""``clientmetrics dashboard``: serve the read-only web dashboard."""
+"""``clientmetrics dashboard``: serve the web dashboard (read-only unless write actions are on)."""
 
 from __future__ import annotations
 
 import signal
 import threading
 from pathlib import Path
+from typing import Any
 
 import click
 
@@ -16,6 +17,7 @@ from clientmetrics.cli_options import (
     log_options,
 )
 from clientmetrics.dashboard.app import Dashboard, DashboardConfig, DashboardServer
+from clientmetrics.dashboard.operator_cli import operator_config, operator_options, reaper_from
 from clientmetrics.logs import configure_logging
 
 
@@ -38,6 +40,7 @@ from clientmetrics.logs import configure_logging
     "(default: the SQLite store in the data dir, read-only).",
 )
 @click.option("--gateway-metrics", help="A gateway's /metrics URL, for the Gateway page.")
+@operator_options
 @log_options()
 def dashboard(
     data_dir: Path,
@@ -47,8 +50,9 @@ def dashboard(
     gateway_metrics: str | None,
     log_level: str,
     log_format: str,
+    **operator: Any,
 ) -> None:
-    """Serve a read-only web dashboard over the pipeline's tables."""
+    """Serve the web dashboard over the pipeline's tables (read-only unless --write-actions)."""
     host, _, port_text = listen.rpartition(":")
     if not host or not port_text.isdigit() or int(port_text) > 65535:
         raise click.UsageError(f"--listen must be HOST:PORT, got {listen!r}")
@@ -59,8 +63,12 @@ def dashboard(
         )
     configure_logging(log_level, log_format)
     config = DashboardConfig(data_dir, tables, bootstrap_server, gateway_metrics)
+    operators = operator_config(bootstrap_server, host.strip("[]"), **operator)
+    reaper = reaper_from(bootstrap_server, operator["reap_command_config"])
     try:
-        server = DashboardServer(Dashboard(config), host.strip("[]"), int(port_text))
+        server = DashboardServer(
+            Dashboard(config, operators=operators), host.strip("[]"), int(port_text)
+        )
     except OSError as exc:
         raise click.ClickException(f"cannot listen on {listen}: {exc.strerror}") from exc
     stop = threading.Event()
@@ -69,7 +77,11 @@ def dashboard(
         signal.signal(sig, lambda _signum, _frame: stop.set())
     click.echo(f"dashboard: {server.url} (Ctrl-C to stop)")
     server.start()
+    if reaper is not None:
+        reaper.start()
     try:
         stop.wait()
     finally:
+        if reaper is not None:
+            reaper.stop()
         server.stop()

@@ -59,6 +59,7 @@ _NAV = (
     ("/software", "Client software"),
     ("/fleet", "Fleet"),
     ("/subscriptions", "Subscriptions"),
+    ("/investigate", "Investigate"),
     ("/gateway", "Gateway"),
 )
 

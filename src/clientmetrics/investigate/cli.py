@@ -23,7 +23,7 @@ from clientmetrics.admin import AdminConfig, AdminError, AsyncAdmin, read_proper
 from clientmetrics.cli_options import DEFAULT_DATA_DIR, BadConfiguration, CommandError
 from clientmetrics.errors import ConfigurationError
 from clientmetrics.investigate import watches as w
-from clientmetrics.investigate.find import Query, find_clients, subscriptions_from
+from clientmetrics.investigate.find import Query, cluster_subscriptions, find_clients
 from clientmetrics.investigate.session import WatchSession
 
 if TYPE_CHECKING:
@@ -146,8 +146,7 @@ def find(
     subs = []
     if bootstrap_server:
         config = _admin_config(bootstrap_server, command_config)
-        described = _run(config, lambda admin: admin.describe_all())
-        subs = list(subscriptions_from({r.name: r.as_dict() for r in described}))
+        subs = _run(config, cluster_subscriptions)
     hits = find_clients(rows, Query(**query), now_ms=now_ms, subscriptions=subs)
     if output == "json":
         click.echo(json.dumps([asdict(h) for h in hits], indent=2))
@@ -249,14 +248,13 @@ def watch(
 
 def _topic_tail(topic: str, bootstrap: str | None, command_config: Path | None) -> TopicTail:
     """The telemetry topic's tail, with the operator's client properties; one line if not."""
-    from clientmetrics.client import librdkafka_properties
-    from clientmetrics.investigate.topic import TopicTail
+    from clientmetrics.investigate.topic import topic_tail
 
     if not bootstrap:
         raise BadConfiguration("--topic needs --bootstrap-server (or --topic-bootstrap-server)")
     try:
         props = read_properties(str(command_config)) if command_config else {}
-        return TopicTail(bootstrap, topic, librdkafka_properties(props))
+        return topic_tail(bootstrap, topic, props)
     except ConfigurationError as exc:
         raise CommandError(f"investigate: {exc}") from None
 

@@ -18,13 +18,14 @@ from dataclasses import dataclass, field
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from clientmetrics.admin import AsyncAdmin
 from clientmetrics.investigate.live import context_of
 from clientmetrics.pipeline.core.clients import silent
 from clientmetrics.pipeline.core.decode import decode_pushes
 from clientmetrics.telemetry.matching import PatternCache
 from clientmetrics.telemetry.model import Subscription
 
-__all__ = ["ClientHit", "Query", "find_clients"]
+__all__ = ["ClientHit", "Query", "Subscriptions", "cluster_subscriptions", "find_clients"]
 
 #: Resource attribute names a consumer's group comes under (librdkafka, the Java client).
 GROUP_KEYS = ("group.id", "group_id")
@@ -180,3 +181,13 @@ def subscriptions_from(configs: Mapping[str, Mapping[str, str | None]]) -> Seque
         if sub is not None:
             found.append(sub)
     return found
+
+
+#: Subscriptions as ``find_clients`` matches hits against them.
+Subscriptions = list[Subscription]
+
+
+async def cluster_subscriptions(admin: AsyncAdmin) -> Subscriptions:
+    """The subscriptions the cluster (or gateway) describes: what each hit is matched against."""
+    described = await admin.describe_all()
+    return list(subscriptions_from({r.name: r.as_dict() for r in described}))

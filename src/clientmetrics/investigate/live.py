@@ -21,7 +21,7 @@ from clientmetrics.telemetry.matching import CompiledSubscription, PatternCache
 from clientmetrics.telemetry.model import ClientContext, Subscription
 from clientmetrics.telemetry.push_arrow import LANDING_ARROW
 
-__all__ = ["LivePoint", "Selection", "context_of", "live_points", "warm_up"]
+__all__ = ["LivePoint", "Selection", "back_on", "context_of", "live_points", "warm_up"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -119,3 +119,20 @@ def live_points(rows: pa.Table, selection: Selection) -> Iterator[LivePoint]:
             unit=display_unit(metric, point["metric_unit"] or ""),
             node=attributes.get("node.id"),
         )
+
+
+def back_on(rows: pa.Table, waiting: Mapping[str, int]) -> dict[str, int]:
+    """Of the instances in ``waiting`` (instance -> the watch's subscription id), those
+    whose push in landing ``rows`` carries another subscription id: that new id.
+
+    A push still carrying the deleted watch's id is refused (UNKNOWN_SUBSCRIPTION_ID)
+    and never lands, so the first landed push with another id is on the client's
+    next subscription.
+    """
+    back: dict[str, int] = {}
+    ids = rows.column("client_instance_id").to_pylist()
+    subs = rows.column("subscription_id").to_pylist()
+    for instance, sub in zip(ids, subs, strict=True):
+        if instance in waiting and instance not in back and sub != waiting[instance]:
+            back[instance] = int(sub)
+    return back

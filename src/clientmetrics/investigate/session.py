@@ -23,7 +23,7 @@ import pyarrow as pa
 
 from clientmetrics.admin import AdminConfig, AsyncAdmin
 from clientmetrics.investigate import watches as w
-from clientmetrics.investigate.live import Selection, live_points, warm_up
+from clientmetrics.investigate.live import Selection, back_on, live_points, warm_up
 from clientmetrics.investigate.tail import LandingTail
 
 __all__ = ["REAP_EVERY_S", "Tail", "WatchSession"]
@@ -152,22 +152,14 @@ class WatchSession:
                 await self._delete(admin)
 
     async def _back(self, tail: Tail) -> None:
-        """Show each watched client's first push on a subscription other than the watch's.
-
-        A push still carrying the watch's id after the delete is refused
-        (UNKNOWN_SUBSCRIPTION_ID) and never lands, so the first landed push with
-        another id is on the client's next subscription.
-        """
+        """Show each watched client's first push on a subscription other than the watch's."""
         waiting = dict(self._seen)
         deadline = time.monotonic() + BACK_WAIT_S
         while waiting and time.monotonic() < deadline:
             rows = await asyncio.to_thread(tail.read)
-            ids = rows.column("client_instance_id").to_pylist()
-            subs = rows.column("subscription_id").to_pylist()
-            for instance, sub in zip(ids, subs, strict=True):
-                if instance in waiting and sub != waiting[instance]:
-                    self.echo(f"back {instance} subscription_id={sub} (was {waiting[instance]})")
-                    del waiting[instance]
+            for instance, sub in back_on(rows, waiting).items():
+                self.echo(f"back {instance} subscription_id={sub} (was {waiting[instance]})")
+                del waiting[instance]
             await asyncio.sleep(POLL_S)
         for instance in waiting:
             self.echo(f"not seen back within {BACK_WAIT_S:.0f} s: {instance}")

@@ -111,3 +111,10 @@ def records_table(messages: list[Any]) -> pa.Table:
         for f in RECORDS_ARROW
     ]
     return pa.Table.from_arrays(arrays, schema=RECORDS_ARROW)
+
+
+def topic_tail(bootstrap: str, topic: str, properties: Mapping[str, str]) -> TopicTail:
+    """The topic's tail, read with an operator's Kafka client properties (Java names)."""
+    from clientmetrics.client import librdkafka_properties
+
+    return TopicTail(bootstrap, topic, librdkafka_properties(dict(properties)))

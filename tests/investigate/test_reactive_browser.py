@@ -1,0 +1,280 @@
+"""KIP-714's reactive monitoring in a real browser: the dashboard, the proxy, Kafka 4.4.
+
+Headless Chromium (Playwright) drives the dashboard's investigate pages as an
+operator would. Two real consumers share ``client.id`` ``lagging-consumer``
+and the address 127.0.0.1: a Java consumer (kafka-clients 4.4) that spends a
+second on each poll's result and a healthy librdkafka consumer. The proxy
+terminates SASL PLAIN and has an ``[authorization]`` section: alice may alter
+subscriptions, bob may not. Alice logs in, finds both by client id and address,
+watches them (the consumer prefix the page proposes), sees the slow one's
+``poll.idle.ratio.avg`` near 0 against the other's near 1, narrows to the slow
+instance, stops, and sees both back on their previous subscription; bob's watch
+is refused by the proxy and the page says so in one line.
+
+With ``UPDATE_SCREENSHOT=1`` the screenshots docs/dashboard.md shows are written
+to docs/img/.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import threading
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+from confluent_kafka import Consumer
+from peers.free_ports import free_port_block
+from peers.kafka import KafkaBroker
+
+from clientmetrics.dashboard import Dashboard, DashboardConfig, DashboardServer
+from clientmetrics.dashboard.operators import OperatorConfig
+from tests.dashboard.browser import CHROMIUM, CHROMIUM_ARGS
+from tests.kadmin import set_subscription
+from tests.kafka import kafka_broker
+from tests.peers.clients import java
+from tests.plain_flood import add_user
+from tests.procs import GatewayProcess
+
+pytestmark = [pytest.mark.kafka, pytest.mark.integration]
+
+CLIENT_ID = "lagging-consumer"
+IDLE = "org.apache.kafka.consumer.poll.idle.ratio.avg"
+USERS = {"alice": "alice-pw", "bob": "bob-pw", "app": "app-pw"}
+CONFIG = """
+[exporters.landing]
+roll_seconds = 1
+[sasl]
+mechanisms = ["PLAIN"]
+[authorization]
+super_users = ["User:alice"]
+acls = [
+  {principal = "User:bob", operation = "DESCRIBE_CONFIGS", permission = "allow"},
+  {principal = "User:app", operation = "DESCRIBE_CONFIGS", permission = "allow"},
+]
+"""
+BASELINE = {
+    "metrics": "org.apache.kafka.consumer.connection.creation.",
+    "interval.ms": "1000",
+    "match": f"client_id={CLIENT_ID}",
+}
+SHOTS = Path(__file__).parents[2] / "docs" / "img" if os.environ.get("UPDATE_SCREENSHOT") else None
+
+
+@pytest.fixture(scope="module")
+def kafka(
+    request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory
+) -> Iterator[KafkaBroker]:
+    yield from kafka_broker(request, tmp_path_factory, plugins=())
+
+
+@pytest.fixture
+def gateway(kafka: KafkaBroker, tmp_path: Path) -> Iterator[GatewayProcess]:
+    """The proxy, terminating SASL PLAIN, with alice allowed to alter subscriptions."""
+    data = tmp_path / "data"
+    for user, password in USERS.items():
+        add_user(data, user, password)
+    gw = GatewayProcess(
+        data,
+        CONFIG,
+        listen_protocol="SASL_PLAINTEXT",
+        extra_args=("--upstream", kafka.bootstrap, "--broker-port-base", str(free_port_block(2))),
+    ).start()
+    set_subscription(
+        gw.bootstrap, "baseline", BASELINE, security_protocol="SASL_PLAINTEXT",
+        sasl_mechanism="PLAIN", sasl_plain_username="alice", sasl_plain_password="alice-pw",
+    )  # fmt: skip
+    yield gw
+    assert gw.stop() == 0
+    assert gw.tracebacks() == []
+
+
+@pytest.fixture
+def healthy(gateway: GatewayProcess) -> Iterator[None]:
+    """A librdkafka consumer that is always in poll()."""
+    consumer = Consumer(
+        {
+            "bootstrap.servers": gateway.bootstrap,
+            "client.id": CLIENT_ID,
+            "group.id": "lagging-group",
+            "security.protocol": "SASL_PLAINTEXT",
+            "sasl.mechanism": "PLAIN",
+            "sasl.username": "app",
+            "sasl.password": USERS["app"],
+            "log_level": 0,
+        }
+    )
+    stop = threading.Event()
+
+    def run() -> None:
+        while not stop.is_set():
+            consumer.poll(0.5)
+
+    thread = threading.Thread(target=run, daemon=True)
+    thread.start()
+    yield
+    stop.set()
+    thread.join(10)
+    consumer.close()
+
+
+@pytest.fixture
+def dashboard(gateway: GatewayProcess) -> Iterator[DashboardServer]:
+    operators = OperatorConfig(enabled=True, bootstrap_server=gateway.bootstrap)
+    served = DashboardServer(Dashboard(DashboardConfig(gateway.data_dir), operators=operators))
+    served.start()
+    yield served
+    served.stop()
+
+
+def shot(page: Any, name: str, metric: str = "") -> None:
+    """A screenshot for the docs, of the rows whose metric contains ``metric``."""
+    if SHOTS:
+        if page.query_selector("#filter"):
+            page.fill("#filter", metric)
+        page.screenshot(path=str(SHOTS / f"{name}.png"))
+
+
+def log_in(page: Any, url: str, user: str) -> None:
+    page.goto(f"{url}investigate")
+    page.fill("#login input[name=username]", user)
+    page.fill("#login input[name=password]", USERS[user])
+    page.click("#login button")
+    page.wait_for_selector(f"text=Logged in as {user}")
+
+
+def find(page: Any, url: str, want: int, timeout_s: float = 90) -> dict[str, list[str]]:
+    """Find by client id and address until ``want`` hits show; their rows by instance."""
+    deadline = time.monotonic() + timeout_s
+    rows: dict[str, list[str]] = {}
+    while time.monotonic() < deadline:
+        page.goto(f"{url}investigate")
+        page.fill("#find input[name=client_id]", CLIENT_ID)
+        page.fill("#find input[name=source_address]", "127.0.0.1")
+        page.click("#find button")
+        cells = page.eval_on_selector_all(
+            "#hits tr.hit", "rs => rs.map(r => [...r.children].map(c => c.textContent))"
+        )
+        rows = {row[0]: row for row in cells}
+        if len(rows) == want and all(r[6] == "pushing" for r in rows.values()):
+            return rows
+        page.wait_for_timeout(1000)
+    raise AssertionError(f"not {want} pushing hits within {timeout_s}s: {rows}")
+
+
+def idle_values(page: Any) -> dict[str, float]:
+    """The latest poll.idle.ratio.avg shown per instance."""
+    cells = page.eval_on_selector_all(
+        f'#points tr[data-metric="{IDLE}"]',
+        "rs => rs.map(r => [r.dataset.instance, r.children[2].textContent])",
+    )
+    return {instance: float(value) for instance, value in cells}
+
+
+def wait_idle(page: Any, instances: list[str]) -> dict[str, float]:
+    page.wait_for_function(
+        "([m, ids]) => ids.every(i => document.querySelector("
+        "`#points tr[data-metric='${m}'][data-instance='${i}']`))",
+        arg=[IDLE, instances],
+        timeout=90_000,
+    )
+    return idle_values(page)
+
+
+def test_reactive_example_in_the_browser(
+    dashboard: DashboardServer, healthy: None, gateway: GatewayProcess, tmp_path: Path
+) -> None:
+    if not CHROMIUM.exists():
+        pytest.skip("needs Debian's chromium: apt-get install -y chromium")
+    sync_api = pytest.importorskip("playwright.sync_api")
+    url = dashboard.url
+    jaas = 'org.apache.kafka.common.security.plain.PlainLoginModule required username="app"'
+    slow_args = ("--client-id", "lagging", "--role", "consumer", "--group", "lagging-group")
+    slow_args += ("--messages", "0", "--process-ms", "1000")
+    slow_args += ("--property", "security.protocol=SASL_PLAINTEXT")
+    slow_args += ("--property", "sasl.mechanism=PLAIN")
+    slow_args += ("--property", f'sasl.jaas.config={jaas} password="{USERS["app"]}";')
+    with (
+        java(gateway.bootstrap, tmp_path, *slow_args) as client,
+        sync_api.sync_playwright() as playwright,
+    ):
+        slow = client.instance_ids()["consumer"]
+        browser = playwright.chromium.launch(executable_path=str(CHROMIUM), args=CHROMIUM_ARGS)
+        try:
+            page = browser.new_page(viewport={"width": 1400, "height": 900})
+            refused_by_the_proxy(page, url)
+            log_in(page, url, "alice")
+            hits = find(page, url, 2)
+            shot(page, "investigate-find")
+            assert slow in hits
+            (fast,) = set(hits) - {slow}
+            assert "rdkafka" in hits[fast][2]
+            assert {h[10] for h in hits.values()} == {"baseline"}
+            before = {i: h[9] for i, h in hits.items()}
+            watch_narrow_stop(page, slow, fast, before[slow])
+            # Both are back on the subscription they pushed on before.
+            deadline = time.monotonic() + 60
+            while time.monotonic() < deadline:
+                now = {i: h[9] for i, h in find(page, url, 2).items()}
+                if now == before:
+                    break
+                page.wait_for_timeout(1000)
+            assert now == before
+        finally:
+            browser.close()
+
+
+def refused_by_the_proxy(page: Any, url: str) -> None:
+    """bob may find clients but not watch them: the proxy's refusal is one line on the page."""
+    log_in(page, url, "bob")
+    find(page, url, 2)
+    page.fill("#watch input[name=interval_s]", "1")
+    page.click("#watch button")
+    line = page.text_content("#refusal")
+    assert line == "investigate: CLUSTER_AUTHORIZATION_FAILED (31): Cluster authorization failed."
+    shot(page, "investigate-refused")
+    page.goto(f"{url}investigate")
+    page.click("#logout button")
+    page.wait_for_selector("#login")
+
+
+def watch_narrow_stop(page: Any, slow: str, fast: str, slow_before: str) -> None:
+    # The consumer prefix is proposed (the hits push consumer metrics); 1 s to run quickly.
+    assert page.input_value("#watch input[name=metrics]") == "org.apache.kafka.consumer."
+    assert page.input_value("#watch input[name=expires_min]") == "30"
+    page.fill("#watch input[name=interval_s]", "1")
+    page.click("#watch button")
+    page.wait_for_url(re.compile(r".*/investigate/watch/investigate\.alice\..*"))
+    ratios = wait_idle(page, [slow, fast])
+    page.wait_for_timeout(3000)  # a few pushes more, then the latest values shown
+    ratios = idle_values(page)
+    assert ratios[slow] < 0.3, ratios
+    assert ratios[fast] > 0.7, ratios
+    units = page.eval_on_selector_all(
+        "#points tbody tr",
+        "rs => rs.map(r => [r.children[3].textContent, r.children[4].textContent])",
+    )
+    assert any(node.startswith("node.id=") for _, node in units)
+    assert any(unit for unit, _ in units)
+    shot(page, "investigate-live", "poll.idle.ratio")
+
+    page.fill("#narrow input[name=instance]", slow)
+    page.click("#narrow button")
+    page.wait_for_selector(f"#match:has-text('client_instance_id={slow}')")
+    seq = page.evaluate("() => window.lastSeq ?? -1")
+    page.wait_for_function(f"() => (window.lastSeq ?? -1) > {seq} + 50", timeout=60_000)
+    shown = set(
+        page.eval_on_selector_all("#points tbody tr", "rs => rs.map(r => r.dataset.instance)")
+    )
+    assert shown == {slow}
+    shot(page, "investigate-narrowed", "node.request.latency")
+    page.fill("#filter", "")
+
+    page.click("#stop button")
+    page.wait_for_selector("#state:has-text('stopped')")
+    back = page.wait_for_selector("li.back", timeout=60_000).text_content()
+    assert back.startswith(f"{slow} back on subscription_id={slow_before} ")
+    shot(page, "investigate-stopped", "poll.idle.ratio")
