@@ -121,7 +121,7 @@ class GatewayProcess:
         import urllib.request
 
         url = f"http://127.0.0.1:{self.metrics_port}/metrics"
-        with urllib.request.urlopen(url, timeout=5) as response:
+        with urllib.request.urlopen(url, timeout=MIN_DEADLINE_S) as response:
             return metric_value(response.read().decode(), name)
 
 

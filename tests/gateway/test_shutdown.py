@@ -15,7 +15,7 @@ from clientmetrics.gateway.server import Gateway
 from clientmetrics.store.memory import MemorySubscriptionStore
 from clientmetrics.telemetry.model import AcceptedPush
 from clientmetrics.wire import RequestHeader, decode_response, encode_request, request_type
-from tests.frames import read_frame
+from tests.frames import answer_frame, read_frame
 from tests.landed import landed_rows
 from tests.procs import BIN, MIN_DEADLINE_S, free_port, wait_for
 
@@ -68,9 +68,7 @@ async def test_push_in_flight_at_shutdown_is_answered(tmp_path: Path) -> None:
     await asyncio.sleep(0.2)
     assert not closing.done()  # waiting for the push, not cutting it off
     exporter.release.set()
-    correlation, answer = decode_response(
-        72, 0, await asyncio.wait_for(read_frame(reader), MIN_DEADLINE_S)
-    )
+    correlation, answer = decode_response(72, 0, await answer_frame(reader))
     await asyncio.wait_for(closing, MIN_DEADLINE_S)
     assert (correlation, int(answer.error_code)) == (2, 0)
     assert len(exporter.pushes) == 1
@@ -97,7 +95,7 @@ def test_ctrl_c_stops_the_gateway_and_its_exporter_process_quietly(tmp_path: Pat
             break
     os.killpg(proc.pid, signal.SIGINT)
     try:
-        _, rest = proc.communicate(timeout=30)
+        _, rest = proc.communicate(timeout=MIN_DEADLINE_S)
     finally:
         if proc.poll() is None:
             os.killpg(proc.pid, signal.SIGKILL)

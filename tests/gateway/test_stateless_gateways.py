@@ -39,7 +39,7 @@ from clientmetrics.store.topic import TopicSubscriptionStore
 from clientmetrics.wire import ErrorCode
 from tests.kadmin import describe_subscription, set_subscription
 from tests.kafka import kafka_broker
-from tests.procs import GatewayProcess, wait_for
+from tests.procs import MIN_DEADLINE_S, GatewayProcess, wait_for
 from tests.pushers import METRIC, Outcomes, payload, run_client
 from tests.topic_reader import read_topic
 
@@ -283,7 +283,7 @@ async def test_a_gateway_killed_under_load_loses_no_acknowledged_push(
 
 def scrape(gw: GatewayProcess) -> str:
     url = f"http://127.0.0.1:{gw.metrics_port}/metrics"
-    with urllib.request.urlopen(url, timeout=5) as response:
+    with urllib.request.urlopen(url, timeout=MIN_DEADLINE_S) as response:
         return str(response.read().decode())
 
 
