@@ -67,7 +67,7 @@ def test_the_converter_dies_with_a_killed_writer(tmp_path: Path) -> None:
     assert converters, "the writer started a converter"
     proc.send_signal(signal.SIGKILL)
     proc.wait(timeout=MIN_DEADLINE_S)
-    deadline = time.monotonic() + 10
+    deadline = time.monotonic() + MIN_DEADLINE_S
     while any(_alive(pid) for pid in converters) and time.monotonic() < deadline:
         time.sleep(0.05)
     assert not any(_alive(pid) for pid in converters), "an orphan converter must not go on"

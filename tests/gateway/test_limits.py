@@ -81,7 +81,7 @@ def test_parked_partial_frames_do_not_grow_memory_past_the_budget(tmp_path: Path
         for sock in socks:
             sock.sendall(head)
             sock.setblocking(False)
-        deadline = time.monotonic() + 20
+        deadline = time.monotonic() + MIN_DEADLINE_S
         while time.monotonic() < deadline and any(n < per_client for n in sent.values()):
             progress = False
             for index, sock in enumerate(socks):

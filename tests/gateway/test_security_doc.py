@@ -66,7 +66,7 @@ def test_documented_tls_gateway_serves_mtls(tmp_path: Path) -> None:
     )
     try:
         assert proc.stderr is not None
-        deadline = time.monotonic() + 30
+        deadline = time.monotonic() + MIN_DEADLINE_S
         while time.monotonic() < deadline:
             line = json.loads(proc.stderr.readline() or b"{}")
             if line.get("event") == "gateway_started":
