@@ -47,7 +47,7 @@ class PrometheusServer:
     port: int = 0
     proc: subprocess.Popen[bytes] | None = None
 
-    def start(self, timeout: float = 30.0) -> PrometheusServer:
+    def start(self, timeout: float = MIN_DEADLINE_S) -> PrometheusServer:
         binary = prometheus_binary()
         assert binary is not None, "prometheus is not installed (apt-get install prometheus)"
         self.workdir.mkdir(parents=True, exist_ok=True)
