@@ -11,7 +11,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from tests.procs import free_port, stop_process
+from tests.procs import MIN_DEADLINE_S, free_port, stop_process
 from tests.prometheus_server import wait_ready
 
 #: Debian names the binary after the package.
@@ -77,7 +77,7 @@ class AlertmanagerServer:
     def get(self, path: str, **query: str) -> Any:
         """A v2 API GET (``/api/v2/alerts``, ``/api/v2/alerts/groups``) as JSON."""
         q = f"?{urllib.parse.urlencode(query)}" if query else ""
-        with urllib.request.urlopen(self.url(f"/api/v2{path}{q}"), timeout=5) as r:
+        with urllib.request.urlopen(self.url(f"/api/v2{path}{q}"), timeout=MIN_DEADLINE_S) as r:
             return json.load(r)
 
     def log_tail(self) -> str:

@@ -9,6 +9,7 @@ import struct
 import uuid
 
 from clientmetrics.wire import RequestHeader, decode_response, encode_request, request_type
+from tests.procs import MIN_DEADLINE_S
 
 
 def recv_frame(sock: socket.socket) -> bytes:
@@ -33,10 +34,15 @@ async def read_frame(reader: asyncio.StreamReader) -> bytes:
     return await reader.readexactly(size)
 
 
+async def answer_frame(reader: asyncio.StreamReader) -> bytes:
+    """The next frame a peer sends (``read_frame``), waited for up to ``MIN_DEADLINE_S``."""
+    return await asyncio.wait_for(read_frame(reader), MIN_DEADLINE_S)
+
+
 def get_then_push(port: int, client_id: str, metrics: bytes = b"") -> int:
     """GetTelemetrySubscriptions, then one uncompressed push of ``metrics``, on a new
     connection as ``client_id``; the push's error code."""
-    with socket.create_connection(("127.0.0.1", port), timeout=10) as sock:
+    with socket.create_connection(("127.0.0.1", port), timeout=MIN_DEADLINE_S) as sock:
         get = request_type(71, 0)(client_instance_id=uuid.UUID(int=0))
         sock.sendall(encode_request(RequestHeader(71, 0, 1, client_id), get))
         _, sub = decode_response(71, 0, recv_frame(sock))

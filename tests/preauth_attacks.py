@@ -38,6 +38,7 @@ from pathlib import Path
 
 from clientmetrics.wire import RequestHeader, decode_response, encode_request, request_type
 from tests.frames import recv_frame
+from tests.procs import MIN_DEADLINE_S
 
 ROOT = Path(__file__).resolve().parents[1]
 _TCP_ESTABLISHED = 1
@@ -70,7 +71,9 @@ def oauthbearer_first(size: int) -> bytes:
 
 def connect(port: int, source: str | None) -> socket.socket:
     bind = (source, 0) if source else None
-    return socket.create_connection(("127.0.0.1", port), timeout=30, source_address=bind)
+    return socket.create_connection(
+        ("127.0.0.1", port), timeout=MIN_DEADLINE_S, source_address=bind
+    )
 
 
 def attempt(port: int, mechanism: str, token: bytes, source: str | None = None) -> int | None:

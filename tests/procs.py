@@ -19,6 +19,12 @@ from peers.free_ports import free_port
 
 BIN = Path(sys.executable).parent
 
+#: The shortest deadline a wait gets. A deadline only bounds a failure: a wait
+#: returns at its event, so a long one costs a passing test nothing, while a short
+#: one fails whenever the machine is busy (the suite runs beside other work: 10 s
+#: waits missed by a little at load 13-18). Timeouts written below it are raised to it.
+MIN_DEADLINE_S = 60.0
+
 
 @dataclass
 class GatewayProcess:
@@ -35,7 +41,7 @@ class GatewayProcess:
     log_lines: list[dict[str, object]] = field(default_factory=list)
     _reader: threading.Thread | None = None
 
-    def start(self, timeout: float = 30.0) -> GatewayProcess:
+    def start(self, timeout: float = MIN_DEADLINE_S) -> GatewayProcess:
         self.data_dir.mkdir(parents=True, exist_ok=True)
         args = [
             str(BIN / "clientmetrics"),
@@ -121,7 +127,7 @@ class GatewayProcess:
         import urllib.request
 
         url = f"http://127.0.0.1:{self.metrics_port}/metrics"
-        with urllib.request.urlopen(url, timeout=5) as response:
+        with urllib.request.urlopen(url, timeout=MIN_DEADLINE_S) as response:
             return metric_value(response.read().decode(), name)
 
 
@@ -139,13 +145,6 @@ def metric_value(text: str, name: str) -> float:
         if line.startswith(f"kafka_server_client_metrics_{name} "):
             return float(line.split()[1])
     raise AssertionError(f"{name} is not on /metrics")
-
-
-#: The shortest deadline a wait gets. A deadline only bounds a failure: a wait
-#: returns at its event, so a long one costs a passing test nothing, while a short
-#: one fails whenever the machine is busy (the suite runs beside other work: 10 s
-#: waits missed by a little at load 13-18). Timeouts written below it are raised to it.
-MIN_DEADLINE_S = 60.0
 
 
 def wait_for(
@@ -194,7 +193,7 @@ class TansuProcess:
     mechanism: str = "SCRAM-SHA-512"
     front: subprocess.Popen[bytes] | None = None
 
-    def start(self, timeout: float = 20.0) -> TansuProcess:
+    def start(self, timeout: float = MIN_DEADLINE_S) -> TansuProcess:
         if self.users is not None:
             from tests.sasl_front import MECHANISMS  # needs scramp; only then
 
@@ -301,7 +300,7 @@ class StunnelProcess:
     client_ca: Path | None = None
     proc: subprocess.Popen[bytes] | None = None
 
-    def start(self, timeout: float = 10.0) -> StunnelProcess:
+    def start(self, timeout: float = MIN_DEADLINE_S) -> StunnelProcess:
         binary = stunnel_binary()
         if binary is None:
             raise RuntimeError("stunnel4 is not installed (apt-get install stunnel4)")

@@ -12,7 +12,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
-from tests.procs import free_port, stop_process
+from tests.procs import MIN_DEADLINE_S, free_port, stop_process
 
 
 def prometheus_binary() -> str | None:
@@ -47,7 +47,7 @@ class PrometheusServer:
     port: int = 0
     proc: subprocess.Popen[bytes] | None = None
 
-    def start(self, timeout: float = 30.0) -> PrometheusServer:
+    def start(self, timeout: float = MIN_DEADLINE_S) -> PrometheusServer:
         binary = prometheus_binary()
         assert binary is not None, "prometheus is not installed (apt-get install prometheus)"
         self.workdir.mkdir(parents=True, exist_ok=True)
@@ -83,7 +83,7 @@ class PrometheusServer:
     def query(self, promql: str) -> list[dict[str, object]]:
         """An instant PromQL query through the HTTP API: the result vector."""
         q = urllib.parse.urlencode({"query": promql})
-        with urllib.request.urlopen(self.url(f"/api/v1/query?{q}"), timeout=5) as r:
+        with urllib.request.urlopen(self.url(f"/api/v1/query?{q}"), timeout=MIN_DEADLINE_S) as r:
             body = json.load(r)
         assert body["status"] == "success", body
         result: list[dict[str, object]] = body["data"]["result"]
@@ -92,7 +92,7 @@ class PrometheusServer:
     def metadata(self, metric: str) -> str | None:
         """The type Prometheus recorded for ``metric`` from its scrapes."""
         q = urllib.parse.urlencode({"metric": metric})
-        with urllib.request.urlopen(self.url(f"/api/v1/metadata?{q}"), timeout=5) as r:
+        with urllib.request.urlopen(self.url(f"/api/v1/metadata?{q}"), timeout=MIN_DEADLINE_S) as r:
             entries = json.load(r)["data"].get(metric, [])
         return str(entries[0]["type"]) if entries else None
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 
 from clientmetrics.http_endpoint import NOT_FOUND, HttpRequest, HttpResponse, handle_http
+from tests.procs import MIN_DEADLINE_S
 
 
 async def ask(raw: bytes, timeout_s: float = 5.0) -> bytes:
@@ -22,7 +23,7 @@ async def ask(raw: bytes, timeout_s: float = 5.0) -> bytes:
     port = server.sockets[0].getsockname()[1]
     reader, writer = await asyncio.open_connection("127.0.0.1", port)
     writer.write(raw)
-    data = await asyncio.wait_for(reader.read(), 10)
+    data = await asyncio.wait_for(reader.read(), MIN_DEADLINE_S)
     writer.close()
     server.close()
     await server.wait_closed()

@@ -10,6 +10,8 @@ from pathlib import Path
 import trustme
 from cryptography import x509
 
+from tests.procs import MIN_DEADLINE_S
+
 
 @dataclass(frozen=True)
 class Pem:
@@ -76,7 +78,7 @@ def write_atomically(path: Path, data: bytes) -> None:
 def served_serial(port: int, context: ssl.SSLContext) -> int:
     """The serial number of the certificate a TLS server on 127.0.0.1 presents now."""
     with (
-        socket.create_connection(("127.0.0.1", port), timeout=5) as raw,
+        socket.create_connection(("127.0.0.1", port), timeout=MIN_DEADLINE_S) as raw,
         context.wrap_socket(raw, server_hostname="localhost") as tls,
     ):
         der = tls.getpeercert(binary_form=True)

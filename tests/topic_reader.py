@@ -8,6 +8,8 @@ from typing import Any
 
 from confluent_kafka import OFFSET_BEGINNING, Consumer, TopicPartition
 
+from tests.procs import MIN_DEADLINE_S
+
 
 def read_topic(bootstrap: str, topic: str, timeout: float = 60.0) -> list[Any]:
     """Every record on ``topic``: each partition from its start to its end offset now."""
@@ -20,9 +22,11 @@ def read_topic(bootstrap: str, topic: str, timeout: float = 60.0) -> list[Any]:
         }
     )
     try:
-        partitions = sorted(consumer.list_topics(topic, timeout=10).topics[topic].partitions)
+        partitions = sorted(
+            consumer.list_topics(topic, timeout=MIN_DEADLINE_S).topics[topic].partitions
+        )
         ends = {
-            p: consumer.get_watermark_offsets(TopicPartition(topic, p), timeout=10)[1]
+            p: consumer.get_watermark_offsets(TopicPartition(topic, p), timeout=MIN_DEADLINE_S)[1]
             for p in partitions
         }
         consumer.assign([TopicPartition(topic, p, OFFSET_BEGINNING) for p in partitions])

@@ -28,6 +28,7 @@ from clientmetrics.wire import (
 )
 from clientmetrics.wire.build import build
 from tests.frames import recv_frame
+from tests.procs import MIN_DEADLINE_S
 
 DIFFERENCES_DOC = Path(__file__).parents[2] / "docs" / "kafka-differences.md"
 SERVERS = ("kafka", "gateway")
@@ -45,7 +46,7 @@ class Connection:
     """One Kafka-protocol connection: requests built from plain values, answers decoded."""
 
     def __init__(self, port: int, client_id: str) -> None:
-        self.sock = socket.create_connection(("127.0.0.1", port), timeout=15)
+        self.sock = socket.create_connection(("127.0.0.1", port), timeout=MIN_DEADLINE_S)
         self.client_id = client_id
         self.correlation = 0
 

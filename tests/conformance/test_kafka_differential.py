@@ -34,7 +34,7 @@ from tests.conformance.config_cases import ALTER_CASES, SET
 from tests.conformance.pair import Answers, Client, fields_of, wait_until
 from tests.frames import recv_frame
 from tests.landed import rows_of
-from tests.procs import GatewayProcess, wait_for
+from tests.procs import MIN_DEADLINE_S, GatewayProcess, wait_for
 from tests.synthetic import producer_payload
 
 pytestmark = [pytest.mark.kafka, pytest.mark.integration]
@@ -72,7 +72,7 @@ def outcome(response: Any) -> tuple[int, str | None]:
 def raw_api_versions(port: int, version: int) -> tuple[int, list[tuple[int, int, int]]]:
     """An ApiVersions of a version nobody serves: (error code, the api list)."""
     body = struct.pack(">hhih", 18, version, 7, 1) + b"x" + b"\x00"
-    with socket.create_connection(("127.0.0.1", port), timeout=10) as sock:
+    with socket.create_connection(("127.0.0.1", port), timeout=MIN_DEADLINE_S) as sock:
         sock.sendall(struct.pack(">i", len(body)) + body)
         frame = recv_frame(sock)
     (code, count) = struct.unpack_from(">hi", frame, 4)

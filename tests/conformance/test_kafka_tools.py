@@ -28,6 +28,7 @@ from peers.kafka.tools import ToolSession
 from clientmetrics.admin.cli import run as our_tool
 from tests.conformance.conftest import ADMIN_PASSWORD
 from tests.conformance.pair import documented_differences
+from tests.procs import MIN_DEADLINE_S
 
 pytestmark = [pytest.mark.kafka, pytest.mark.integration]
 
@@ -72,7 +73,7 @@ class Runner:
         args = ("--describe", "--name", name)
         if tool == "configs":
             args = ("--describe", "--entity-type", "client-metrics", "--entity-name", name)
-        deadline = time.monotonic() + 15
+        deadline = time.monotonic() + MIN_DEADLINE_S
         while (seen := self.kafkas(tool, args))["kafka"] != seen["gateway"]:
             assert time.monotonic() < deadline, f"Kafka did not settle on {name}: {seen}"
             time.sleep(0.1)

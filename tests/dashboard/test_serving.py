@@ -18,7 +18,7 @@ from prometheus_client.parser import text_string_to_metric_families
 from clientmetrics.admin import alter, subscription_configs
 from clientmetrics.dashboard import Dashboard, DashboardConfig, DashboardServer
 from tests.dashboard.tables import DataDir
-from tests.procs import GatewayProcess
+from tests.procs import MIN_DEADLINE_S, GatewayProcess
 
 
 @pytest.fixture
@@ -32,7 +32,7 @@ def server(data: DataDir) -> Iterator[DashboardServer]:
 def fetch(url: str, method: str = "GET") -> tuple[int, str]:
     request = urllib.request.Request(url, method=method)
     try:
-        with urllib.request.urlopen(request, timeout=10) as response:
+        with urllib.request.urlopen(request, timeout=MIN_DEADLINE_S) as response:
             return response.status, response.read().decode()
     except urllib.error.HTTPError as exc:
         return exc.code, exc.read().decode()
@@ -113,7 +113,7 @@ def test_gateway_and_subscription_pages_read_a_running_gateway(tmp_path: Path) -
         assert "id='card-instance_count'><b>0</b>" in page
         assert "id='card-push_total'><b>0</b>" in page  # a rate already on the first load
         # Every name the page shows is one /metrics has, and /metrics uses base units.
-        with urllib.request.urlopen(metrics, timeout=10) as response:
+        with urllib.request.urlopen(metrics, timeout=MIN_DEADLINE_S) as response:
             exposed = {
                 sample.name
                 for family in text_string_to_metric_families(response.read().decode())

@@ -10,6 +10,7 @@ from pathlib import Path
 import pytest
 from landing_helpers import build_push
 from prometheus_client.parser import text_string_to_metric_families
+from tests.procs import MIN_DEADLINE_S
 
 from clientmetrics.errors import ConfigurationError
 from clientmetrics.exporters import ExportError, InMemoryExporter, LandingExporter
@@ -68,7 +69,7 @@ async def test_a_stuck_queued_exporter_neither_delays_nor_fails_the_answer() -> 
     await asyncio.sleep(0.01)  # the worker takes push 0 and blocks in send
     for n in range(1, 10):
         # Not held by the stuck send (which holds it for ever); 10 s is a busy machine's slack.
-        await asyncio.wait_for(path.export(push(n)), 10)
+        await asyncio.wait_for(path.export(push(n)), MIN_DEADLINE_S)
     assert len(landing.pushes) == 10
     # Pushes 1-3 wait in the queue of 3; 4-9 are dropped.
     stats = {s.name: s for s in path.stats()}
@@ -105,7 +106,7 @@ async def test_a_required_exporter_gates_the_answer_and_its_failure() -> None:
     await asyncio.sleep(0.05)
     assert not answer.done()
     sink.release.set()
-    await asyncio.wait_for(answer, 10)
+    await asyncio.wait_for(answer, MIN_DEADLINE_S)
     sink.fail = True
     with pytest.raises(ExportError, match="endpoint said no"):
         await path.export(push(2))

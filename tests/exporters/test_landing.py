@@ -12,6 +12,7 @@ from pathlib import Path
 import pyarrow.parquet as pq
 import pytest
 from landing_helpers import BASE_MS, PushFactory, parquet_files, read_landing
+from tests.procs import MIN_DEADLINE_S
 
 from clientmetrics.errors import ConfigurationError
 from clientmetrics.exporters import (
@@ -383,7 +384,7 @@ async def test_commits_wait_while_the_converter_is_a_backlog_behind(
         assert [p.done() for p in pushes].count(False) == count - exporter.stats.pushes
     finally:
         converting.set()
-    await asyncio.wait_for(asyncio.gather(*pushes), 30)
+    await asyncio.wait_for(asyncio.gather(*pushes), MIN_DEADLINE_S)
     await exporter.flush(timeout_s=60)
     assert read_landing(tmp_path).num_rows == count
 

@@ -10,6 +10,7 @@ import time
 from pathlib import Path
 
 from landing_helpers import build_push, read_landing
+from tests.procs import MIN_DEADLINE_S
 
 from clientmetrics.exporters import LandingExporter, LandingOptions
 
@@ -65,8 +66,8 @@ def test_the_converter_dies_with_a_killed_writer(tmp_path: Path) -> None:
         converters = _children(proc.pid)
     assert converters, "the writer started a converter"
     proc.send_signal(signal.SIGKILL)
-    proc.wait(timeout=10)
-    deadline = time.monotonic() + 10
+    proc.wait(timeout=MIN_DEADLINE_S)
+    deadline = time.monotonic() + MIN_DEADLINE_S
     while any(_alive(pid) for pid in converters) and time.monotonic() < deadline:
         time.sleep(0.05)
     assert not any(_alive(pid) for pid in converters), "an orphan converter must not go on"

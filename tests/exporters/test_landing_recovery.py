@@ -13,6 +13,7 @@ from pathlib import Path
 import pyarrow.parquet as pq
 import pytest
 from landing_helpers import BASE_MS, build_push, parquet_files, read_landing
+from tests.procs import MIN_DEADLINE_S
 
 from clientmetrics.exporters import LandingExporter, LandingOptions, landing
 from clientmetrics.exporters.wal import MAGIC, encode_record, segment_name
@@ -37,7 +38,7 @@ def _crash_mid_way(data_dir: Path, count: int, kill_after: int, roll_bytes: int)
             break
     # Acks printed before the kill landed in the pipe; they count as acknowledged.
     acked.update(int(line) for line in proc.stdout.read().split())
-    proc.wait(timeout=10)
+    proc.wait(timeout=MIN_DEADLINE_S)
     return acked
 
 

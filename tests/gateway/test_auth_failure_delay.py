@@ -25,8 +25,9 @@ from clientmetrics.gateway.server import Gateway
 from clientmetrics.store.memory import MemorySubscriptionStore
 from clientmetrics.wire import ErrorCode, RequestHeader, encode_request, request_type
 from clientmetrics.wire.server import ListenerPolicy
-from tests.frames import read_frame
+from tests.frames import answer_frame
 from tests.gateway.test_sasl_terminate import PlainServerForTests
+from tests.procs import MIN_DEADLINE_S
 from tests.proxy.fake_upstream import NODE, FakeUpstream
 from tests.proxy.test_sasl_passthrough import authenticate, plain_identity
 
@@ -93,7 +94,7 @@ async def handshake_time(port: int) -> float:
         started = time.monotonic()
         handshake = request_type(17, 1)(mechanism="PLAIN")
         writer.write(encode_request(RequestHeader(17, 1, 1, "c", None, 1), handshake))
-        await asyncio.wait_for(read_frame(reader), 30)
+        await answer_frame(reader)
         return time.monotonic() - started
     finally:
         writer.close()
@@ -140,11 +141,11 @@ async def test_a_failed_login_names_a_huge_claimed_user_by_its_digest(setup: Set
         reader, writer = await asyncio.open_connection("127.0.0.1", setup.gateway.port)
         try:
             token = f"\x00{huge}\x00wrong".encode()
-            code = await asyncio.wait_for(authenticate(reader, writer, token), 30)
+            code = await asyncio.wait_for(authenticate(reader, writer, token), MIN_DEADLINE_S)
         finally:
             writer.close()
         assert code == ErrorCode.SASL_AUTHENTICATION_FAILED
-        deadline = time.monotonic() + 30
+        deadline = time.monotonic() + MIN_DEADLINE_S
         while not [e for e in logs if e.get("reason") == "authentication_failed"]:
             assert time.monotonic() < deadline, logs
             await asyncio.sleep(0.05)

@@ -18,7 +18,7 @@ from clientmetrics.wire import (
     request_type,
 )
 from tests.frames import recv_frame
-from tests.procs import GatewayProcess
+from tests.procs import MIN_DEADLINE_S, GatewayProcess
 
 pytestmark = pytest.mark.integration
 
@@ -33,7 +33,7 @@ def gateway(tmp_path_factory: pytest.TempPathFactory) -> Iterator[GatewayProcess
 
 def roundtrip(port: int, frame: bytes) -> bytes | None:
     """Send one framed request; the response frame, or None if the gateway closed."""
-    with socket.create_connection(("127.0.0.1", port), timeout=5) as sock:
+    with socket.create_connection(("127.0.0.1", port), timeout=MIN_DEADLINE_S) as sock:
         sock.sendall(frame)
         head = b""
         while len(head) < 4:
@@ -97,7 +97,7 @@ def test_header_v3_connection_rejects_a_different_instance_id(gateway: GatewayPr
     """KIP-1313: the first v3 request fixes the connection's instance id."""
     first_id, other_id = uuid.uuid4(), uuid.uuid4()
     get_v1 = request_type(71, 1)()
-    with socket.create_connection(("127.0.0.1", gateway.port), timeout=5) as sock:
+    with socket.create_connection(("127.0.0.1", gateway.port), timeout=MIN_DEADLINE_S) as sock:
         for correlation, instance in ((1, first_id), (2, other_id)):
             header = RequestHeader(71, 1, correlation, "v3", instance, header_version=3)
             sock.sendall(encode_request(header, get_v1))
@@ -129,7 +129,7 @@ def test_get_again_within_the_interval_is_throttled_not_unknown_error(
     The Java client disables telemetry for good on UNKNOWN_SERVER_ERROR.
     """
     get = request_type(71, 0)(client_instance_id=uuid.UUID(int=0))
-    with socket.create_connection(("127.0.0.1", gateway.port), timeout=5) as sock:
+    with socket.create_connection(("127.0.0.1", gateway.port), timeout=MIN_DEADLINE_S) as sock:
         sock.sendall(encode_request(RequestHeader(71, 0, 1, "again"), get))
         _, body = decode_response(71, 0, recv_frame(sock))
         assert int(body.error_code) == ErrorCode.NONE
@@ -171,7 +171,7 @@ def test_api_versions_v3_software_name_and_version_must_match_kafkas_pattern(
 def test_push_with_null_metrics_is_an_accepted_empty_push(gateway: GatewayProcess) -> None:
     """librdkafka before PR #4912 sends null Metrics; Kafka drops the connection."""
     get = request_type(71, 0)(client_instance_id=uuid.UUID(int=0))
-    with socket.create_connection(("127.0.0.1", gateway.port), timeout=5) as sock:
+    with socket.create_connection(("127.0.0.1", gateway.port), timeout=MIN_DEADLINE_S) as sock:
         sock.sendall(encode_request(RequestHeader(71, 0, 1, "null-push"), get))
         _, sub = decode_response(71, 0, recv_frame(sock))
         push = request_type(72, 0)(

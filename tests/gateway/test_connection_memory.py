@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 
 from tests import bad_connections
-from tests.procs import GatewayProcess, rss_mib, wait_for
+from tests.procs import MIN_DEADLINE_S, GatewayProcess, rss_mib, wait_for
 
 pytestmark = pytest.mark.integration
 
@@ -60,7 +60,7 @@ def test_malformed_frame_connections_leave_nothing_behind(gateway: GatewayProces
     closed(gateway, 250 * len(kinds) + CONNECTIONS)
     assert gateway.metric("connections") == 0
     # Freed memory goes back to the OS within seconds (the heap trim); a leak stays.
-    deadline = time.monotonic() + 30
+    deadline = time.monotonic() + MIN_DEADLINE_S
     while (growth := rss_mib(pid) - baseline) >= ALLOWED_MIB:
         assert time.monotonic() < deadline, (
             f"RSS {growth:+.1f} MiB over {baseline:.1f} MiB after {CONNECTIONS} connections"

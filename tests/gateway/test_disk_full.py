@@ -20,7 +20,7 @@ from clientmetrics.wire import (
 from tests.disk import fill, heal
 from tests.frames import get_then_push
 from tests.landed import landed_rows
-from tests.procs import GatewayProcess, wait_for
+from tests.procs import MIN_DEADLINE_S, GatewayProcess, wait_for
 
 pytestmark = pytest.mark.integration
 
@@ -40,7 +40,9 @@ def push(port: int, client_id: str) -> int:
 
 def http(port: int | None, path: str) -> tuple[int, str]:
     try:
-        with urllib.request.urlopen(f"http://127.0.0.1:{port}{path}", timeout=5) as response:
+        with urllib.request.urlopen(
+            f"http://127.0.0.1:{port}{path}", timeout=MIN_DEADLINE_S
+        ) as response:
             return response.status, response.read().decode()
     except urllib.error.HTTPError as exc:
         return exc.code, exc.read().decode()

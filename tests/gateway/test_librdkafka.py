@@ -14,7 +14,7 @@ from confluent_kafka import Consumer, Producer
 
 from tests.kadmin import describe_subscription, set_subscription
 from tests.landed import landed_rows, landed_table, names_of
-from tests.procs import GatewayProcess, wait_for
+from tests.procs import MIN_DEADLINE_S, GatewayProcess, wait_for
 
 pytestmark = pytest.mark.integration
 
@@ -169,7 +169,9 @@ def test_subscription_change_reaches_pushing_clients(gateway: GatewayProcess) ->
 
     poll_for(prod, gateway.data_dir, new_set, 30, "the new metric set")
     body = (
-        urllib.request.urlopen(f"http://127.0.0.1:{gateway.metrics_port}/metrics", timeout=5)
+        urllib.request.urlopen(
+            f"http://127.0.0.1:{gateway.metrics_port}/metrics", timeout=MIN_DEADLINE_S
+        )
         .read()
         .decode()
     )
@@ -205,13 +207,13 @@ def test_subscriptions_survive_restart_and_no_partial_files(tmp_path: Path) -> N
 
 
 def test_malformed_frames_close_only_their_connection(gateway: GatewayProcess) -> None:
-    healthy = socket.create_connection(("127.0.0.1", gateway.port), timeout=5)
-    garbage = socket.create_connection(("127.0.0.1", gateway.port), timeout=5)
-    huge = socket.create_connection(("127.0.0.1", gateway.port), timeout=5)
+    healthy = socket.create_connection(("127.0.0.1", gateway.port), timeout=MIN_DEADLINE_S)
+    garbage = socket.create_connection(("127.0.0.1", gateway.port), timeout=MIN_DEADLINE_S)
+    huge = socket.create_connection(("127.0.0.1", gateway.port), timeout=MIN_DEADLINE_S)
     garbage.sendall(struct.pack(">i", 6) + b"\xff\xff\x00\x01\x02\x03")
     huge.sendall(struct.pack(">i", 2**31 - 1))
     for sock in (garbage, huge):
-        sock.settimeout(5)
+        sock.settimeout(MIN_DEADLINE_S)
         assert sock.recv(1024) == b""  # closed by the gateway, without an answer
     # ApiVersions v0 on the healthy connection still gets answered.
     request = struct.pack(">hhih", 18, 0, 42, 4) + b"test"

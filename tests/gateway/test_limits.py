@@ -16,7 +16,7 @@ from clientmetrics.gateway.config import GatewayConfig
 from clientmetrics.gateway.config_load import load_config
 from clientmetrics.wire import RequestHeader, decode_response, encode_request, request_type
 from tests.frames import recv_frame
-from tests.procs import GatewayProcess, wait_for
+from tests.procs import MIN_DEADLINE_S, GatewayProcess, wait_for
 
 MiB = 1024 * 1024
 
@@ -29,7 +29,7 @@ def api_versions_frame(correlation_id: int = 1) -> bytes:
 
 def served(port: int) -> bool:
     """A clean client gets its ApiVersions answered."""
-    with socket.create_connection(("127.0.0.1", port), timeout=10) as sock:
+    with socket.create_connection(("127.0.0.1", port), timeout=MIN_DEADLINE_S) as sock:
         sock.sendall(api_versions_frame(7))
         correlation, body = decode_response(18, 3, recv_frame(sock))
         return correlation == 7 and int(body.error_code) == 0 and len(body.api_keys) > 0
@@ -81,7 +81,7 @@ def test_parked_partial_frames_do_not_grow_memory_past_the_budget(tmp_path: Path
         for sock in socks:
             sock.sendall(head)
             sock.setblocking(False)
-        deadline = time.monotonic() + 20
+        deadline = time.monotonic() + MIN_DEADLINE_S
         while time.monotonic() < deadline and any(n < per_client for n in sent.values()):
             progress = False
             for index, sock in enumerate(socks):
@@ -107,7 +107,7 @@ def test_parked_partial_frames_do_not_grow_memory_past_the_budget(tmp_path: Path
 
 def test_the_standalone_default_closes_a_request_above_telemetry_size(tmp_path: Path) -> None:
     with gateway(tmp_path, "") as gw:
-        with socket.create_connection(("127.0.0.1", gw.port), timeout=10) as sock:
+        with socket.create_connection(("127.0.0.1", gw.port), timeout=MIN_DEADLINE_S) as sock:
             sock.sendall(struct.pack(">i", 3 * MiB) + b"\x00" * 1000)
             assert closed_by_peer(sock, 5)
         wait_for(lambda: gw.events("connection_closed_on_protocol_error"), 5, what="log line")
@@ -121,7 +121,7 @@ def test_idle_and_slowloris_connections_are_closed(tmp_path: Path) -> None:
     with gateway(tmp_path, config) as gw:
         idle = socket.create_connection(("127.0.0.1", gw.port))
         slow = socket.create_connection(("127.0.0.1", gw.port))
-        busy = socket.create_connection(("127.0.0.1", gw.port), timeout=5)
+        busy = socket.create_connection(("127.0.0.1", gw.port), timeout=MIN_DEADLINE_S)
         started = time.monotonic()
         slow.sendall(struct.pack(">i", 1000))
         closed_at: dict[str, float] = {}
@@ -147,11 +147,14 @@ def test_connections_over_the_per_address_cap_are_refused_with_a_log_line(
     tmp_path: Path,
 ) -> None:
     with gateway(tmp_path, "[gateway]\nmax_connections_per_ip = 3\n") as gw:
-        socks = [socket.create_connection(("127.0.0.1", gw.port), timeout=5) for _ in range(3)]
+        socks = [
+            socket.create_connection(("127.0.0.1", gw.port), timeout=MIN_DEADLINE_S)
+            for _ in range(3)
+        ]
         for index, sock in enumerate(socks):
             sock.sendall(api_versions_frame(index))
             assert decode_response(18, 3, recv_frame(sock))[0] == index
-        extra = socket.create_connection(("127.0.0.1", gw.port), timeout=5)
+        extra = socket.create_connection(("127.0.0.1", gw.port), timeout=MIN_DEADLINE_S)
         with contextlib.suppress(ConnectionError):
             extra.sendall(api_versions_frame(9))
         assert closed_by_peer(extra, 5)
@@ -171,13 +174,16 @@ def test_new_connections_over_the_per_address_rate_are_held_unread_then_closed(
     """Kafka's per-IP connection creation quota: one over it gets no answer, is closed
     within a second, and the address's open connections are served meanwhile."""
     with gateway(tmp_path, "[gateway]\nconnection_creation_rate_per_ip = 2\n") as gw:
-        clean = socket.create_connection(("127.0.0.1", gw.port), timeout=5)
-        second = socket.create_connection(("127.0.0.1", gw.port), timeout=5)
-        flooding = [socket.create_connection(("127.0.0.1", gw.port), timeout=5) for _ in range(3)]
+        clean = socket.create_connection(("127.0.0.1", gw.port), timeout=MIN_DEADLINE_S)
+        second = socket.create_connection(("127.0.0.1", gw.port), timeout=MIN_DEADLINE_S)
+        flooding = [
+            socket.create_connection(("127.0.0.1", gw.port), timeout=MIN_DEADLINE_S)
+            for _ in range(3)
+        ]
         for index, sock in enumerate(flooding):
             sock.sendall(api_versions_frame(index))
         for sock in flooding:  # not one answered: closed unread (a reset, or EOF)
-            sock.settimeout(5)
+            sock.settimeout(MIN_DEADLINE_S)
             with contextlib.suppress(ConnectionError):
                 assert sock.recv(65536) == b""
             sock.close()
@@ -185,7 +191,7 @@ def test_new_connections_over_the_per_address_rate_are_held_unread_then_closed(
             sock.sendall(api_versions_frame(10 + index))
             assert decode_response(18, 3, recv_frame(sock))[0] == 10 + index
         # Another address has a rate of its own.
-        other = socket.create_connection(("127.0.0.1", gw.port), 5, ("127.0.0.2", 0))
+        other = socket.create_connection(("127.0.0.1", gw.port), MIN_DEADLINE_S, ("127.0.0.2", 0))
         other.sendall(api_versions_frame(20))
         assert decode_response(18, 3, recv_frame(other))[0] == 20
         wait_for(lambda: gw.events("connection_throttled"), 5, what="throttle log line")
@@ -212,7 +218,7 @@ def served_quietly(port: int) -> bool:
 def test_a_flood_of_bad_frames_logs_a_few_lines_per_source(tmp_path: Path) -> None:
     with gateway(tmp_path, "") as gw:
         for _ in range(300):
-            with socket.create_connection(("127.0.0.1", gw.port), timeout=5) as sock:
+            with socket.create_connection(("127.0.0.1", gw.port), timeout=MIN_DEADLINE_S) as sock:
                 sock.sendall(struct.pack(">i", -1))
                 closed_by_peer(sock, 5)
         assert served(gw.port)
@@ -256,13 +262,18 @@ def test_approaching_the_open_files_limit_is_logged(tmp_path: Path) -> None:
         in_use = len(os.listdir(f"/proc/{pid}/fd"))
         # Lower the running gateway's limit: 70 files above what it has open now.
         resource.prlimit(pid, resource.RLIMIT_NOFILE, (in_use + 70, in_use + 70))
-        socks = [socket.create_connection(("127.0.0.1", gw.port), timeout=5) for _ in range(20)]
+        socks = [
+            socket.create_connection(("127.0.0.1", gw.port), timeout=MIN_DEADLINE_S)
+            for _ in range(20)
+        ]
 
         def logged() -> bool:
             # The gateway re-reads its limit on its housekeeping tick (late on a busy
             # machine): a new connection after that is over it and logged.
             if len(socks) < 40:
-                socks.append(socket.create_connection(("127.0.0.1", gw.port), timeout=30))
+                socks.append(
+                    socket.create_connection(("127.0.0.1", gw.port), timeout=MIN_DEADLINE_S)
+                )
             return bool(gw.events("connection_limit_near"))
 
         wait_for(logged, 60, what="fd limit log line")

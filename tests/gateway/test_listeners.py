@@ -17,6 +17,7 @@ from clientmetrics.gateway.server import Gateway
 from clientmetrics.gateway.tls import ClientAuth
 from clientmetrics.security.protocol import SecurityProtocol
 from clientmetrics.store.memory import MemorySubscriptionStore
+from tests.procs import MIN_DEADLINE_S
 from tests.tlsfiles import TestCA, served_serial, write_atomically
 
 
@@ -170,7 +171,7 @@ async def start(tmp_path: Path, text: str) -> Gateway:
 def broker_ports(bootstrap: str, **settings: str) -> list[int]:
     """Metadata as librdkafka sees it: the port of each broker it is told about."""
     admin = AdminClient({"bootstrap.servers": bootstrap, "log_level": 3, **settings})
-    metadata = admin.list_topics(timeout=10)
+    metadata = admin.list_topics(timeout=MIN_DEADLINE_S)
     return [broker.port for broker in metadata.brokers.values()]
 
 

@@ -10,11 +10,11 @@ import subprocess
 import time
 from pathlib import Path
 
-from tests.procs import BIN, stop_process
+from tests.procs import BIN, MIN_DEADLINE_S, stop_process
 
 
 def _first_line(read_fd: int, proc: subprocess.Popen[bytes]) -> str:
-    deadline = time.monotonic() + 30
+    deadline = time.monotonic() + MIN_DEADLINE_S
     seen = b""
     try:
         while b"gateway_started" not in seen and time.monotonic() < deadline:

@@ -22,7 +22,7 @@ from clientmetrics.telemetry.model import AcceptedPush
 from tests.kadmin import set_subscription
 from tests.landed import landed_rows
 from tests.otlp_receiver import BlackHole, OtlpReceiver
-from tests.procs import BIN, GatewayProcess, wait_for
+from tests.procs import BIN, MIN_DEADLINE_S, GatewayProcess, wait_for
 from tests.tlsfiles import server_context
 
 
@@ -193,7 +193,7 @@ def simulate(bootstrap: str) -> dict[str, object]:
 
 def exporter_counters(metrics_port: int | None, exporter: str) -> dict[str, float]:
     url = f"http://127.0.0.1:{metrics_port}/metrics"
-    text = urllib.request.urlopen(url, timeout=5).read().decode()
+    text = urllib.request.urlopen(url, timeout=MIN_DEADLINE_S).read().decode()
     return {
         s.name.removeprefix("clientmetrics_exporter_"): s.value
         for f in text_string_to_metric_families(text)

@@ -21,7 +21,7 @@ from pathlib import Path
 import pytest
 
 from tests.plain_flood import ITERATIONS, CleanClient, add_user, start_flood
-from tests.procs import GatewayProcess
+from tests.procs import MIN_DEADLINE_S, GatewayProcess
 
 pytestmark = pytest.mark.integration
 
@@ -67,7 +67,7 @@ def test_clean_round_trips_stay_fast_beside_a_plain_login_flood(gateway: Gateway
             other = CleanClient(gateway.port, "bob", PASSWORD, source="127.0.0.2")
             other.close()
         finally:
-            out, _ = flood.communicate(timeout=30)
+            out, _ = flood.communicate(timeout=MIN_DEADLINE_S)
     finally:
         clean.close()
     p50 = statistics.median(beside)

@@ -32,7 +32,8 @@ from clientmetrics.wire import (
     request_type,
 )
 from clientmetrics.wire.server import ListenerPolicy
-from tests.proxy.test_session import NODE, FakeUpstream, read_frame
+from tests.frames import answer_frame
+from tests.proxy.test_session import NODE, FakeUpstream
 from tests.security.conftest import MemoryCredentials
 
 FAILED = "Authentication failed: Invalid username or password"
@@ -101,7 +102,7 @@ async def login(port: int, token: bytes) -> list[tuple[int, int, str | None]]:
         writer.write(handshake + authenticate + get)
         for api_key, version in ((17, 1), (36, 2), (71, 0)):
             try:
-                frame = await asyncio.wait_for(read_frame(reader), 10)
+                frame = await answer_frame(reader)
             except asyncio.IncompleteReadError:
                 break
             correlation, body = decode_response(api_key, version, frame)

@@ -17,7 +17,7 @@ from clientmetrics.wire import decode_response
 from tests import preauth_attacks
 from tests.frames import recv_frame
 from tests.plain_flood import CleanClient, add_user
-from tests.procs import GatewayProcess, wait_for
+from tests.procs import MIN_DEADLINE_S, GatewayProcess, wait_for
 from tests.security.jwts import AUDIENCE, ISSUER, Signer
 
 pytestmark = pytest.mark.integration
@@ -42,7 +42,7 @@ def gateway(tmp_path_factory: pytest.TempPathFactory) -> Iterator[GatewayProcess
 
 def login(port: int, mechanism: str, token: bytes) -> tuple[object, bool]:
     """SaslHandshake then one SaslAuthenticate: (its answer or None, closed after)."""
-    with socket.create_connection(("127.0.0.1", port), timeout=30) as sock:
+    with socket.create_connection(("127.0.0.1", port), timeout=MIN_DEADLINE_S) as sock:
         sock.sendall(preauth_attacks.handshake(mechanism))
         recv_frame(sock)
         try:
@@ -75,7 +75,7 @@ def test_an_oversized_token_is_refused_unparsed_and_closed(
 def test_a_frame_over_512_kib_before_authentication_is_closed_unanswered(
     gateway: GatewayProcess,
 ) -> None:
-    with socket.create_connection(("127.0.0.1", gateway.port), timeout=30) as sock:
+    with socket.create_connection(("127.0.0.1", gateway.port), timeout=MIN_DEADLINE_S) as sock:
         sock.sendall(preauth_attacks.handshake("SCRAM-SHA-512"))
         recv_frame(sock)
         # Only the size prefix and a little of the body: the close does not wait for more.

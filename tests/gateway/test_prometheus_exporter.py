@@ -16,7 +16,7 @@ from confluent_kafka import Producer
 from prometheus_client.parser import text_string_to_metric_families
 
 from tests.kadmin import set_subscription
-from tests.procs import GatewayProcess, wait_for
+from tests.procs import MIN_DEADLINE_S, GatewayProcess, wait_for
 from tests.prometheus_server import PrometheusServer, prometheus_binary
 
 pytestmark = [
@@ -43,7 +43,7 @@ def exporter_port(gw: GatewayProcess) -> int:
 
 def admin_counters(gw: GatewayProcess) -> dict[tuple[str, str], float]:
     url = f"http://127.0.0.1:{gw.metrics_port}/metrics"
-    text = urllib.request.urlopen(url, timeout=5).read().decode()
+    text = urllib.request.urlopen(url, timeout=MIN_DEADLINE_S).read().decode()
     return {
         (s.name, s.labels.get("exporter", "")): s.value
         for family in text_string_to_metric_families(text)

@@ -19,7 +19,7 @@ from kafka.errors import ClusterAuthorizationFailedError
 from clientmetrics.security import AuthenticationFailed, SaslConfig, build_sasl_server
 from clientmetrics.store.credentials import CredentialFile
 from tests import kadmin
-from tests.procs import GatewayProcess
+from tests.procs import MIN_DEADLINE_S, GatewayProcess
 
 pytestmark = pytest.mark.integration
 SHA256, SHA512 = ScramMechanism.SCRAM_SHA_256, ScramMechanism.SCRAM_SHA_512
@@ -63,7 +63,7 @@ def test_upsert_describe_delete(gateway: GatewayProcess) -> None:
             UserScramCredentialUpsertion("alice", ScramCredentialInfo(SHA512, 4096), b"alice-pw"),
             UserScramCredentialUpsertion("bob", ScramCredentialInfo(SHA512, 4096), b"bob-pw"),
         ],
-        request_timeout=10,
+        request_timeout=MIN_DEADLINE_S,
     )
     assert {user: outcome(f) for user, f in futures.items()} == {"alice": 0, "bob": 0}
     # The salted password librdkafka sent is stored as keys that check the password.
@@ -71,14 +71,16 @@ def test_upsert_describe_delete(gateway: GatewayProcess) -> None:
     assert not plain_login(gateway.data_dir, "alice", "bob-pw")
     assert "alice-pw" not in (gateway.data_dir / "credentials.json").read_text()
 
-    described = client.describe_user_scram_credentials(request_timeout=10).result()
+    described = client.describe_user_scram_credentials(request_timeout=MIN_DEADLINE_S).result()
     infos = {
         user: sorted((i.mechanism, i.iterations) for i in d.scram_credential_infos)
         for user, d in described.items()
     }
     assert infos == {"alice": [(SHA256, 8192), (SHA512, 4096)], "bob": [(SHA512, 4096)]}
 
-    futures = client.describe_user_scram_credentials(["bob", "nobody"], request_timeout=10)
+    futures = client.describe_user_scram_credentials(
+        ["bob", "nobody"], request_timeout=MIN_DEADLINE_S
+    )
     assert outcome(futures["bob"]) == 0
     assert outcome(futures["nobody"]) == KafkaError.RESOURCE_NOT_FOUND
 
@@ -87,7 +89,7 @@ def test_upsert_describe_delete(gateway: GatewayProcess) -> None:
             UserScramCredentialDeletion("bob", SHA512),
             UserScramCredentialDeletion("ghost", SHA256),
         ],
-        request_timeout=10,
+        request_timeout=MIN_DEADLINE_S,
     )
     assert {user: outcome(f) for user, f in futures.items()} == {
         "bob": 0,
@@ -104,7 +106,7 @@ def test_a_bad_entry_leaves_that_users_other_changes_out(gateway: GatewayProcess
             UserScramCredentialDeletion("carol", SHA512),
             UserScramCredentialUpsertion("dan", ScramCredentialInfo(SHA256, 1000), b"dan-pw"),
         ],
-        request_timeout=10,
+        request_timeout=MIN_DEADLINE_S,
     )
     assert outcome(futures["carol"]) == KafkaError.RESOURCE_NOT_FOUND
     assert outcome(futures["dan"]) == KafkaError.UNACCEPTABLE_CREDENTIAL
@@ -119,7 +121,7 @@ def test_without_the_cluster_permissions_both_are_refused(tmp_path: Path) -> Non
         client = admin(gw)
         futures = client.alter_user_scram_credentials(
             [UserScramCredentialUpsertion("eve", ScramCredentialInfo(SHA256, 4096), b"eve-pw")],
-            request_timeout=10,
+            request_timeout=MIN_DEADLINE_S,
         )
         assert outcome(futures["eve"]) == KafkaError.CLUSTER_AUTHORIZATION_FAILED
         # Described with kafka-python: librdkafka 2.16 crashes after reporting a refused
@@ -196,7 +198,7 @@ def test_with_sasl_and_no_authorization_nobody_may_use_them(tmp_path: Path) -> N
         )
         futures = client.alter_user_scram_credentials(
             [UserScramCredentialUpsertion("bob", ScramCredentialInfo(SHA512, 4096), b"mine")],
-            request_timeout=10,
+            request_timeout=MIN_DEADLINE_S,
         )
         assert outcome(futures["bob"]) == KafkaError.CLUSTER_AUTHORIZATION_FAILED
         security = {

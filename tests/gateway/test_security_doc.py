@@ -16,7 +16,7 @@ from confluent_kafka.admin import AdminClient  # type: ignore[attr-defined]
 from clientmetrics.gateway.config_load import load_config
 from clientmetrics.security.principal import PrincipalMapper
 from tests.gateway.test_tls import api_versions_over_tls
-from tests.procs import free_port, stop_process
+from tests.procs import MIN_DEADLINE_S, free_port, stop_process
 from tests.tlsfiles import TestCA
 
 pytestmark = pytest.mark.integration
@@ -66,7 +66,7 @@ def test_documented_tls_gateway_serves_mtls(tmp_path: Path) -> None:
     )
     try:
         assert proc.stderr is not None
-        deadline = time.monotonic() + 30
+        deadline = time.monotonic() + MIN_DEADLINE_S
         while time.monotonic() < deadline:
             line = json.loads(proc.stderr.readline() or b"{}")
             if line.get("event") == "gateway_started":
@@ -88,7 +88,7 @@ def test_documented_tls_gateway_serves_mtls(tmp_path: Path) -> None:
                 "log_level": 3,
             }
         )
-        brokers = admin.list_topics(timeout=10).brokers
+        brokers = admin.list_topics(timeout=MIN_DEADLINE_S).brokers
         assert [(b.host, b.port) for b in brokers.values()] == [("127.0.0.1", tls)]
     finally:
         assert stop_process(proc, 20) == 0

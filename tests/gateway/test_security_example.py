@@ -19,7 +19,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.procs import BIN, free_port, stop_process
+from tests.procs import BIN, MIN_DEADLINE_S, free_port, stop_process
 
 pytestmark = pytest.mark.integration
 
@@ -76,7 +76,7 @@ def test_the_security_examples_run_as_written(tmp_path: Path) -> None:
                         stdout=out, stderr=out,
                     )  # fmt: skip
                 servers.append((proc, log))
-                deadline = time.monotonic() + 30
+                deadline = time.monotonic() + MIN_DEADLINE_S
                 while ready[1] not in log.read_text(errors="replace"):
                     assert proc.poll() is None, log.read_text()
                     assert time.monotonic() < deadline, log.read_text()

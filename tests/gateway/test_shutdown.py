@@ -7,7 +7,6 @@ import json
 import os
 import signal
 import subprocess
-import time
 import uuid
 from pathlib import Path
 
@@ -16,9 +15,9 @@ from clientmetrics.gateway.server import Gateway
 from clientmetrics.store.memory import MemorySubscriptionStore
 from clientmetrics.telemetry.model import AcceptedPush
 from clientmetrics.wire import RequestHeader, decode_response, encode_request, request_type
-from tests.frames import read_frame
+from tests.frames import answer_frame, read_frame
 from tests.landed import landed_rows
-from tests.procs import BIN, free_port, wait_for
+from tests.procs import BIN, MIN_DEADLINE_S, free_port, wait_for
 
 
 class GatedExporter:
@@ -63,14 +62,14 @@ async def test_push_in_flight_at_shutdown_is_answered(tmp_path: Path) -> None:
         metrics=b"",
     )
     writer.write(encode_request(RequestHeader(72, 0, 2, "slow"), push))
-    await asyncio.wait_for(exporter.entered.wait(), 5)
+    await asyncio.wait_for(exporter.entered.wait(), MIN_DEADLINE_S)
 
     closing = asyncio.create_task(gateway.close())
     await asyncio.sleep(0.2)
     assert not closing.done()  # waiting for the push, not cutting it off
     exporter.release.set()
-    correlation, answer = decode_response(72, 0, await asyncio.wait_for(read_frame(reader), 5))
-    await asyncio.wait_for(closing, 10)
+    correlation, answer = decode_response(72, 0, await answer_frame(reader))
+    await asyncio.wait_for(closing, MIN_DEADLINE_S)
     assert (correlation, int(answer.error_code)) == (2, 0)
     assert len(exporter.pushes) == 1
     assert await reader.read() == b""  # and then the connection is closed
@@ -96,7 +95,7 @@ def test_ctrl_c_stops_the_gateway_and_its_exporter_process_quietly(tmp_path: Pat
             break
     os.killpg(proc.pid, signal.SIGINT)
     try:
-        _, rest = proc.communicate(timeout=30)
+        _, rest = proc.communicate(timeout=MIN_DEADLINE_S)
     finally:
         if proc.poll() is None:
             os.killpg(proc.pid, signal.SIGKILL)
@@ -106,25 +105,31 @@ def test_ctrl_c_stops_the_gateway_and_its_exporter_process_quietly(tmp_path: Pat
     assert events[-1] == "gateway_stopped", rest
 
 
-#: Ctrl-C's bound with 100 clients pushing: measured 1.2-3.3 s for `serve` at load 9-17
-#: on two cores (most of it the landing exporter converting its last segments). The
-#: issue saw ~10 s; 8 s leaves a busy machine room and still catches a close that
-#: waits out the 10 s shutdown timeout.
-CTRL_C_BOUND_S = 8.0
-
-
-def test_ctrl_c_with_clients_pushing_stops_promptly_and_lands_every_acknowledged_push(
+def test_ctrl_c_with_clients_pushing_stops_and_lands_every_acknowledged_push(
     tmp_path: Path,
 ) -> None:
+    """Ctrl-C with 100 clients pushing: serve exits, having converted what it sealed.
+
+    A minute's segments (``roll_seconds = 60``) are still open at Ctrl-C, so the close
+    has a real conversion to do. The niced converter child did it behind a busy
+    machine's work (4.7-6.1 s with two busy loops; ~10 s, the shutdown timeout, at
+    load 13-18) and a flush that outlived the timeout left WAL segments behind. The
+    close converts on the gateway's own thread instead (1.6-2.3 s, same machine).
+    No time limit is asserted: a flush that outlives the shutdown timeout shows as
+    ``exporter_close_failed`` and WAL segments left over.
+    """
     data = tmp_path / "data"
+    (tmp_path / "gateway.toml").write_text("[exporters.landing]\nroll_seconds = 60\n")
     port = free_port()
     gateway = subprocess.Popen(
         [str(BIN / "clientmetrics"), "serve", "--listen", f"127.0.0.1:{port}", "--data-dir",
-         str(data), "--log-format", "json"],
+         str(data), "--config", str(tmp_path / "gateway.toml"), "--log-format", "json"],
         stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True, start_new_session=True,
     )  # fmt: skip
     assert gateway.stderr is not None
+    lines = []
     for line in gateway.stderr:
+        lines.append(line)
         if '"gateway_started"' in line:
             break
     simulator = subprocess.Popen(
@@ -133,23 +138,28 @@ def test_ctrl_c_with_clients_pushing_stops_promptly_and_lands_every_acknowledged
         stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True,
     )  # fmt: skip
     try:
-        # Pushes landing: wait for the first Parquet file (segments roll and convert).
-        pushes = data / "landing" / "pushes"
-        wait_for(lambda: any(pushes.rglob("*.parquet")), 60, what="a landed file")
-        started = time.monotonic()
+        # Pushes written: wait for the open segment to hold a few hundred of them.
+        wal = data / "landing" / ".wal"
+        wait_for(
+            lambda: sum(p.stat().st_size for p in wal.rglob("*") if p.is_file()) > 200_000,
+            60,
+            what="a few hundred pushes in the open segment",
+        )
         os.killpg(gateway.pid, signal.SIGINT)
-        gateway.communicate(timeout=60)
-        took = time.monotonic() - started
+        _, rest = gateway.communicate(timeout=MIN_DEADLINE_S)
     finally:
         if gateway.poll() is None:
             os.killpg(gateway.pid, signal.SIGKILL)
-    out, _ = simulator.communicate(timeout=60)
+    out, _ = simulator.communicate(timeout=MIN_DEADLINE_S)
     assert gateway.returncode == 0
-    assert took < CTRL_C_BOUND_S, f"Ctrl-C took {took:.1f} s"
+    events = [json.loads(line).get("event") for line in [*lines, *rest.splitlines()]]
+    assert "exporter_close_failed" not in events, rest
+    assert events[-1] == "gateway_stopped", rest
+    assert not [p for p in wal.rglob("*") if p.is_file()], "WAL segments left unconverted"
     acknowledged = json.loads(out)["pushes"]
     assert acknowledged > 100
-    # Every push the clients were answered for is in a Parquet file (no WAL left over),
-    # once each (at most one more per client: answered while its client was closing).
+    # Every push the clients were answered for is in a Parquet file, once each (at
+    # most one more per client: answered while its client was closing).
     landed = landed_rows(data)
     assert acknowledged <= len(landed) <= acknowledged + 100
     assert len({(r["client_instance_id"], r["received_at"]) for r in landed}) == len(landed)

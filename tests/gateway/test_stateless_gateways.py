@@ -39,7 +39,7 @@ from clientmetrics.store.topic import TopicSubscriptionStore
 from clientmetrics.wire import ErrorCode
 from tests.kadmin import describe_subscription, set_subscription
 from tests.kafka import kafka_broker
-from tests.procs import GatewayProcess, wait_for
+from tests.procs import MIN_DEADLINE_S, GatewayProcess, wait_for
 from tests.pushers import METRIC, Outcomes, payload, run_client
 from tests.topic_reader import read_topic
 
@@ -255,10 +255,16 @@ async def test_a_gateway_killed_under_load_loses_no_acknowledged_push(
         for i in range(40)
     ]
     try:
-        await asyncio.sleep(3)
+        # Counts reached, not seconds waited: a busy machine only makes them later.
+        await until(lambda: len(outcomes.acked) > 100, "100 pushes acknowledged")
         acked_before_kill = len(outcomes.acked)
         a.kill()  # SIGKILL, mid-flight
-        await asyncio.sleep(3)
+        await until(
+            lambda: (
+                len(outcomes.acked) > acked_before_kill + 100 and outcomes.transport_failures >= 20
+            ),
+            "b to take over a's clients",
+        )
     finally:
         stop.set()
         await asyncio.gather(*clients)
@@ -281,9 +287,17 @@ async def test_a_gateway_killed_under_load_loses_no_acknowledged_push(
     assert "client_id=load-.*" in str(described)
 
 
+async def until(predicate: Callable[[], bool], what: str) -> None:
+    """Let the clients run until ``predicate()``; fail after ``MIN_DEADLINE_S``."""
+    deadline = time.monotonic() + MIN_DEADLINE_S
+    while not predicate():
+        assert time.monotonic() < deadline, f"timed out waiting for {what}"
+        await asyncio.sleep(0.1)
+
+
 def scrape(gw: GatewayProcess) -> str:
     url = f"http://127.0.0.1:{gw.metrics_port}/metrics"
-    with urllib.request.urlopen(url, timeout=5) as response:
+    with urllib.request.urlopen(url, timeout=MIN_DEADLINE_S) as response:
         return str(response.read().decode())
 
 
@@ -373,7 +387,7 @@ async def test_a_hung_cluster_gets_clients_a_retriable_answer_and_bounds_the_wai
         assert 'clientmetrics_exporter_failed_total{exporter="topic"} 2.0' in metrics
         # The cluster is back: a push is acknowledged again (each try a new client, so
         # that the manager's push interval does not throttle it).
-        deadline = time.monotonic() + 30
+        deadline = time.monotonic() + MIN_DEADLINE_S
         while True:
             instances[0] = uuid.uuid4()
             get = get_request(1, conns[0].next_correlation_id(), conns[0].client_id, instances[0])

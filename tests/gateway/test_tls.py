@@ -13,7 +13,7 @@ from confluent_kafka import Producer
 
 from tests.kadmin import set_subscription
 from tests.landed import landed_rows
-from tests.procs import GatewayProcess, wait_for
+from tests.procs import MIN_DEADLINE_S, GatewayProcess, wait_for
 from tests.tlsfiles import TestCA, served_serial
 
 pytestmark = pytest.mark.integration
@@ -98,7 +98,7 @@ def api_versions_over_tls(port: int, context: ssl.SSLContext) -> bytes | None:
     payload = struct.pack(">hhih", 18, 0, 1, 4) + b"test"
     try:
         with (
-            socket.create_connection(("127.0.0.1", port), timeout=5) as raw,
+            socket.create_connection(("127.0.0.1", port), timeout=MIN_DEADLINE_S) as raw,
             context.wrap_socket(raw, server_hostname="localhost") as tls,
         ):
             tls.sendall(struct.pack(">i", len(payload)) + payload)

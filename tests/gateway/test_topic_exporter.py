@@ -25,7 +25,7 @@ from clientmetrics.telemetry import otlp
 from clientmetrics.telemetry.model import AcceptedPush
 from tests.kadmin import set_subscription
 from tests.landed import landed_rows
-from tests.procs import GatewayProcess, TansuProcess, free_port, wait_for
+from tests.procs import MIN_DEADLINE_S, GatewayProcess, TansuProcess, free_port, wait_for
 
 PRODUCER_METRIC = "org.apache.kafka.producer.node.request.latency.avg"
 
@@ -228,7 +228,7 @@ async def test_an_existing_topic_with_another_partition_count_is_named_once(
     tansu = TansuProcess(log_path=tmp_path / "tansu.log").start()
     try:
         admin = AdminClient({"bootstrap.servers": tansu.bootstrap, "log_level": 3})
-        admin.create_topics([NewTopic("existing", 1, 1)])["existing"].result(30)
+        admin.create_topics([NewTopic("existing", 1, 1)])["existing"].result(MIN_DEADLINE_S)
         for topic, configured, want in (
             ("existing", 12, [("existing", 1, 12)]),
             ("existing", 1, []),
@@ -245,7 +245,7 @@ async def test_an_existing_topic_with_another_partition_count_is_named_once(
             differ = [e for e in logs if e["event"] == "topic_exporter_partitions_differ"]
             assert [(e["topic"], e["partitions"], e["configured"]) for e in differ] == want
             assert not [e for e in logs if e["event"] == "topic_exporter_topic_not_created"]
-        topics = admin.list_topics(timeout=10).topics
+        topics = admin.list_topics(timeout=MIN_DEADLINE_S).topics
         assert (len(topics["existing"].partitions), len(topics["fresh"].partitions)) == (1, 12)
     finally:
         tansu.stop()

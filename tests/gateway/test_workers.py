@@ -18,7 +18,7 @@ from peers.free_ports import free_port_block
 from clientmetrics.wire import RequestHeader, decode_response, encode_request, request_type
 from tests.frames import get_then_push, recv_frame
 from tests.kadmin import set_subscription
-from tests.procs import GatewayProcess, free_port, wait_for
+from tests.procs import MIN_DEADLINE_S, GatewayProcess, free_port, wait_for
 
 pytestmark = pytest.mark.integration
 
@@ -26,7 +26,7 @@ pytestmark = pytest.mark.integration
 def fresh_get(port: int) -> tuple[str, ...]:
     """RequestedMetrics seen by a brand-new client on a new connection."""
     get = request_type(71, 0)(client_instance_id=uuid.UUID(int=0))
-    with socket.create_connection(("127.0.0.1", port), timeout=5) as sock:
+    with socket.create_connection(("127.0.0.1", port), timeout=MIN_DEADLINE_S) as sock:
         sock.sendall(encode_request(RequestHeader(71, 0, 1, "w"), get))
         _, body = decode_response(71, 0, recv_frame(sock))
     return tuple(body.requested_metrics)
@@ -54,7 +54,9 @@ def test_two_workers_share_subscriptions_and_serve_metrics(tmp_path: Path) -> No
             what="every worker to serve the new subscription",
         )
         for metrics_port in (admin, admin + 1):
-            body = urllib.request.urlopen(f"http://127.0.0.1:{metrics_port}/metrics", timeout=5)
+            body = urllib.request.urlopen(
+                f"http://127.0.0.1:{metrics_port}/metrics", timeout=MIN_DEADLINE_S
+            )
             assert b"kafka_server_client_metrics_instance_count" in body.read()
     finally:
         assert gw.stop() == 0

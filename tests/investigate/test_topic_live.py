@@ -23,7 +23,7 @@ from confluent_kafka import Producer
 from confluent_kafka.admin import AdminClient, NewTopic  # type: ignore[attr-defined]
 
 from tests.pipeline.topic_records import produce
-from tests.procs import BIN, GatewayProcess, TansuProcess, wait_for
+from tests.procs import BIN, MIN_DEADLINE_S, GatewayProcess, TansuProcess, wait_for
 from tests.synthetic import GAUGES, NODE_GAUGES, PREFIX, Push, landing_table, producer_payload
 
 pytestmark = pytest.mark.integration
@@ -37,7 +37,7 @@ OTHER = str(uuid.UUID(int=0x0B))
 def tansu(tmp_path: Path) -> Iterator[TansuProcess]:
     broker = TansuProcess(log_path=tmp_path / "tansu.log").start()
     admin = AdminClient({"bootstrap.servers": broker.bootstrap})
-    admin.create_topics([NewTopic(TOPIC, 2, 1)])[TOPIC].result(30)
+    admin.create_topics([NewTopic(TOPIC, 2, 1)])[TOPIC].result(MIN_DEADLINE_S)
     yield broker
     broker.stop()
 

@@ -16,7 +16,7 @@ import pytest
 
 from clientmetrics.investigate.watches import literal, parse_watch_name, watch_name
 from tests.kadmin import set_subscription
-from tests.procs import BIN, GatewayProcess
+from tests.procs import BIN, MIN_DEADLINE_S, GatewayProcess
 
 pytestmark = pytest.mark.integration
 
@@ -122,7 +122,7 @@ def test_ctrl_c_deletes_the_watch(gateway: GatewayProcess) -> None:
     name = started.split()[1]
     assert [line.split()[0] for line in cmd(gateway, "list").stdout.splitlines()] == [name]
     proc.send_signal(signal.SIGINT)
-    out, err = proc.communicate(timeout=30)
+    out, err = proc.communicate(timeout=MIN_DEADLINE_S)
     assert out.splitlines()[0] == f"deleted {name}"
     assert proc.returncode == 0, err
     assert cmd(gateway, "list").stdout == ""

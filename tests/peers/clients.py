@@ -19,6 +19,7 @@ from clientmetrics.telemetry.otlp_arrow import decode_points
 from clientmetrics.wire import RequestHeader, decode_response, encode_request, request_type
 from tests.frames import recv_frame
 from tests.landed import landed_rows, metric_names
+from tests.procs import MIN_DEADLINE_S
 
 Row = dict[str, object]
 
@@ -81,7 +82,7 @@ def node_labels(rows: list[Row]) -> set[str]:
 
 def requested_metrics(port: int, client_id: str) -> list[str]:
     """RequestedMetrics of a fresh GetTelemetrySubscriptions v0 as ``client_id``."""
-    with socket.create_connection(("127.0.0.1", port), timeout=10) as sock:
+    with socket.create_connection(("127.0.0.1", port), timeout=MIN_DEADLINE_S) as sock:
         get = request_type(71, 0)(client_instance_id=uuid.UUID(int=0))
         sock.sendall(encode_request(RequestHeader(71, 0, 1, client_id), get))
         _, body = decode_response(71, 0, recv_frame(sock))

@@ -320,10 +320,20 @@ async def _load_with_kills(
     try:
         await asyncio.to_thread(wait_for, lambda: _batches_done(data) > 1, 240, what="batches")
         print(f"two batches done; acked {len(outcomes.acked)}")
-        await asyncio.sleep(2)
+        # Counts reached, not seconds slept: a busy machine only makes them later.
+        await asyncio.to_thread(
+            wait_for, lambda: len(outcomes.acked) > 100, 60, what="100 acknowledged pushes"
+        )
         acked_before = len(outcomes.acked)
         a.kill()  # SIGKILL: its clients move to b
-        await asyncio.sleep(2)
+        await asyncio.to_thread(
+            wait_for,
+            lambda: (
+                outcomes.transport_failures >= PUSHERS // 2 and len(outcomes.acked) > acked_before
+            ),
+            60,
+            what="a's clients to move to b",
+        )
         await asyncio.to_thread(a.start)
         done = _batches_done(data)
         await asyncio.to_thread(wait_for, lambda: _batches_done(data) > done, 120, what="a batch")

@@ -31,7 +31,7 @@ from peers.kafka import KafkaBroker
 from tests.kafka import kafka_broker
 from tests.pipeline.golden import golden_batches
 from tests.pipeline.topic_records import produce
-from tests.procs import free_port
+from tests.procs import MIN_DEADLINE_S, free_port
 from tests.spark import KAFKA_SOURCE_MISSING
 from tests.synthetic import landing_table
 
@@ -75,7 +75,7 @@ def broker(
 def instances(broker: KafkaBroker) -> set[str]:
     """The docs' topic, holding the golden run's first landed file; its instance ids."""
     admin = AdminClient(broker.client_config())  # kept: the future needs its handle
-    admin.create_topics([NewTopic(TOPIC, 2, 1)])[TOPIC].result(30)
+    admin.create_topics([NewTopic(TOPIC, 2, 1)])[TOPIC].result(MIN_DEADLINE_S)
     pushes = golden_batches()[0]
     produce(Producer(broker.client_config()), TOPIC, landing_table(pushes))
     return {str(p.client_instance_id) for p in pushes}

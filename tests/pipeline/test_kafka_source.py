@@ -33,6 +33,7 @@ from tests.pipeline.golden import (
 from tests.pipeline.hostile import hostile_records
 from tests.pipeline.test_golden import golden_config
 from tests.pipeline.topic_records import produce
+from tests.procs import MIN_DEADLINE_S
 from tests.synthetic import land, landing_table
 
 pytestmark = [pytest.mark.kafka, pytest.mark.spark, pytest.mark.integration]
@@ -56,7 +57,7 @@ def spark_kafka(spark: SparkSession) -> SparkSession:
 
 def _topic(broker: KafkaBroker, name: str, partitions: int) -> str:
     admin = AdminClient(broker.client_config())
-    admin.create_topics([NewTopic(name, partitions, 1)])[name].result(30)
+    admin.create_topics([NewTopic(name, partitions, 1)])[name].result(MIN_DEADLINE_S)
     return name
 
 

@@ -37,7 +37,7 @@ from peers.kafka import (
 
 from tests.kafka import broker_tls
 from tests.plugin.records import Pushed, Record, TopicReader, witnessed
-from tests.procs import free_port, wait_for
+from tests.procs import MIN_DEADLINE_S, free_port, wait_for
 from tests.tlsfiles import TestCA
 
 EVERY_LABEL = (
@@ -99,7 +99,7 @@ class Cluster:
         config: dict[str, str | int | float | bool] = {**self.broker.client_config()}
         admin = AdminClient(config)
         before = self._reconfigured()
-        admin.incremental_alter_configs([resource])[resource].result(30)
+        admin.incremental_alter_configs([resource])[resource].result(MIN_DEADLINE_S)
         # The controller has taken the change; the broker hands it to the plugin a
         # little later (0.9 s seen on a busy machine), and pushes meanwhile go by the
         # old settings.

@@ -25,7 +25,7 @@ from confluent_kafka.admin import AdminClient  # type: ignore[attr-defined]
 
 from tests.kadmin import set_subscription
 from tests.plugin.records import Record, TopicReader
-from tests.procs import free_port, wait_for
+from tests.procs import MIN_DEADLINE_S, free_port, wait_for
 
 REPO = Path(__file__).resolve().parent.parent.parent
 #: The labels both writers add by default, as the record format's vectors pin them.
@@ -101,7 +101,9 @@ def test_make_kafka_plugin_starts_kafka_whose_pushes_land_on_the_topic(tmp_path:
         assert "each push becomes a record on topic otlp_metrics (2 partitions)" in output
         bootstrap = f"127.0.0.1:{port}"
         # The topic is there before any push: the pipeline's Kafka source can start at once.
-        topics = AdminClient({"bootstrap.servers": bootstrap}).list_topics(timeout=30).topics
+        topics = (
+            AdminClient({"bootstrap.servers": bootstrap}).list_topics(timeout=MIN_DEADLINE_S).topics
+        )
         assert len(topics["otlp_metrics"].partitions) == 2
 
         set_subscription(

@@ -10,7 +10,7 @@ from confluent_kafka.admin import AdminClient
 
 from tests.kadmin import set_subscription
 from tests.landed import landed_rows, names_of
-from tests.procs import wait_for
+from tests.procs import MIN_DEADLINE_S, wait_for
 from tests.proxy.conftest import TANSU_NODE, ProxyGateway
 
 pytestmark = pytest.mark.integration
@@ -20,7 +20,7 @@ MESSAGES = 500
 
 def test_metadata_names_only_gateway_ports(proxy: ProxyGateway) -> None:
     admin = AdminClient({"bootstrap.servers": proxy.bootstrap, "log_level": 3})
-    metadata = admin.list_topics(timeout=10)
+    metadata = admin.list_topics(timeout=MIN_DEADLINE_S)
     assert {b.id: (b.host, b.port) for b in metadata.brokers.values()} == {
         TANSU_NODE: ("127.0.0.1", proxy.broker_port)
     }

@@ -31,7 +31,7 @@ from tests.admin.tool import run_tool
 from tests.kadmin import set_subscription
 from tests.kafka import kafka_broker
 from tests.landed import rows_of
-from tests.procs import GatewayProcess, wait_for
+from tests.procs import MIN_DEADLINE_S, GatewayProcess, wait_for
 from tests.proxy.conftest import FAST_LANDING
 
 pytestmark = [pytest.mark.integration, pytest.mark.kafka]
@@ -218,13 +218,13 @@ def test_librdkafka_through_the_proxy_never_learns_the_brokers_address(
     stats = Stats()
     topic = f"px-{uuid.uuid4().hex[:8]}"
     admin = AdminClient(client(gateway, stats, "k-admin"))
-    admin.create_topics([NewTopic(topic, PARTITIONS, 1)])[topic].result(30)
-    metadata = admin.list_topics(topic, timeout=20)
+    admin.create_topics([NewTopic(topic, PARTITIONS, 1)])[topic].result(MIN_DEADLINE_S)
+    metadata = admin.list_topics(topic, timeout=MIN_DEADLINE_S)
     assert {(str(b.host), b.port) for b in metadata.brokers.values()} == {
         ("127.0.0.1", gateway.broker_port)
     }
     assert len(metadata.topics[topic].partitions) == PARTITIONS
-    described = admin.describe_cluster().result(20)
+    described = admin.describe_cluster().result(MIN_DEADLINE_S)
     assert [(n.id, n.host, n.port) for n in described.nodes] == [
         (NODE, "127.0.0.1", gateway.broker_port)
     ]

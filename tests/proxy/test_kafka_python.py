@@ -19,6 +19,7 @@ from clientmetrics.wire import (
     request_type,
 )
 from tests.kadmin import admin, set_subscription
+from tests.procs import MIN_DEADLINE_S
 from tests.proxy.conftest import ProxyGateway
 
 pytestmark = pytest.mark.integration
@@ -126,7 +127,7 @@ def _roundtrip(port: int, api_key: int, version: int, body: object) -> Any:
     header = RequestHeader(
         api_key, version, 7, "raw-test", None, request_header_version(api_key, version)
     )
-    with socket.create_connection(("127.0.0.1", port), timeout=10) as sock:
+    with socket.create_connection(("127.0.0.1", port), timeout=MIN_DEADLINE_S) as sock:
         sock.sendall(encode_request(header, body))
         size = struct.unpack(">i", _recv(sock, 4))[0]
         correlation_id, response = decode_response(api_key, version, _recv(sock, size))

@@ -54,7 +54,7 @@ from tests.admin.tool import run_tool
 from tests.kafka import broker_tls, kafka_broker
 from tests.landed import rows_of
 from tests.peers.clients import java
-from tests.procs import BIN, GatewayProcess, wait_for
+from tests.procs import BIN, MIN_DEADLINE_S, GatewayProcess, wait_for
 from tests.proxy.answers import decode_any_response, error_codes
 from tests.proxy.conftest import FAST_LANDING
 from tests.tlsfiles import Pem, TestCA
@@ -178,7 +178,7 @@ def cm_tool(
 
 def grant(admin: AdminClient, *bindings: AclBinding) -> None:
     for future in admin.create_acls(list(bindings)).values():
-        future.result(30)
+        future.result(MIN_DEADLINE_S)
 
 
 def acl(
@@ -198,7 +198,7 @@ def test_passthrough_the_clusters_authorizer_decides_on_subscriptions(
     # The cluster's super user sets the ACLs, through the gateway (SCRAM and mutual TLS).
     admin = AdminClient(librdkafka(s, gw, "admin", s.kafka.admin_password))
     topic = f"px-{uuid.uuid4().hex[:8]}"
-    admin.create_topics([NewTopic(topic, 1, 1)])[topic].result(30)
+    admin.create_topics([NewTopic(topic, 1, 1)])[topic].result(MIN_DEADLINE_S)
     grant(
         admin,
         acl("User:bob", ResourceType.BROKER, "kafka-cluster", AclOperation.ALTER_CONFIGS),
@@ -268,7 +268,7 @@ def java_as_alice(s: Secured, gw: GatewayProcess, admin: AdminClient, tmp_path: 
     """The Java client (kafka-clients 4.4) as alice: its idempotent producer (Java's
     default) and a consumer on the KIP-848 protocol, SCRAM over TLS through the gateway."""
     topic, group = f"px-java-{uuid.uuid4().hex[:6]}", f"px-java-{uuid.uuid4().hex[:6]}"
-    admin.create_topics([NewTopic(topic, 2, 1)])[topic].result(30)
+    admin.create_topics([NewTopic(topic, 2, 1)])[topic].result(MIN_DEADLINE_S)
     props = command_config(s, tmp_path, "alice", USERS["alice"])
     with java(
         gw.bootstrap, tmp_path, "--command-config", str(props), "--client-id", "px-java",
@@ -279,7 +279,7 @@ def java_as_alice(s: Secured, gw: GatewayProcess, admin: AdminClient, tmp_path: 
 
         def consumed_and_landed() -> bool:
             wanted = ConsumerGroupTopicPartitions(group)
-            offsets = admin.list_consumer_group_offsets([wanted])[group].result(30)
+            offsets = admin.list_consumer_group_offsets([wanted])[group].result(MIN_DEADLINE_S)
             committed = sum(max(tp.offset, 0) for tp in offsets.topic_partitions or [])
             return committed >= 50 and all(rows_of(gw.data_dir, c) for c in roles)
 
@@ -303,7 +303,7 @@ def test_terminate_logs_each_link_in_as_the_gateways_own_user(
     admin = AdminClient(librdkafka(s, passthrough, "admin", s.kafka.admin_password))
     allowed, denied = f"gwok-{uuid.uuid4().hex[:6]}", f"gwno-{uuid.uuid4().hex[:6]}"
     for topic in (allowed, denied):
-        admin.create_topics([NewTopic(topic, 1, 1)])[topic].result(30)
+        admin.create_topics([NewTopic(topic, 1, 1)])[topic].result(MIN_DEADLINE_S)
     grant(
         admin,
         acl("User:gw", ResourceType.TOPIC, "gwok-", AclOperation.ALL, ResourcePatternType.PREFIXED),
@@ -386,7 +386,9 @@ def store_end_offset(s: Secured) -> int:
         }
     )
     try:
-        return int(consumer.get_watermark_offsets(TopicPartition(STORE, 0), timeout=30)[1])
+        return int(
+            consumer.get_watermark_offsets(TopicPartition(STORE, 0), timeout=MIN_DEADLINE_S)[1]
+        )
     finally:
         consumer.close()
 
@@ -489,7 +491,7 @@ def test_terminate_no_client_request_touches_the_subscription_store(
 
         # librdkafka as dave: the topic is not listed, and producing to it is refused.
         client = librdkafka(s, gw, "dave", "dave-secret")
-        assert STORE not in AdminClient(client).list_topics(timeout=30).topics
+        assert STORE not in AdminClient(client).list_topics(timeout=MIN_DEADLINE_S).topics
         failures: list[KafkaError | None] = []
         producer = Producer(client)
         producer.produce(

@@ -14,7 +14,8 @@ from clientmetrics.exporters.memory import InMemoryExporter
 from clientmetrics.gateway.config import Address, GatewayConfig, Listener
 from clientmetrics.gateway.server import Gateway
 from clientmetrics.store.memory import MemorySubscriptionStore
-from tests.frames import read_frame
+from tests.frames import answer_frame
+from tests.procs import MIN_DEADLINE_S
 from tests.proxy.fake_upstream import NODE, FakeUpstream, raw_request
 
 KiB = 1024
@@ -50,7 +51,7 @@ async def test_idle_proxy_connections_are_closed(
 ) -> None:
     gw = await proxy(connections_max_idle_ms=500)
     reader, writer = await asyncio.open_connection("127.0.0.1", gw.port)
-    assert await asyncio.wait_for(reader.read(), 5) == b""
+    assert await asyncio.wait_for(reader.read(), MIN_DEADLINE_S) == b""
     writer.close()
 
 
@@ -61,9 +62,9 @@ async def test_the_per_address_cap_applies_to_proxy_connections(
     kept = [await asyncio.open_connection("127.0.0.1", gw.port) for _ in range(2)]
     for index, (reader, writer) in enumerate(kept):
         writer.write(raw_request(2, 1, index, b"x"))
-        assert (await asyncio.wait_for(read_frame(reader), 5))[:4] == struct.pack(">i", index)
+        assert (await answer_frame(reader))[:4] == struct.pack(">i", index)
     reader, writer = await asyncio.open_connection("127.0.0.1", gw.port)
-    assert await asyncio.wait_for(reader.read(), 5) == b""
+    assert await asyncio.wait_for(reader.read(), MIN_DEADLINE_S) == b""
     for _, w in kept:
         w.close()
 
@@ -84,7 +85,7 @@ async def test_a_large_request_waits_for_the_budget_another_one_holds(
     first[1].write(frames[0][100 * KiB :])
     second[1].write(frames[1][100 * KiB :])
     for (reader, _), n in zip((first, second), (1, 2), strict=True):
-        assert (await asyncio.wait_for(read_frame(reader), 10))[:4] == struct.pack(">i", n)
+        assert (await answer_frame(reader))[:4] == struct.pack(">i", n)
     assert gw.limits.budget.used == 0
     assert [f[:2] for f in upstream.frames] == [b"\x00\x02", b"\x00\x02"]
     assert sorted(len(f) for f in upstream.frames) == [len(frames[0]) - 4] * 2

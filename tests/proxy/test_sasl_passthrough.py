@@ -32,7 +32,8 @@ from clientmetrics.wire import (
 from clientmetrics.wire.build import build
 from clientmetrics.wire.headers import request_header_version
 from clientmetrics.wire.server import ListenerPolicy
-from tests.frames import read_frame
+from tests.frames import answer_frame, read_frame
+from tests.procs import MIN_DEADLINE_S
 from tests.proxy.fake_upstream import NODE, FakeUpstream, raw_request
 
 
@@ -80,7 +81,7 @@ async def test_the_principal_is_the_claimed_user_after_upstream_success(
         assert conn.principal == "User:alice"
         assert conn.context().principal == "User:alice"
         writer.write(raw_request(2, 1, 3, b"after"))
-        assert (await asyncio.wait_for(read_frame(reader), 5))[:4] == struct.pack(">i", 3)
+        assert (await answer_frame(reader))[:4] == struct.pack(">i", 3)
         # The SASL requests went to the cluster, byte for byte.
         assert [f[:2] for f in upstream.frames[:2]] == [b"\x00\x11", b"\x00\x24"]
         writer.close()
@@ -95,13 +96,13 @@ async def test_nothing_is_forwarded_before_authentication_and_failure_closes(
     try:
         reader, writer = await asyncio.open_connection("127.0.0.1", gw.port)
         writer.write(raw_request(2, 1, 1, b"too early"))
-        assert await asyncio.wait_for(reader.read(), 5) == b""
+        assert await asyncio.wait_for(reader.read(), MIN_DEADLINE_S) == b""
         assert upstream.frames == []
         upstream.sasl_error = ErrorCode.SASL_AUTHENTICATION_FAILED
         reader, writer = await asyncio.open_connection("127.0.0.1", gw.port)
         code = await authenticate(reader, writer, b"\x00mallory\x00bad")
         assert code == ErrorCode.SASL_AUTHENTICATION_FAILED
-        assert await asyncio.wait_for(reader.read(), 5) == b""
+        assert await asyncio.wait_for(reader.read(), MIN_DEADLINE_S) == b""
     finally:
         await gw.close()
 
@@ -121,7 +122,7 @@ async def call(
 ) -> Any:
     header = RequestHeader(key, version, cid, "c", None, request_header_version(key, version))
     writer.write(encode_request(header, build(request_type(key, version), values)))
-    return decode_response(key, version, await asyncio.wait_for(read_frame(reader), 5))[1]
+    return decode_response(key, version, await answer_frame(reader))[1]
 
 
 async def config_calls(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> list[int]:

@@ -9,7 +9,6 @@ authenticated must not reach the client-metrics config RPCs.
 
 from __future__ import annotations
 
-import time
 import uuid
 from collections.abc import Iterator
 from pathlib import Path
@@ -162,5 +161,14 @@ def test_passthrough_authenticates_with_the_cluster_and_lands_the_principal(
         return any("invalid credentials with SASL mechanism SCRAM-SHA-512" in e for e in errors)
 
     wait_for(refused, 60, interval=0, what="the cluster's refusal")
-    time.sleep(1.0)  # longer than a landing roll
+    # Then a client that may push: once its rows landed, so would any push accepted
+    # before it (segments are converted in order), rather than after a guessed time.
+    later = Producer(client_conf(gw, "px-later", USERS["alice"]))
+
+    def later_landed() -> bool:
+        later.poll(0.1)
+        return bool(rows_of(gw.data_dir, "px-later"))
+
+    wait_for(later_landed, 60, interval=0, what="a later client's telemetry")
+    later.flush(1)
     assert rows_of(gw.data_dir, "px-intruder") == []

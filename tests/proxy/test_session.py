@@ -27,7 +27,8 @@ from clientmetrics.wire import (
     request_type,
 )
 from clientmetrics.wire.build import build
-from tests.frames import read_frame
+from tests.frames import answer_frame
+from tests.procs import MIN_DEADLINE_S
 from tests.proxy.fake_upstream import NODE, FakeUpstream, raw_request
 
 
@@ -54,7 +55,7 @@ async def test_pipelined_requests_pass_through_byte_exact_in_order(
     # ListOffsets v1 (not a flexible version): header v1, bodies the proxy never decodes.
     frames = [raw_request(2, 1, 1000 + i, f"opaque-{i}".encode() * (i + 1)) for i in range(20)]
     writer.write(b"".join(frames))
-    answers = [await asyncio.wait_for(read_frame(reader), 5) for _ in frames]
+    answers = [await answer_frame(reader) for _ in frames]
     assert [a[:4] for a in answers] == [f[8:12] for f in frames], "correlation ids, in order"
     assert [a[4:] for a in answers] == [f[4:] for f in frames], "forwarded byte for byte"
     assert upstream.frames == [f[4:] for f in frames]
@@ -69,7 +70,7 @@ async def test_acks_zero_produce_gets_no_response_and_keeps_order(
     produce = raw_request(0, 3, 1, struct.pack(">hh", -1, 0) + b"ACKS0")
     after = raw_request(2, 1, 2, b"after")
     writer.write(produce + after)
-    answer = await asyncio.wait_for(read_frame(reader), 5)
+    answer = await answer_frame(reader)
     assert answer[:4] == struct.pack(">i", 2)
     assert len(upstream.frames) == 2
     writer.close()
@@ -80,16 +81,18 @@ async def test_upstream_going_away_closes_the_client_connection(
 ) -> None:
     reader, writer = await asyncio.open_connection("127.0.0.1", gateway.port)
     writer.write(raw_request(2, 1, 5, b"x"))
-    await asyncio.wait_for(read_frame(reader), 5)
+    await answer_frame(reader)
     other_reader, other_writer = await asyncio.open_connection("127.0.0.1", gateway.port)
     await asyncio.sleep(0.1)  # let the second session reach the upstream
     upstream.drop_connections()
-    assert await asyncio.wait_for(reader.read(), 5) == b""
-    assert await asyncio.wait_for(other_reader.read(), 5) == b"", "idle clients closed too"
+    assert await asyncio.wait_for(reader.read(), MIN_DEADLINE_S) == b""
+    assert await asyncio.wait_for(other_reader.read(), MIN_DEADLINE_S) == b"", (
+        "idle clients closed too"
+    )
     # A new connection gets a new upstream link: nothing else is blocked.
     fresh_reader, fresh_writer = await asyncio.open_connection("127.0.0.1", gateway.port)
     fresh_writer.write(raw_request(2, 1, 6, b"y"))
-    assert (await asyncio.wait_for(read_frame(fresh_reader), 5))[:4] == struct.pack(">i", 6)
+    assert (await answer_frame(fresh_reader))[:4] == struct.pack(">i", 6)
     for w in (writer, other_writer, fresh_writer):
         w.close()
 
@@ -112,13 +115,13 @@ async def test_metadata_names_broker_ports_and_they_lead_to_that_broker(
             ),
         )
     )
-    _, body = decode_response(3, 12, await asyncio.wait_for(read_frame(reader), 5))
+    _, body = decode_response(3, 12, await answer_frame(reader))
     [broker] = body.brokers
     assert (broker.node_id, broker.host) == (NODE, "127.0.0.1")
     assert broker.port == gateway.config.broker_port(NODE)
     b_reader, b_writer = await asyncio.open_connection("127.0.0.1", broker.port)
     b_writer.write(raw_request(2, 1, 77, b"via-broker-port"))
-    assert (await asyncio.wait_for(read_frame(b_reader), 5)).endswith(b"via-broker-port")
+    assert (await answer_frame(b_reader)).endswith(b"via-broker-port")
     for w in (writer, b_writer):
         w.close()
 
@@ -141,7 +144,7 @@ async def test_mixed_describe_configs_upstream_part_uses_injected_correlation_id
     # The fake echoes requests, which is not a valid DescribeConfigs response, so the
     # merge fails and the client gets a closed connection; what matters here is
     # what reached the upstream: only the topic, under the gateway's own id.
-    await asyncio.wait_for(reader.read(), 5)
+    await asyncio.wait_for(reader.read(), MIN_DEADLINE_S)
     [forwarded] = upstream.frames
     header, _ = parse_request_header(forwarded)
     assert header.correlation_id < 0
@@ -168,7 +171,7 @@ async def test_coordinator_and_cluster_addresses_are_rewritten(
     reader, writer = await asyncio.open_connection("127.0.0.1", gateway.port)
     body: Any = build(request_type(api_key, version), request_values)
     writer.write(encode_request(RequestHeader(api_key, version, 3, "t", None, 2), body))
-    _, response = decode_response(api_key, version, await asyncio.wait_for(read_frame(reader), 5))
+    _, response = decode_response(api_key, version, await answer_frame(reader))
     port = gateway.config.broker_port(NODE)
     if api_key == 60:
         assert [(b.broker_id, b.host, b.port) for b in response.brokers] == [
@@ -223,7 +226,7 @@ async def test_advertised_host_is_separate_from_the_bind_address(
             },
         )
         writer.write(encode_request(RequestHeader(3, 9, 1, "t", None, 2), body))
-        _, response = decode_response(3, 9, await asyncio.wait_for(read_frame(reader), 5))
+        _, response = decode_response(3, 9, await answer_frame(reader))
         assert [(b.host, b.port) for b in response.brokers] == [
             ("kafka-gw.example", config.broker_port(NODE))
         ]
@@ -250,11 +253,11 @@ async def test_list_config_resources_merges_upstream_and_gateway(
         },
     )
     writer.write(encode_request(RequestHeader(44, 1, 1, "t", None, 2), alter))
-    await asyncio.wait_for(read_frame(reader), 5)
+    await answer_frame(reader)
     assert upstream.frames == [], "a client-metrics-only alter never reaches the upstream"
     listing: Any = build(request_type(74, 1), {"resource_types": ()})
     writer.write(encode_request(RequestHeader(74, 1, 2, "t", None, 2), listing))
-    _, response = decode_response(74, 1, await asyncio.wait_for(read_frame(reader), 5))
+    _, response = decode_response(74, 1, await answer_frame(reader))
     assert [(r.resource_type, r.resource_name) for r in response.config_resources] == [
         (2, "upstream-topic"),  # not the store's topic: hidden, as Metadata hides it
         (16, "gw-sub"),  # the upstream's own client-metrics entry is not the one in force
@@ -269,7 +272,7 @@ async def test_api_versions_with_a_bad_software_name_is_answered_invalid_request
     reader, writer = await asyncio.open_connection("127.0.0.1", gateway.port)
     bad = request_type(18, 3)(client_software_name="<html>", client_software_version="1")
     writer.write(encode_request(RequestHeader(18, 3, 41, "sw"), bad))
-    correlation, body = decode_response(18, 3, await asyncio.wait_for(read_frame(reader), 5))
+    correlation, body = decode_response(18, 3, await answer_frame(reader))
     assert (correlation, int(body.error_code)) == (41, ErrorCode.INVALID_REQUEST)
     assert body.api_keys == ()
     assert upstream.frames == [], "not forwarded"

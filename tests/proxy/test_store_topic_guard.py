@@ -34,7 +34,7 @@ from clientmetrics.wire import (
 from clientmetrics.wire.build import build
 from clientmetrics.wire.headers import request_header_version
 from clientmetrics.wire.results import NO_RESPONSE, Answer, Close, CloseReason, Request
-from tests.frames import read_frame
+from tests.frames import answer_frame
 from tests.proxy.answers import decode_any_response, error_codes
 from tests.proxy.fake_upstream import NODE, FakeUpstream
 
@@ -505,7 +505,7 @@ async def test_a_refused_request_never_reaches_the_upstream(
     configs = request_of(32, 4, values_of(32, 4))
     for request in (refused, fine, configs):
         writer.write(len(request.frame).to_bytes(4, "big") + request.frame)
-    answers = [await asyncio.wait_for(read_frame(reader), 5) for _ in range(3)]
+    answers = [await answer_frame(reader) for _ in range(3)]
     assert upstream.frames == [fine.frame]  # forwarded byte for byte; nothing else
     assert answers[1][4:] == fine.frame  # the fake answers with the request itself
     for request, answer in ((refused, answers[0]), (configs, answers[2])):

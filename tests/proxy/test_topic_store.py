@@ -12,7 +12,7 @@ from clientmetrics.store.base import ConfigMap
 from clientmetrics.store.log_state import LogState, Outcome
 from clientmetrics.store.records import Decoded, decode_record, encode_value
 from clientmetrics.store.topic import TopicSubscriptionStore
-from tests.procs import TansuProcess
+from tests.procs import MIN_DEADLINE_S, TansuProcess
 from tests.proxy.conftest import TANSU_FETCH_WAIT_MS
 
 pytestmark = pytest.mark.integration
@@ -59,7 +59,7 @@ async def test_change_through_one_store_reaches_another_quickly(tansu: TansuProc
     try:
         started = time.monotonic()
         await writer.put("shared", {"metrics": "org.apache.kafka."})
-        name, configs, at = await asyncio.wait_for(arrived.get(), 5)
+        name, configs, at = await asyncio.wait_for(arrived.get(), MIN_DEADLINE_S)
         assert (name, dict(configs)) == ("shared", {"metrics": "org.apache.kafka."})
         assert at - started < 2.0
     finally:

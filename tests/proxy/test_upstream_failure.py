@@ -11,7 +11,7 @@ import uuid
 import pytest
 from confluent_kafka import Consumer, Producer
 
-from tests.procs import TansuProcess, wait_for
+from tests.procs import MIN_DEADLINE_S, TansuProcess, wait_for
 from tests.proxy.conftest import ProxyGateway
 
 pytestmark = pytest.mark.integration
@@ -42,13 +42,13 @@ def test_clients_recover_after_upstream_restart(tansu: TansuProcess, proxy: Prox
     assert _delivered(producer, topic, [b"before"]) == [None]
     assert proxy.proc is not None
     pid = proxy.proc.pid
-    idle = socket.create_connection(("127.0.0.1", proxy.broker_port), timeout=10)
+    idle = socket.create_connection(("127.0.0.1", proxy.broker_port), timeout=MIN_DEADLINE_S)
     idle.sendall(API_VERSIONS_V0)
     assert idle.recv(4), "the broker port answers while the upstream is up"
 
     tansu.kill()
     # A broker going away closes the clients' connections to its port.
-    idle.settimeout(10)
+    idle.settimeout(MIN_DEADLINE_S)
     with contextlib.suppress(ConnectionResetError):
         while idle.recv(65536):
             pass

@@ -32,6 +32,7 @@ from clientmetrics.wire import (
 from clientmetrics.wire.build import build
 from clientmetrics.wire.results import Answer, Reply, Request
 from clientmetrics.wire.sasl import ListenerPolicy
+from tests.procs import MIN_DEADLINE_S
 
 GET, PUSH = 71, 72
 
@@ -119,7 +120,7 @@ class FakeBroker:
                 task.cancel()
             await asyncio.gather(*tasks, return_exceptions=True)
 
-        asyncio.run_coroutine_threadsafe(shutdown(), loop).result(5)
+        asyncio.run_coroutine_threadsafe(shutdown(), loop).result(MIN_DEADLINE_S)
         loop.call_soon_threadsafe(loop.stop)
         if self._thread is not None:
             self._thread.join(5)

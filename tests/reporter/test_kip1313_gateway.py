@@ -30,7 +30,7 @@ from clientmetrics.wire.server import Respond, Serve, ServerConnection
 from tests.frames import recv_frame
 from tests.kadmin import set_subscription
 from tests.landed import landed_rows
-from tests.procs import GatewayProcess, wait_for
+from tests.procs import MIN_DEADLINE_S, GatewayProcess, wait_for
 
 pytestmark = pytest.mark.integration
 
@@ -54,7 +54,7 @@ class Conn:
     """A blocking Kafka connection that sends whatever headers the test builds."""
 
     def __init__(self, gw: GatewayProcess) -> None:
-        self.sock = socket.create_connection(("127.0.0.1", gw.port), timeout=10)
+        self.sock = socket.create_connection(("127.0.0.1", gw.port), timeout=MIN_DEADLINE_S)
         self.correlation = 0
 
     def close(self) -> None:

@@ -27,6 +27,7 @@ from clientmetrics.wire import (
     error_response,
     response_type,
 )
+from tests.procs import MIN_DEADLINE_S
 
 pytestmark = pytest.mark.integration
 
@@ -106,7 +107,7 @@ def broker() -> Iterator[LoopbackBroker]:
 def test_librdkafka_bootstraps_and_reads_our_errors(broker: LoopbackBroker) -> None:
     admin = pytest.importorskip("confluent_kafka.admin")
     client = admin.AdminClient({"bootstrap.servers": f"127.0.0.1:{broker.port}"})
-    assert client.list_topics(timeout=10).cluster_id == "wire-test"
+    assert client.list_topics(timeout=MIN_DEADLINE_S).cluster_id == "wire-test"
     (future,) = client.describe_configs([admin.ConfigResource("BROKER", "1")]).values()
     with pytest.raises(Exception, match="CLUSTER_AUTHORIZATION_FAILED"):
         future.result(timeout=10)

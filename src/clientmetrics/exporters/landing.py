@@ -259,6 +259,7 @@ class LandingExporter:
 
     async def close(self, timeout_s: float) -> None:
         """Flush, stop the tasks and threads, and give up the writer directory."""
+        self._converter.hurry()
         try:
             if self._tasks and self._failure is None:
                 await self.flush(timeout_s)

@@ -37,12 +37,23 @@ class Converter:
         self._fallback = fallback
         self._pool: ProcessPoolExecutor | None = None
         self._usable = True
+        self._closing = False
+
+    def hurry(self) -> None:
+        """Closing: convert what is left on ``fallback``, at the gateway's priority.
+
+        The niced child yields to every other process; behind a busy machine's
+        work the segments sealed at shutdown waited seconds for it, and Ctrl-C
+        with the shutdown timeout. Nothing else needs the cores by then: the
+        listeners are closed and every push answered.
+        """
+        self._closing = True
 
     async def convert(
         self, loop: asyncio.AbstractEventLoop, layout: files.Layout, path: Path
     ) -> files.Converted:
-        pool = self._pool
-        if pool is None and self._usable:
+        pool = None if self._closing else self._pool
+        if pool is None and self._usable and not self._closing:
             pool = await loop.run_in_executor(self._fallback, self._start_pool)
         if pool is not None:
             try:

@@ -123,6 +123,13 @@ def _remove_subscription(host: str, port: int, name: str, security: ClientSecuri
     help="Seconds the clients run once connected.",
 )
 @click.option(
+    "--close-timeout",
+    type=click.FloatRange(min=0.1),
+    default=5.0,
+    show_default=True,
+    help="Seconds each client's terminating push may take when the run ends.",
+)
+@click.option(
     "--processes",
     type=click.IntRange(min=1),
     default=1,
@@ -190,6 +197,7 @@ def simulate(
     interval_ms: int | None,
     keep_subscription: bool,
     duration: float,
+    close_timeout: float,
     processes: int,
     clients_per_connection: int,
     unhealthy: int,
@@ -227,6 +235,7 @@ def simulate(
         unhealthy=min(unhealthy, clients),
         unhealthy_latency_ms=unhealthy_latency_ms,
         clients_per_connection=clients_per_connection,
+        close_timeout_s=close_timeout,
         seed=seed,
         client_properties=tuple(sorted(props.items())),
         run_tag=tag.value,
