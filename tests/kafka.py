@@ -14,9 +14,14 @@ from collections.abc import Iterator
 from typing import Any
 
 import pytest
+from peers.free_ports import free_port_block
 from peers.kafka import KafkaBroker, PeerUnavailable, TlsFiles
 
+from tests.procs import GatewayProcess
 from tests.tlsfiles import TestCA
+
+#: The launcher's node.id.
+KAFKA_NODE = 1
 
 
 def kafka_broker(
@@ -45,3 +50,17 @@ def broker_tls(ca: TestCA) -> TlsFiles:
     """A certificate for 127.0.0.1 from ``ca``, as the broker's TLS files."""
     pem = ca.issue("broker")
     return TlsFiles(ca.ca, pem.certificate, pem.private_key)
+
+
+def proxy_gateway(broker: KafkaBroker, data_dir: Any, toml: str = "") -> Iterator[GatewayProcess]:
+    """A gateway in proxy mode in front of ``broker`` (landing files every 0.3 s, then
+    ``toml``), yielded; it must stop with status 0 and no traceback."""
+    base = free_port_block(KAFKA_NODE + 1)
+    gateway = GatewayProcess(
+        data_dir,
+        toml + "[exporters.landing]\nroll_seconds = 0.3\n",
+        extra_args=("--upstream", broker.bootstrap, "--broker-port-base", str(base)),
+    ).start()
+    yield gateway
+    assert gateway.stop() == 0
+    assert gateway.tracebacks() == []

@@ -21,7 +21,6 @@ import pyarrow.parquet as pq
 import pytest
 from confluent_kafka import Producer
 from kafka import KafkaProducer
-from peers.free_ports import free_port_block
 from peers.kafka import KafkaBroker
 from peers.sarama_go import sarama_go
 
@@ -32,14 +31,13 @@ from clientmetrics.pipeline.core.schemas import CLIENTS_ARROW
 from clientmetrics.telemetry.connections import landed_connections
 from tests.dashboard.browser import CHROMIUM, CHROMIUM_ARGS
 from tests.kadmin import set_subscription
-from tests.kafka import kafka_broker
+from tests.kafka import kafka_broker, proxy_gateway
 from tests.landed import landed_table
 from tests.peers.clients import franz, java, names, rows_by_client, running
 from tests.procs import GatewayProcess, wait_for
 
 pytestmark = [pytest.mark.kafka, pytest.mark.integration]
 
-KAFKA_NODE = 1
 JAVA = ("apache-kafka-java", "4.4.0")
 PUSHING = ("fl-java-producer", "fl-java-consumer", "fl-rdkafka", "fl-franz-producer")
 
@@ -53,16 +51,11 @@ def kafka(
 
 @pytest.fixture(scope="module")
 def proxy(kafka: KafkaBroker, tmp_path_factory: pytest.TempPathFactory) -> Iterator[GatewayProcess]:
-    base = free_port_block(KAFKA_NODE + 1)
-    gw = GatewayProcess(
+    yield from proxy_gateway(
+        kafka,
         tmp_path_factory.mktemp("fleet") / "data",
-        "[gateway]\nconnection_records_interval_ms = 500\n"
-        "[exporters.landing]\nroll_seconds = 0.3\n",
-        extra_args=("--upstream", kafka.bootstrap, "--broker-port-base", str(base)),
-    ).start()
-    yield gw
-    assert gw.stop() == 0
-    assert gw.tracebacks() == []
+        "[gateway]\nconnection_records_interval_ms = 500\n",
+    )
 
 
 def _connections(data_dir: Path) -> Any:

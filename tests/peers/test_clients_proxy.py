@@ -21,7 +21,6 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pytest
 from confluent_kafka import Producer
-from peers.free_ports import free_port_block
 from peers.kafka import KafkaBroker
 
 from clientmetrics.dashboard.inventory import with_landed_clients
@@ -29,15 +28,13 @@ from clientmetrics.pipeline.core.batch import PassPlan, pass_input, process_grou
 from clientmetrics.pipeline.core.rules import parse_rules
 from clientmetrics.pipeline.core.schemas import CARRIED, LANDING_ARROW
 from tests.kadmin import set_subscription
-from tests.kafka import kafka_broker
+from tests.kafka import KAFKA_NODE, kafka_broker, proxy_gateway
 from tests.landed import landed_table
 from tests.peers.clients import Row, franz, java, names, node_labels, rows_by_client
 from tests.pipeline.core.test_java_bootstrap import readme_rules
 from tests.procs import GatewayProcess, wait_for
 
 pytestmark = [pytest.mark.kafka, pytest.mark.integration]
-
-KAFKA_NODE = 1  # the launcher's node.id
 
 
 @pytest.fixture(scope="module")
@@ -49,15 +46,7 @@ def kafka(
 
 @pytest.fixture(scope="module")
 def proxy(kafka: KafkaBroker, tmp_path_factory: pytest.TempPathFactory) -> Iterator[GatewayProcess]:
-    base = free_port_block(KAFKA_NODE + 1)
-    gw = GatewayProcess(
-        tmp_path_factory.mktemp("proxy") / "data",
-        "[exporters.landing]\nroll_seconds = 0.3\n",
-        extra_args=("--upstream", kafka.bootstrap, "--broker-port-base", str(base)),
-    ).start()
-    yield gw
-    assert gw.stop() == 0
-    assert gw.tracebacks() == []
+    yield from proxy_gateway(kafka, tmp_path_factory.mktemp("proxy") / "data")
 
 
 def test_three_real_clients_through_the_proxy(proxy: GatewayProcess, tmp_path: Path) -> None:

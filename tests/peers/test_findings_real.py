@@ -22,7 +22,6 @@ from pathlib import Path
 import pyarrow.compute as pc
 import pytest
 from confluent_kafka import Producer
-from peers.free_ports import free_port_block
 from peers.kafka import KafkaBroker
 
 from clientmetrics.pipeline.core.batch import PassPlan, pass_input, process_group
@@ -30,14 +29,13 @@ from clientmetrics.pipeline.core.findings import finding_of
 from clientmetrics.pipeline.core.rules import parse_rules
 from clientmetrics.pipeline.core.schemas import CARRIED, LANDING_ARROW
 from tests.kadmin import set_subscription
-from tests.kafka import kafka_broker
+from tests.kafka import kafka_broker, proxy_gateway
 from tests.landed import landed_table
 from tests.peers.clients import java, rows_by_client
 from tests.procs import GatewayProcess, wait_for
 
 pytestmark = [pytest.mark.kafka, pytest.mark.integration]
 
-KAFKA_NODE = 1  # the launcher's node.id
 THROTTLE = "org.apache.kafka.producer.produce.throttle.time.avg"
 #: The catalogue with the throttling finding held for 6 s, not 120: pushes come every 3 s
 #: here (a rules file tunes a finding by name, docs/findings.md). Not every second:
@@ -61,15 +59,7 @@ def kafka(
 
 @pytest.fixture(scope="module")
 def proxy(kafka: KafkaBroker, tmp_path_factory: pytest.TempPathFactory) -> Iterator[GatewayProcess]:
-    base = free_port_block(KAFKA_NODE + 1)
-    gw = GatewayProcess(
-        tmp_path_factory.mktemp("proxy") / "data",
-        "[exporters.landing]\nroll_seconds = 0.3\n",
-        extra_args=("--upstream", kafka.bootstrap, "--broker-port-base", str(base)),
-    ).start()
-    yield gw
-    assert gw.stop() == 0
-    assert gw.tracebacks() == []
+    yield from proxy_gateway(kafka, tmp_path_factory.mktemp("proxy") / "data")
 
 
 def _findings(data_dir: Path) -> list[tuple[str, str]]:
