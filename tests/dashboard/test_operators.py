@@ -6,8 +6,8 @@ from pathlib import Path
 
 import pytest
 
+from clientmetrics.addresses import is_loopback
 from clientmetrics.dashboard import Dashboard, DashboardConfig
-from clientmetrics.dashboard.operator_cli import _loopback
 from clientmetrics.dashboard.operators import (
     OperatorConfig,
     SessionStore,
@@ -120,7 +120,7 @@ def test_a_login_the_cluster_refuses_starts_no_session(tmp_path: Path) -> None:
 
 
 def test_loopback_hosts() -> None:
-    assert [_loopback(h) for h in ("127.0.0.1", "::1", "localhost", "0.0.0.0", "10.1.2.3")] == [
+    assert [is_loopback(h) for h in ("127.0.0.1", "::1", "localhost", "0.0.0.0", "10.1.2.3")] == [
         True, True, True, False, False,
     ]  # fmt: skip
 

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import asyncio
-import ipaddress
 import threading
 import time
 from collections.abc import Callable
@@ -13,6 +12,7 @@ from typing import Any
 import click
 import structlog
 
+from clientmetrics.addresses import is_loopback
 from clientmetrics.admin import AdminConfig, AsyncAdmin, read_properties
 from clientmetrics.cli_options import CommandError
 from clientmetrics.dashboard.operators import MECHANISMS, OperatorConfig
@@ -97,7 +97,7 @@ def operator_config(
         )
     except ConfigurationError as exc:
         raise CommandError(f"clientmetrics dashboard: {exc}") from None
-    if write_actions and not _loopback(host):
+    if write_actions and not is_loopback(host):
         message = (
             f"WARNING: write actions are served WITHOUT TLS on {host}: operators' passwords "
             "and session cookies cross the network in the clear. Serve on 127.0.0.1 behind a "
@@ -106,15 +106,6 @@ def operator_config(
         click.secho(message, fg="red", bold=True, err=True)
         log.warning("dashboard_writes_without_tls", host=host)
     return config
-
-
-def _loopback(host: str) -> bool:
-    if host == "localhost":
-        return True
-    try:
-        return ipaddress.ip_address(host).is_loopback
-    except ValueError:
-        return False
 
 
 class Reaper:

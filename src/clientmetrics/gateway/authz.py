@@ -7,11 +7,11 @@ force and logs why, so a typo cannot open or close the gateway by accident.
 
 from __future__ import annotations
 
-import ipaddress
 from pathlib import Path
 
 import structlog
 
+from clientmetrics.addresses import is_loopback
 from clientmetrics.errors import ConfigurationError
 from clientmetrics.gateway.config import GatewayConfig
 from clientmetrics.gateway.config_load import load_authorization
@@ -64,15 +64,6 @@ class AuthorizationHolder:
         return True
 
 
-def _loopback(host: str) -> bool:
-    if host == "localhost":
-        return True
-    try:
-        return ipaddress.ip_address(host).is_loopback
-    except ValueError:
-        return False
-
-
 def open_listeners(config: GatewayConfig) -> list[str]:
     """Listeners anyone who reaches them may use to change subscriptions.
 
@@ -85,7 +76,7 @@ def open_listeners(config: GatewayConfig) -> list[str]:
     return [
         str(listener)
         for listener in config.listeners
-        if not _loopback(listener.address.host)
+        if not is_loopback(listener.address.host)
         and not listener.protocol.sasl
         and not (listener.protocol.tls and client_auth == "required")
     ]
