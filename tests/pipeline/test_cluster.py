@@ -238,9 +238,13 @@ def _stop_driver(driver: Popen[bytes]) -> None:
 def _pushes_done(data: Path) -> int:
     """How many pushes the published inventory has counted (every record is one push)."""
     try:
-        return int(pc.sum(read_table(data / "tables", "clients").column("pushes")).as_py() or 0)
+        clients = read_table(data / "tables", "clients")
     except (OSError, ValueError, pa.ArrowInvalid):  # nothing (fully) written yet
         return 0
+    # The snapshot is replaced whole: between its two renames there are no files to read.
+    if "pushes" not in clients.column_names:
+        return 0
+    return int(pc.sum(clients.column("pushes")).as_py() or 0)
 
 
 def _produce_marker(kafka: KafkaBroker) -> None:

@@ -93,8 +93,16 @@ class TableStore:
         for path in paths:
             parent, name = path.rsplit("/", 1)
             self._move(path, f"{staging}/{parent.rsplit('/', 1)[1]}", f"b{batch_id:012d}-{name}")
-        self.clear(self.table_path(table))
-        self._fs.move(self._local(staging), self._local(self.table_path(table)))
+        # Set the old snapshot aside by rename, not by deleting it first: readers then
+        # see no table only between two renames, not for as long as a delete takes.
+        retired = f"{self._root}/_staging/{table}-retired/{batch_id}"
+        self.clear(retired)
+        table_path = self.table_path(table)
+        if self._fs.get_file_info(self._local(table_path)).type != fs.FileType.NotFound:
+            self._fs.create_dir(self._local(retired.rsplit("/", 1)[0]), recursive=True)
+            self._fs.move(self._local(table_path), self._local(retired))
+        self._fs.move(self._local(staging), self._local(table_path))
+        self.clear(retired)
 
     def adopt_state(self, paths: list[str], name: str, batch_id: int) -> None:
         """Make already written Parquet files the state a batch leaves for the next one."""

@@ -205,16 +205,19 @@ public final class TelemetryPeer {
             }
             sleep(20);
         }
-        if (options.close && options.messages > 0) {
-            // KafkaProducer.close() sends the terminating push only while its I/O thread
-            // still has work (Sender.run() stops polling once nothing is queued or in
-            // flight): a last record, as a producer closed mid-stream has, gives it that.
-            producer.send(new ProducerRecord<>(options.topic, "last", "last"),
-                (metadata, error) -> (error == null ? acked : failed).incrementAndGet());
-            sent++;
-        }
         emit("done", "role", "producer", "sent", sent);
-        finish("producer", producer::close);
+        if (options.close && options.messages > 0) {
+            long began2 = System.nanoTime();
+            try {
+                sent += TerminatingClose.close(producer, options.topic, acked, failed);
+            } catch (InterruptedException e) {
+                Thread.currentThread().interrupt();
+                producer.close();
+            }
+            emit("closed", "role", "producer", "seconds", (System.nanoTime() - began2) / 1e9);
+        } else {
+            finish("producer", producer::close);
+        }
         emit("delivered", "role", "producer", "acked", acked.get(), "failed", failed.get());
     }
 
