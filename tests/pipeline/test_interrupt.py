@@ -2,10 +2,11 @@
 
 A terminal's Ctrl-C is SIGINT to the whole foreground process group. PySpark
 starts its JVM with SIGINT ignored and relies on the JVM reading its stdin's
-end; a driver interrupted before the JVM wrote its port deleted the port
-file's directory, the JVM's main thread died on it, and the JVM lived on
-under PID 1 (4 of 5 tries). The JVM is found by a marker in its environment,
-so it is found even once it is nobody's child.
+end; the driver counts a signal that comes while it starts and stops at the
+start's next step (``pipeline.stopping``). A driver interrupted before the JVM
+wrote its port deleted the port file's directory, the JVM's main thread died on
+it, and the JVM lived on under PID 1 (4 of 5 tries). The JVM is found by a
+marker in its environment, so it is found even once it is nobody's child.
 """
 
 from __future__ import annotations
@@ -82,6 +83,14 @@ def test_ctrl_c_during_start_up_leaves_no_jvm(tmp_path: Path, moment: str) -> No
         code = proc.wait(120)
         if moment == "streaming":
             assert code == 0, log.read_text()[-3000:]
+        elif moment == "jvm-started":
+            # Before the gateway is up the signal is only counted: the start stops at its
+            # next step, with one line and no py4j or JVM traceback.
+            text = log.read_text()
+            assert code == 130, text[-3000:]
+            assert "stopped during start-up" in text, text[-3000:]
+            assert "Traceback" not in text, text[-3000:]
+            assert "Exception in thread" not in text, text[-3000:]
         # Every JVM of this run is gone within a deadline (SIGTERM runs its shutdown hooks).
         _wait(lambda: not _marked_jvms(mark), 60, f"JVM left: {_marked_jvms(mark)}")
     finally:

@@ -4,8 +4,6 @@ from __future__ import annotations
 
 import json
 import os
-import signal
-import threading
 from collections.abc import Callable
 from dataclasses import replace
 from pathlib import Path
@@ -26,6 +24,7 @@ from clientmetrics.logs import configure_logging
 from clientmetrics.pipeline.core.rules import RuleSet, load_rules
 from clientmetrics.pipeline.run_summary import RunSummary, summarise_run, table_files
 from clientmetrics.pipeline.spark.files import absolute_location
+from clientmetrics.pipeline.stopping import StartUp, await_or_stop
 from clientmetrics.telemetry.otlp import TELEMETRY_TOPIC as DEFAULT_TOPIC
 from clientmetrics.telemetry.push_arrow import landed_pushes
 
@@ -243,26 +242,36 @@ def _start(
     master = options["master"]
     if master is None and "PYSPARK_GATEWAY_PORT" not in os.environ:
         master = "local[*]"  # not under spark-submit, which would have started the JVM
-    try:
-        if config.kafka is not None:
-            extra = with_connector(extra)
-        spark = build_session(master, conf=extra)
-    except ClientMetricsError as exc:
-        raise CommandError(f"clientmetrics pipeline: {exc}") from exc
-    try:
-        spark.sparkContext.setLogLevel("WARN")
+    with StartUp() as start_up:
         try:
-            job = PipelineJob(spark, config)
-        except ValueError as exc:
-            raise click.UsageError(str(exc)) from exc
-        tables = _local_path(config.output_path)
-        before = table_files(tables) if tables is not None else {}
-        query = job.start(available_now=once)
+            if config.kafka is not None:
+                extra = with_connector(extra)
+            spark = build_session(master, conf=extra)
+        except ClientMetricsError as exc:
+            raise CommandError(f"clientmetrics pipeline: {exc}") from exc
+        try:
+            start_up.install()  # pyspark's SparkContext replaced the SIGINT handler
+            start_up.check()
+            spark.sparkContext.setLogLevel("WARN")
+            try:
+                job = PipelineJob(spark, config)
+            except ValueError as exc:
+                raise click.UsageError(str(exc)) from exc
+            tables = _local_path(config.output_path)
+            before = table_files(tables) if tables is not None else {}
+            query = job.start(available_now=once)
+            if start_up.count:
+                query.stop()
+                start_up.check()
+        except BaseException:
+            spark.stop()
+            raise
+    try:
         if not once:
             origin = f"topic {config.kafka.topic}" if config.kafka else config.input_path
             click.echo(f"streaming from {origin}; Ctrl-C to stop", err=True)
         try:
-            _await_or_stop(query)
+            await_or_stop(query)
         except AnalysisException as exc:  # e.g. an unreadable input path on a cluster
             message = str(exc).strip().splitlines()[0]
             raise CommandError(f"clientmetrics pipeline: {message}") from exc
@@ -271,35 +280,6 @@ def _start(
         return summarise_run(tables, before, job.batches, config.rules.rules)
     finally:
         spark.stop()
-
-
-def _await_or_stop(query: Any) -> None:
-    """Wait for the query to end; SIGINT or SIGTERM stops it cleanly, between two batches.
-
-    pyspark's own SIGINT handler cancels jobs and raises ``KeyboardInterrupt`` from
-    inside the py4j call in progress, which leaves py4j tracebacks in the log; this
-    one only sets a flag, checked between short waits, and the query is stopped
-    once no trigger is active (a batch in progress finishes: stopping the query
-    inside one cancels its jobs, with tracebacks). A second signal stops at once.
-    """
-    from clientmetrics.pipeline.jobs.job import trigger_active
-
-    signals = threading.Semaphore(0)
-
-    def handler(_signum: int, _frame: object) -> None:
-        signals.release()
-
-    previous = {sig: signal.signal(sig, handler) for sig in (signal.SIGINT, signal.SIGTERM)}
-    stopping = False
-    try:
-        while not query.awaitTermination(0.2 if stopping else 1):
-            stopping = stopping or signals.acquire(blocking=False)
-            if stopping and (signals.acquire(blocking=False) or not trigger_active(query)):
-                query.stop()
-                return
-    finally:
-        for sig, old in previous.items():
-            signal.signal(sig, old)
 
 
 @click.group()
