@@ -110,7 +110,8 @@ def test_a_refused_watch_is_one_line_and_exit_1(tmp_path: Path) -> None:
         gw.stop()
 
 
-def test_ctrl_c_deletes_the_watch(gateway: GatewayProcess) -> None:
+@pytest.mark.parametrize("stop_signal", [signal.SIGINT, signal.SIGTERM], ids=["ctrl-c", "term"])
+def test_ctrl_c_deletes_the_watch(gateway: GatewayProcess, stop_signal: signal.Signals) -> None:
     proc = subprocess.Popen(
         [str(BIN / "clientmetrics"), "investigate", "watch", "--client-id", "app",
          "--data-dir", str(gateway.data_dir), "--bootstrap-server", gateway.bootstrap],
@@ -121,7 +122,7 @@ def test_ctrl_c_deletes_the_watch(gateway: GatewayProcess) -> None:
     assert started.startswith("watching investigate.")
     name = started.split()[1]
     assert [line.split()[0] for line in cmd(gateway, "list").stdout.splitlines()] == [name]
-    proc.send_signal(signal.SIGINT)
+    proc.send_signal(stop_signal)
     out, err = proc.communicate(timeout=MIN_DEADLINE_S)
     assert out.splitlines()[0] == f"deleted {name}"
     assert proc.returncode == 0, err

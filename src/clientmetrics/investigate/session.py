@@ -11,10 +11,11 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import signal
 import sys
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Protocol
@@ -67,6 +68,8 @@ class WatchSession:
     #: Per watched instance, the subscription id of its latest push shown.
     _seen: dict[str, int] = field(default_factory=dict)
     _commands: asyncio.Queue[str] = field(default_factory=lambda: asyncio.Queue(16))
+    #: Set by the first Ctrl-C/SIGTERM: the live view ends at its next step.
+    _interrupted: asyncio.Event = field(default_factory=asyncio.Event)
 
     async def run(self, stop_after_s: float | None = None) -> None:
         """Create the watch, show points until expiry / ``stop_after_s`` / stop, then delete."""
@@ -99,16 +102,40 @@ class WatchSession:
             end = time.monotonic() + min(self.expires_s, stop_after_s or self.expires_s)
             self._listen_stdin()
             try:
-                selection = await self._follow(admin, tail, selection, end)
+                with self._signals_stop():
+                    selection = await self._follow(admin, tail, selection, end)
             finally:
                 await asyncio.shield(self._delete(admin))
-            await self._back(tail)
+            if not self._interrupted.is_set():
+                await self._back(tail)
+
+    @contextlib.contextmanager
+    def _signals_stop(self) -> Iterator[None]:
+        """The first SIGINT/SIGTERM ends the live view at its next step (then the watch is
+        deleted), the second cancels at once. A cancellation thrown into the middle of an
+        await can be lost (``wait_for`` in Python 3.11 may swallow it when its timeout
+        fires at the same moment): a flag cannot."""
+        loop = asyncio.get_running_loop()
+        task = asyncio.current_task()
+
+        def interrupted() -> None:
+            if self._interrupted.is_set() and task is not None:
+                task.cancel()
+            self._interrupted.set()
+
+        for sig in (signal.SIGINT, signal.SIGTERM):
+            loop.add_signal_handler(sig, interrupted)
+        try:
+            yield
+        finally:
+            for sig in (signal.SIGINT, signal.SIGTERM):
+                loop.remove_signal_handler(sig)
 
     async def _follow(
         self, admin: AsyncAdmin, tail: Tail, selection: Selection, end: float
     ) -> Selection:
         next_reap = time.monotonic() + REAP_EVERY_S
-        while time.monotonic() < end:
+        while time.monotonic() < end and not self._interrupted.is_set():
             rows = await asyncio.to_thread(tail.read)
             for point in live_points(rows, selection):
                 self._seen[point.client_instance_id] = point.subscription_id
@@ -116,14 +143,25 @@ class WatchSession:
             if time.monotonic() >= next_reap:
                 await self._reap(admin)
                 next_reap = time.monotonic() + REAP_EVERY_S
-            with contextlib.suppress(TimeoutError):
-                command = await asyncio.wait_for(self._commands.get(), POLL_S)
+            command = await self._next_command()
+            if command is not None:
                 words = command.split()
                 if words[:1] == ["stop"]:
                     break
                 if words[:1] == ["narrow"] and len(words) == 2:
                     selection = await self._narrow(admin, words[1])
         return selection
+
+    async def _next_command(self) -> str | None:
+        """A line from stdin, or None after ``POLL_S`` or once interrupted."""
+        get = asyncio.ensure_future(self._commands.get())
+        stop = asyncio.ensure_future(self._interrupted.wait())
+        done, _ = await asyncio.wait({get, stop}, timeout=POLL_S, return_when="FIRST_COMPLETED")
+        stop.cancel()
+        if get in done:
+            return get.result()
+        get.cancel()
+        return None
 
     async def _narrow(self, admin: AsyncAdmin, instance: str) -> Selection:
         """Match one ``client_instance_id`` only (the subscription and the view)."""
