@@ -373,9 +373,13 @@ class Connection:
         self.protocol.pause_reading()
         conn = self.conn
         fields: dict[str, Any] = {"reason": close.reason.value, "error": close.detail}
+        delay = 0.0
         if close.reason is CloseReason.AUTHENTICATION_FAILED:
             claimed = self.core.sasl.claimed  # the audit trail: who was tried, from where
             fields["user"] = None if claimed is None else claimed_name(claimed)
+            # ... and how long its answer is held (it doubles with each recent failure).
+            delay = self._limits.authentication_failed(conn.peer_host, claimed)
+            fields["delay_ms"] = round(delay * 1000)
         if close.reason in _ORDINARY:
             log.info(
                 "connection_closed",
@@ -385,9 +389,6 @@ class Connection:
             )
         elif close.reason is not CloseReason.UPSTREAM_FAILED:
             self._warn("connection_closed_on_protocol_error", **fields)
-        delay = 0.0
-        if close.reason is CloseReason.AUTHENTICATION_FAILED:
-            delay = self._limits.authentication_failed(conn.peer_host, conn.core.sasl.claimed)
         loop = asyncio.get_running_loop()
         # Neither a peer that stops reading nor an answer that never comes holds it open.
         self._deadline = loop.call_later(delay + _CLOSE_GRACE_S, self.protocol.abort)
