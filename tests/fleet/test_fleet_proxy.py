@@ -158,8 +158,8 @@ def test_every_client_appears_once_with_its_coverage(proxy: GatewayProcess, tmp_
     assert (go["coverage"], go["pushes"]) == ("cannot", 0)
     assert kpy["connections"] >= 1
     # Usage counted by the proxy off the Produce requests' batch headers: exactly the
-    # records each producer had acknowledged (41: 40 and the last one close sends).
-    expected = {"fl-kpy": 10, "fl-sarama": 10, "fl-java-producer": 41, "fl-off-producer": 41}
+    # records each producer had acknowledged (42: 40 and the two its close sends).
+    expected = {"fl-kpy": 10, "fl-sarama": 10, "fl-java-producer": 42, "fl-off-producer": 42}
 
     def counted() -> bool:  # the last connections' counts land with the next interval
         produced = _produced_records(proxy.data_dir)
@@ -169,8 +169,8 @@ def test_every_client_appears_once_with_its_coverage(proxy: GatewayProcess, tmp_
     produced = _produced_records(proxy.data_dir)
     assert produced["fl-kpy"] == 10
     assert produced["fl-sarama"] == 10
-    assert produced["fl-java-producer"] == jv.wait_event("delivered", 5)["acked"] == 41
-    assert produced["fl-off-producer"] == off.wait_event("delivered", 5)["acked"] == 41
+    assert produced["fl-java-producer"] == jv.wait_event("delivered", 5)["acked"] == 42
+    assert produced["fl-off-producer"] == off.wait_event("delivered", 5)["acked"] == 42
     assert produced.get("fl-java-consumer", 0) == 0
     # The dashboard's page shows the same, in a real browser: one row per client.
     shown = _rows_in_browser(proxy.data_dir)

@@ -286,7 +286,7 @@ def java_as_alice(s: Secured, gw: GatewayProcess, admin: AdminClient, tmp_path: 
         wait_for(consumed_and_landed, 90, what="Java's records consumed (committed) and landed")
         jv.stop()
     assert jv.wait_event("delivered", 5) == {
-        "event": "delivered", "role": "producer", "acked": 51, "failed": 0,
+        "event": "delivered", "role": "producer", "acked": 52, "failed": 0,
     }  # fmt: skip
     assert jv.wait_event("done", 5, role="consumer")["consumed"] >= 50
     assert not jv.events("error")
