@@ -69,6 +69,15 @@ DEFAULT_TOPIC = "__client_metrics_subscriptions"
 #: ``fetch.wait.max.ms``): the idle gateway's request rate to the cluster.
 DEFAULT_FETCH_WAIT_MS = 30_000
 CLIENT_ID = "clientmetrics-subscriptions"
+#: Errors that mean "the partition's leader is not settled yet": retried until the timeout.
+_LEADER_MOVING = frozenset(
+    {
+        KafkaError.NOT_LEADER_FOR_PARTITION,
+        KafkaError.LEADER_NOT_AVAILABLE,
+        KafkaError.UNKNOWN_TOPIC_OR_PART,
+        KafkaError._TIMED_OUT,
+    }
+)
 _CAS_ATTEMPTS = 50  # an alter losing this many compare-and-sets in a row gives up
 
 
@@ -184,10 +193,7 @@ class TopicSubscriptionStore:
         partitions = self._partitions(consumer)
         ends: dict[int, int] = {}
         for p in partitions:
-            _low, high = consumer.get_watermark_offsets(
-                TopicPartition(self._topic, p), timeout=self._timeout
-            )
-            ends[p] = high
+            ends[p] = self._end_offset(consumer, p)
             self._consumed[p] = 0
         consumer.assign([TopicPartition(self._topic, p, OFFSET_BEGINNING) for p in partitions])
         while any(self._consumed[p] < end for p, end in ends.items()):
@@ -195,6 +201,26 @@ class TopicSubscriptionStore:
             if not items:
                 raise StoreError(f"timed out reading subscription topic {self._topic}")
             self._apply_batch(items, notify=False)
+
+    def _end_offset(self, consumer: Consumer, partition: int) -> int:
+        """The partition's end, retried while its leader is still moving in: metadata can
+        name a leader a moment before that broker answers as one (NOT_LEADER_FOR_PARTITION
+        right after the topic was created, seen under load)."""
+        deadline = time.monotonic() + self._timeout
+        while True:
+            try:
+                _low, high = consumer.get_watermark_offsets(
+                    TopicPartition(self._topic, partition), timeout=self._timeout
+                )
+                return int(high)
+            except KafkaException as exc:
+                error = exc.args[0]
+                if not error.retriable() and error.code() not in _LEADER_MOVING:
+                    raise
+                if time.monotonic() > deadline:
+                    raise
+                log.info("store_end_offset_retry", topic=self._topic, error=str(error))
+                time.sleep(0.1)
 
     def _partitions(self, consumer: Consumer) -> list[int]:
         """The topic's partitions once each has a leader (a topic just created may be
