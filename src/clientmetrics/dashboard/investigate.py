@@ -1,6 +1,7 @@
 """The investigate workflow in the dashboard: find, watch, live view, narrow, stop.
 
-Finding reads the landing zone (``investigate.find_clients``); the write actions
+Finding reads the landing zone, or the telemetry topic when the deployment
+writes only that (``investigate.find_clients``); the write actions
 call ``investigate.watches`` with the logged-in operator's own credentials
 (``operators``), only when write actions are configured. Every POST needs the
 session's CSRF token; every change is one audit log line with the operator's
@@ -18,6 +19,7 @@ from pathlib import Path
 from typing import TypeVar
 from urllib.parse import quote
 
+import pyarrow as pa
 import structlog
 
 from clientmetrics.admin import AdminConfig, AdminError, AsyncAdmin
@@ -33,7 +35,7 @@ from clientmetrics.dashboard.operators import (
     session_id,
 )
 from clientmetrics.dashboard.watching import LiveWatch, LiveWatches
-from clientmetrics.errors import ClientMetricsError
+from clientmetrics.errors import ClientMetricsError, ConfigurationError
 from clientmetrics.investigate import watches as w
 from clientmetrics.investigate.cli import refusal
 from clientmetrics.investigate.find import (
@@ -44,6 +46,7 @@ from clientmetrics.investigate.find import (
 )
 from clientmetrics.investigate.session import Tail
 from clientmetrics.investigate.tail import LandingTail
+from clientmetrics.telemetry.push_arrow import LANDING_ARROW
 
 log = structlog.get_logger("clientmetrics.dashboard.audit")
 T = TypeVar("T")
@@ -122,14 +125,34 @@ class Investigate:
         found = {k: query[k] for k in FIND_FIELDS if query.get(k)}
         now_ms = int(self._clock() * 1000)
         hits = None
+        problem = ""
         if found:
-            rows = LandingTail(self._data_dir, since_ms=now_ms - FIND_SINCE_S * 1000).read()
+            try:
+                rows = self._recent_rows(session, now_ms - FIND_SINCE_S * 1000)
+            except ClientMetricsError as exc:
+                problem, rows = _line(f"investigate: {exc}"), LANDING_ARROW.empty_table()
             subs = self._subscriptions(session)
             hits = find_clients(rows, Query(**found), now_ms=now_ms, subscriptions=subs)
-        body = login_body(self.operators.enabled, session) + find_body(
-            found, hits, session, self.live.all()
+        body = (
+            login_body(self.operators.enabled, session)
+            + problem
+            + find_body(found, hits, session, self.live.all())
         )
         return html(pages.layout("Investigate", "/investigate", body))
+
+    def _recent_rows(self, session: Session | None, since_ms: int) -> pa.Table:
+        """What ``find`` looks through: the telemetry topic's records when the deployment
+        has one (read as the operator), else the landing zone."""
+        topic = self.operators.topic
+        if topic is None:
+            return LandingTail(self._data_dir, since_ms=since_ms).read()
+        from clientmetrics.investigate.topic import recent_rows
+
+        if session is None:
+            raise ConfigurationError(f"log in to find clients (topic {topic} is read as you)")
+        bootstrap = self.operators.topic_bootstrap_server or self.operators.bootstrap_server
+        assert bootstrap is not None  # a topic is only read with write actions on
+        return recent_rows(bootstrap, topic, session.properties, since_ms)
 
     def _subscriptions(self, session: Session | None) -> Subscriptions:
         """The cluster's subscriptions (what each hit matches), as the operator sees them."""
