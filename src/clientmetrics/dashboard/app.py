@@ -101,15 +101,21 @@ class Dashboard:
         return datetime.fromtimestamp(self._clock(), UTC)
 
     def handle(
-        self, target: str, method: str = "GET", form: str = "", cookie: str | None = None
+        self,
+        target: str,
+        method: str = "GET",
+        form: str = "",
+        cookie: str | None = None,
+        peer: str = "",
     ) -> Response:
-        """Answer ``method target`` (path and query string; ``form``: a POST's body)."""
+        """Answer ``method target`` (path and query string; ``form``: a POST's body;
+        ``peer``: the client's address)."""
         url = urlsplit(target)
         query = {key: values[-1] for key, values in parse_qs(url.query).items()}
         path = url.path.rstrip("/") or "/"
         if method == "POST":
             query = {key: values[-1] for key, values in parse_qs(form).items()}
-        answer = self.investigate.handle(method, path, query, cookie)
+        answer = self.investigate.handle(method, path, query, cookie, peer)
         if answer is not None:
             return answer
         if method != "GET":  # only the investigate pages take POSTs
@@ -247,7 +253,7 @@ class _Handler(BaseHTTPRequestHandler):
         form = self.rfile.read(length).decode("utf-8", "replace")
         try:
             response = self.server.dashboard.handle(
-                self.path, "POST", form, self.headers.get("Cookie")
+                self.path, "POST", form, self.headers.get("Cookie"), self.client_address[0]
             )
         except Exception:  # an action failing must not take the server down
             log.exception("dashboard_action_failed", path=self.path.split("?")[0])

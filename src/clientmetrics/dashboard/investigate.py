@@ -26,7 +26,9 @@ from clientmetrics.admin import AdminConfig, AdminError, AsyncAdmin
 from clientmetrics.dashboard import pages
 from clientmetrics.dashboard.app_types import Response, html, redirect
 from clientmetrics.dashboard.investigate_html import find_body, live_body, login_body
+from clientmetrics.dashboard.login_throttle import LoginThrottle
 from clientmetrics.dashboard.operators import (
+    MAX_FIELD,
     OperatorConfig,
     Session,
     SessionStore,
@@ -73,12 +75,19 @@ class Investigate:
         self.operators = operators
         self._clock = clock
         self.sessions = SessionStore(operators.max_sessions, operators.session_idle_s, clock)
+        self.throttle = LoginThrottle(operators.throttle, clock)
         self.live = LiveWatches(data_dir, clock)
 
     def handle(
-        self, method: str, path: str, query: Mapping[str, str], cookie: str | None
+        self,
+        method: str,
+        path: str,
+        query: Mapping[str, str],
+        cookie: str | None,
+        peer: str = "",
     ) -> Response | None:
-        """Answer a request under /investigate (``query``: the query string or the form)."""
+        """Answer a request under /investigate (``query``: the query string or the form;
+        ``peer``: the client's address, which logins are throttled by)."""
         if not path.startswith("/investigate"):
             return None
         session = self.sessions.get(session_id(cookie)) if self.operators.enabled else None
@@ -89,7 +98,7 @@ class Investigate:
                 pages.layout("Investigate", "/investigate", _line("Write actions are off.")), 403
             )
         if path == "/investigate/login":
-            return self._login(query)
+            return self._login(query, peer)
         if not csrf_ok(session, query.get("csrf")):
             return html(
                 pages.layout(
@@ -163,14 +172,21 @@ class Investigate:
         except ClientMetricsError:
             return []
 
-    def _login(self, form: Mapping[str, str]) -> Response:
+    def _login(self, form: Mapping[str, str], peer: str) -> Response:
         user, password = form.get("username", ""), form.get("password", "")
+        wait = self.throttle.retry_after(peer, user[:MAX_FIELD])
+        if wait:
+            log.info("dashboard_login_throttled", operator=user[:64], peer=peer, retry_after=wait)
+            line = _line(f"Too many failed logins: try again in {wait} s.")
+            page = html(pages.layout("Investigate", "/investigate", line), 429)
+            return Response(429, page.body, headers=(("Retry-After", str(wait)),))
         try:
             config = self.operators.admin_config(user, password)
             # Connecting authenticates; what the operator may do is the authorizer's call.
             _admin(config, lambda admin: asyncio.sleep(0))
         except ClientMetricsError as exc:
-            log.info("dashboard_login_failed", operator=user[:64], reason=str(exc)[:200])
+            self.throttle.failed(peer, user[:MAX_FIELD])
+            log.info("dashboard_login_failed", operator=user[:64], peer=peer, reason=str(exc)[:200])
             body = _line(f"Login refused: {exc}") + login_body(True, None)
             return html(pages.layout("Investigate", "/investigate", body), 403)
         session = self.sessions.create(
