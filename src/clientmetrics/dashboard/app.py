@@ -45,7 +45,9 @@ from clientmetrics.dashboard.sources import (
     subscriptions_from_sqlite,
 )
 from clientmetrics.dashboard.tables import TableFiles, TableReader
+from clientmetrics.dashboard.tls_serving import TlsServing
 from clientmetrics.errors import ClientMetricsError
+from clientmetrics.gateway.tls import ReloadingContext
 from clientmetrics.pipeline.core.coverage import COVERAGE_INPUT
 
 log = structlog.get_logger("clientmetrics.dashboard")
@@ -280,21 +282,29 @@ class _Handler(BaseHTTPRequestHandler):
         log.debug("dashboard_request", line=format % args)
 
 
-class DashboardServer(ThreadingHTTPServer):
-    """``http.server`` serving a ``Dashboard``; binds 127.0.0.1 unless told otherwise."""
+class DashboardServer(TlsServing, ThreadingHTTPServer):
+    """``http.server`` serving a ``Dashboard``; binds 127.0.0.1 unless told otherwise;
+    over TLS with ``tls`` (``tls_serving.dashboard_tls``)."""
 
     daemon_threads = True
 
-    def __init__(self, dashboard: Dashboard, host: str = "127.0.0.1", port: int = 0) -> None:
+    def __init__(
+        self,
+        dashboard: Dashboard,
+        host: str = "127.0.0.1",
+        port: int = 0,
+        tls: ReloadingContext | None = None,
+    ) -> None:
         super().__init__((host, port), _Handler)
         self.dashboard = dashboard
+        self.tls = tls
         self._thread: threading.Thread | None = None
 
     @property
     def url(self) -> str:
         """The dashboard's address."""
         host, port = self.server_address[:2]
-        return f"http://{host!s}:{port}/"
+        return f"{self.scheme}://{host!s}:{port}/"
 
     def start(self) -> None:
         """Serve on a background thread."""
