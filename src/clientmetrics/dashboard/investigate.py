@@ -207,7 +207,10 @@ class Investigate:
         if form.get("source_address"):
             selectors["client_source_address"] = w.literal(form["source_address"])
         if form.get("instance"):
-            selectors = {"client_instance_id": w.literal(form["instance"])}
+            try:
+                selectors = {"client_instance_id": w.instance_pattern(form["instance"])}
+            except ValueError as exc:
+                return self._refused(str(exc))
         prefixes = [p.strip() for p in form.get("metrics", "").split(",") if p.strip()]
         try:
             interval_ms = int(float(form.get("interval_s", "10")) * 1000)
@@ -254,7 +257,10 @@ class Investigate:
         instance = form.get("instance", "")
         if live is None or not instance:
             return self._refused("no such watch or instance")
-        selectors = {"client_instance_id": w.literal(instance)}
+        try:
+            selectors = {"client_instance_id": w.instance_pattern(instance)}
+        except ValueError as exc:
+            return self._refused(str(exc))
         try:
             _admin(session.admin, lambda admin: w.narrow_watch(admin, live.watch, selectors))
         except AdminError as exc:
@@ -268,11 +274,13 @@ class Investigate:
         name = form.get("name", "")
         if w.parse_watch_name(name) is None:
             return self._refused(f"{name} is not a watch")
+        began = self.live.stopping(name)
         try:
             _admin(session.admin, lambda admin: w.stop_watch(admin, name))
         except AdminError as exc:
+            self.live.stopped(name, None)
             return self._refused(refusal(exc), session, "stop")
-        self.live.stopped(name)
+        self.live.stopped(name, began)
         log.info("dashboard_watch_stopped", operator=session.operator, watch=name)
         return redirect(f"/investigate/watch/{quote(name)}")
 

@@ -229,7 +229,10 @@ def watch(
     if source_address:
         selectors["client_source_address"] = w.literal(source_address)
     if instance:
-        selectors["client_instance_id"] = w.literal(instance)
+        try:
+            selectors["client_instance_id"] = w.instance_pattern(instance)
+        except ValueError as exc:
+            raise BadConfiguration(f"--instance: {exc}") from None
     if not selectors:
         raise BadConfiguration("watch needs --client-id, --source-address or --instance")
     interval_ms = int(parse_duration(interval, "--interval") * 1000)
