@@ -7,13 +7,16 @@ import asyncio
 import re
 from collections.abc import Iterator
 from pathlib import Path
-from urllib.parse import quote
+from urllib.error import HTTPError
+from urllib.parse import quote, urlencode
+from urllib.request import Request, urlopen
 
 import pytest
 from structlog.testing import capture_logs
 
 from clientmetrics.admin import AdminConfig, AsyncAdmin
-from clientmetrics.dashboard import Dashboard, DashboardConfig
+from clientmetrics.dashboard import Dashboard, DashboardConfig, DashboardServer
+from clientmetrics.dashboard.login_throttle import ThrottleConfig
 from clientmetrics.dashboard.operators import OperatorConfig
 from clientmetrics.investigate import list_watches
 from tests.plain_flood import add_user
@@ -111,3 +114,48 @@ def test_refused_and_allowed_watches(gateway: GatewayProcess, tmp_path: Path) ->
 async def watches_on(config: AdminConfig) -> list[str]:
     async with AsyncAdmin(config) as admin:
         return [w.name for w in await list_watches(admin)]
+
+
+def test_failed_logins_are_throttled_per_address_and_per_user(
+    gateway: GatewayProcess, tmp_path: Path
+) -> None:
+    """Over HTTP: five wrong passwords from one address, then 429 with Retry-After, and
+    the right password is not even tried; the user name is locked from other addresses
+    too, other users from other addresses are not."""
+    operators = OperatorConfig(
+        enabled=True, bootstrap_server=gateway.bootstrap,
+        throttle=ThrottleConfig(max_failures=5, window_s=120),
+    )  # fmt: skip
+    served = DashboardServer(Dashboard(DashboardConfig(tmp_path), operators=operators))
+    served.start()
+
+    def post(user: str, password: str) -> tuple[int, dict[str, str], str]:
+        body = urlencode({"username": user, "password": password}).encode()
+        request = Request(f"{served.url}investigate/login", body, method="POST")
+        try:
+            with urlopen(request, timeout=60) as answer:
+                return answer.status, dict(answer.headers), answer.read().decode()
+        except HTTPError as error:
+            return error.code, dict(error.headers), error.read().decode()
+
+    try:
+        with capture_logs() as logs:
+            for _ in range(5):
+                assert post("bob", "nope")[0] == 403
+            status, headers, page = post("bob", "bob-pw")
+        assert status == 429
+        assert 100 <= int(headers["Retry-After"]) <= 120
+        assert f"Too many failed logins: try again in {headers['Retry-After']} s." in page
+        logins = [e for e in logs if e["event"].startswith("dashboard_login")]
+        assert [e["event"] for e in logins] == ["dashboard_login_failed"] * 5 + [
+            "dashboard_login_throttled"
+        ]
+        assert {e["peer"] for e in logins} == {"127.0.0.1"}
+        assert post("alice", "alice-pw")[0] == 429  # this address is locked for everyone
+    finally:
+        served.stop()
+    dash = served.dashboard
+    form = "username=bob&password=bob-pw"
+    assert dash.handle("/investigate/login", "POST", form, peer="192.0.2.7").status == 429
+    form = "username=alice&password=alice-pw"
+    assert dash.handle("/investigate/login", "POST", form, peer="192.0.2.7").status == 303

@@ -5,6 +5,8 @@ from __future__ import annotations
 import os
 import re
 import signal
+import socket
+import ssl
 import subprocess
 import sys
 import urllib.error
@@ -19,6 +21,7 @@ from clientmetrics.admin import alter, subscription_configs
 from clientmetrics.dashboard import Dashboard, DashboardConfig, DashboardServer
 from tests.dashboard.tables import DataDir
 from tests.procs import MIN_DEADLINE_S, GatewayProcess
+from tests.tlsfiles import TestCA
 
 
 @pytest.fixture
@@ -139,3 +142,65 @@ def test_gateway_and_subscription_pages_read_a_running_gateway(tmp_path: Path) -
         assert gateway.stop() == 0
     unreachable = Dashboard(DashboardConfig(tmp_path / "gw", gateway_metrics_url=metrics))
     assert "cannot read" in unreachable.handle("/gateway").body.decode()
+
+
+def test_cli_serves_https_with_its_own_certificate_and_no_warning(
+    data: DataDir, tmp_path: Path
+) -> None:
+    """--tls-cert/--tls-key: HTTPS a client trusting the test's CA reads; plain HTTP gets
+    no page, a client not trusting the CA no connection; a page is served while a silent
+    connection waits for its handshake; write actions on 0.0.0.0 over TLS print no
+    warning."""
+    ca = TestCA(tmp_path / "tls")
+    pem = ca.issue("dashboard")
+    args = [sys.executable, "-c", "from clientmetrics.cli import main; main()", "dashboard"]
+    args += ["--data-dir", str(data.root), "--listen", "0.0.0.0:0", "--write-actions"]
+    args += ["--bootstrap-server", "127.0.0.1:1"]
+    args += ["--tls-cert", str(pem.certificate), "--tls-key", str(pem.private_key)]
+    proc = subprocess.Popen(args, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        assert proc.stdout is not None
+        line = proc.stdout.readline()
+        assert line.startswith("dashboard: https://0.0.0.0:"), line
+        port = int(line.split()[1].rsplit(":", 1)[1].strip("/"))
+        trusting = ssl.create_default_context(cafile=str(ca.ca))
+        request = urllib.request.Request(f"https://127.0.0.1:{port}/investigate")
+        with urllib.request.urlopen(request, timeout=MIN_DEADLINE_S, context=trusting) as page:
+            assert page.status == 200
+            assert "id=login" in page.read().decode()
+        with pytest.raises((urllib.error.URLError, ConnectionError)):
+            urllib.request.urlopen(f"http://127.0.0.1:{port}/", timeout=MIN_DEADLINE_S)
+        with pytest.raises(urllib.error.URLError, match="CERTIFICATE_VERIFY_FAILED"):
+            urllib.request.urlopen(f"https://127.0.0.1:{port}/", timeout=MIN_DEADLINE_S)
+        with (
+            socket.create_connection(("127.0.0.1", port)),
+            urllib.request.urlopen(
+                f"https://127.0.0.1:{port}/", timeout=MIN_DEADLINE_S, context=trusting
+            ) as page,
+        ):
+            assert page.status == 200
+    finally:
+        os.kill(proc.pid, signal.SIGINT)
+        assert proc.wait(10) == 0
+    assert proc.stderr is not None
+    assert "WARNING" not in proc.stderr.read()
+
+
+def test_cli_refuses_a_key_that_is_not_the_certificates(data: DataDir, tmp_path: Path) -> None:
+    ca = TestCA(tmp_path / "tls")
+    one, other = ca.issue("one"), ca.issue("other")
+    args = [sys.executable, "-c", "from clientmetrics.cli import main; main()", "dashboard"]
+    args += ["--data-dir", str(data.root), "--listen", "127.0.0.1:0"]
+    done = subprocess.run(
+        [*args, "--tls-cert", str(one.certificate), "--tls-key", str(other.private_key)],
+        capture_output=True, text=True, check=False, timeout=60,
+    )  # fmt: skip
+    assert (done.returncode, done.stdout) == (1, "")
+    (line,) = done.stderr.splitlines()
+    assert line.startswith("clientmetrics dashboard: listener: cannot load TLS files: "), line
+    done = subprocess.run(
+        [*args, "--tls-cert", str(one.certificate)],
+        capture_output=True, text=True, check=False, timeout=60,
+    )  # fmt: skip
+    assert done.returncode == 1
+    assert done.stderr == "clientmetrics dashboard: --tls-cert and --tls-key go together\n"

@@ -79,4 +79,6 @@ def test_live_points_from_the_topic(
     assert stopped.status == 303
     produce(producer, TOPIC, pushes(step=9, subscription_id=2, who=(WATCHED,)))
     wait_for(lambda: poll()["back"], 60, what="the client back")
-    assert poll()["back"] == [{"instance": WATCHED, "subscription_id": 2, "was": 1}]
+    assert poll()["back"] == [
+        {"instance": WATCHED, "subscription_id": 2, "was": 1, "text": "subscription_id=2 (was 1)"}
+    ]

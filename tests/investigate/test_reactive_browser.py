@@ -1,18 +1,32 @@
-"""KIP-714's reactive monitoring in a real browser: the dashboard, the proxy, Kafka 4.4.
+"""KIP-714's reactive monitoring in a real browser, in each of the three ways in.
 
 Headless Chromium (Playwright) drives the dashboard's investigate pages as an
 operator would. Two real consumers share ``client.id`` ``lagging-consumer``
 and the address 127.0.0.1: a Java consumer (kafka-clients 4.4) that spends a
-second on each poll's result and a healthy librdkafka consumer. The proxy
-terminates SASL PLAIN and has an ``[authorization]`` section: alice may alter
+second on each poll's result and a healthy librdkafka consumer. alice may alter
 subscriptions, bob may not. Alice logs in, finds both by client id and address,
 watches them (the consumer prefix the page proposes), sees the slow one's
 ``poll.idle.ratio.avg`` near 0 against the other's near 1, narrows to the slow
 instance, stops, and sees both back on their previous subscription; bob's watch
-is refused by the proxy and the page says so in one line.
+is refused and the page says so in one line.
 
-With ``UPDATE_SCREENSHOT=1`` the screenshots docs/dashboard.md shows are written
-to docs/img/.
+The ways in (one Kafka 4.4 for the module: SCRAM on SASL_PLAINTEXT with its
+authorizer, PLAINTEXT beside it for clients and the proxy, the broker plugin on):
+
+- ``proxy``: the gateway before Kafka, terminating SASL PLAIN, its
+  ``[authorization]`` deciding; the live view and find read its landing zone.
+- ``standalone``: the gateway alone, the clients' bootstrap. It has no group
+  coordinator: the Java consumer runs the KIP-848 protocol
+  (``group.protocol=consumer``), whose background thread pushes telemetry
+  while the coordinator lookup fails (a classic consumer's telemetry never
+  starts there); no records are consumed, the slow one's time between polls is
+  the application's all the same.
+- ``plugin``: Kafka itself answers the clients (PLAINTEXT), its plugin writes each
+  push to a topic; operators log in to Kafka with SCRAM, its authorizer decides,
+  and the dashboard finds and follows clients in the topic (``--topic``).
+
+With ``UPDATE_SCREENSHOT=1`` the proxy run writes the screenshots docs/dashboard.md
+shows to docs/img/.
 """
 
 from __future__ import annotations
@@ -21,29 +35,41 @@ import os
 import re
 import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 import pytest
 from confluent_kafka import Consumer
+from confluent_kafka.admin import (  # type: ignore[attr-defined]  # public, re-exported without `as`
+    AclBinding,
+    AclOperation,
+    AclPermissionType,
+    AdminClient,
+    ResourcePatternType,
+    ResourceType,
+)
 from peers.free_ports import free_port_block
-from peers.kafka import KafkaBroker
+from peers.kafka import KafkaBroker, clientmetrics_plugin
 
 from clientmetrics.dashboard import Dashboard, DashboardConfig, DashboardServer
 from clientmetrics.dashboard.operators import OperatorConfig
+from clientmetrics.investigate.watches import instance_pattern
 from tests.dashboard.browser import CHROMIUM, CHROMIUM_ARGS
 from tests.kadmin import set_subscription
 from tests.kafka import kafka_broker
 from tests.peers.clients import java
 from tests.plain_flood import add_user
-from tests.procs import GatewayProcess
+from tests.plugin.conftest import EVERY_LABEL
+from tests.procs import MIN_DEADLINE_S, GatewayProcess, free_port
 
 pytestmark = [pytest.mark.kafka, pytest.mark.integration]
 
 CLIENT_ID = "lagging-consumer"
 IDLE = "org.apache.kafka.consumer.poll.idle.ratio.avg"
 USERS = {"alice": "alice-pw", "bob": "bob-pw", "app": "app-pw"}
+PLUGIN_TOPIC = "client-telemetry"
 CONFIG = """
 [exporters.landing]
 roll_seconds = 1
@@ -62,49 +88,131 @@ BASELINE = {
     "match": f"client_id={CLIENT_ID}",
 }
 SHOTS = Path(__file__).parents[2] / "docs" / "img" if os.environ.get("UPDATE_SCREENSHOT") else None
+APP_JAAS = (
+    'org.apache.kafka.common.security.plain.PlainLoginModule required username="app" '
+    f'password="{USERS["app"]}";'
+)
+
+
+@dataclass
+class Way:
+    """One way in, as the test needs it: where clients go, as whom, and the dashboard."""
+
+    name: str
+    bootstrap: str
+    #: librdkafka settings of the clients (their SASL login, if any).
+    client_config: dict[str, str]
+    #: The Java client's --property settings.
+    java_properties: dict[str, str]
+    dashboard: Callable[[], DashboardServer]
+    stop: list[Callable[[], None]] = field(default_factory=list)
 
 
 @pytest.fixture(scope="module")
 def kafka(
     request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory
 ) -> Iterator[KafkaBroker]:
-    yield from kafka_broker(request, tmp_path_factory, plugins=())
+    """Kafka 4.4: SCRAM operators on SASL_PLAINTEXT (alice a super user), PLAINTEXT
+    beside it (ANONYMOUS: the clients, the proxy), the plugin writing to PLUGIN_TOPIC."""
+    plain_port = free_port()
+    plugin = clientmetrics_plugin(
+        {"bootstrap.servers": f"127.0.0.1:{plain_port}", "topic": PLUGIN_TOPIC,
+         "labels": EVERY_LABEL, "linger.ms": "20"}
+    )  # fmt: skip
+    yield from kafka_broker(
+        request, tmp_path_factory, listener="SASL_PLAINTEXT", users=USERS, authorizer=True,
+        super_users=("User:admin", "User:alice"), also_plaintext=True, plaintext_port=plain_port,
+        plugins=(plugin,),
+    )  # fmt: skip
 
 
-@pytest.fixture
-def gateway(kafka: KafkaBroker, tmp_path: Path) -> Iterator[GatewayProcess]:
-    """The proxy, terminating SASL PLAIN, with alice allowed to alter subscriptions."""
+def plain(kafka: KafkaBroker) -> str:
+    return f"127.0.0.1:{kafka.plaintext_port}"
+
+
+def gateway_way(name: str, kafka: KafkaBroker | None, tmp_path: Path) -> Way:
+    """The gateway terminating SASL PLAIN (a proxy before ``kafka``, else standalone)."""
     data = tmp_path / "data"
     for user, password in USERS.items():
         add_user(data, user, password)
-    gw = GatewayProcess(
-        data,
-        CONFIG,
-        listen_protocol="SASL_PLAINTEXT",
-        extra_args=("--upstream", kafka.bootstrap, "--broker-port-base", str(free_port_block(2))),
-    ).start()
+    extra: tuple[str, ...] = ()
+    if kafka is not None:
+        extra = ("--upstream", plain(kafka), "--broker-port-base", str(free_port_block(2)))
+    gw = GatewayProcess(data, CONFIG, listen_protocol="SASL_PLAINTEXT", extra_args=extra).start()
+
+    def stop() -> None:
+        assert gw.stop() == 0
+        assert gw.tracebacks() == []
+
     set_subscription(
         gw.bootstrap, "baseline", BASELINE, security_protocol="SASL_PLAINTEXT",
         sasl_mechanism="PLAIN", sasl_plain_username="alice", sasl_plain_password="alice-pw",
     )  # fmt: skip
-    yield gw
-    assert gw.stop() == 0
-    assert gw.tracebacks() == []
+    operators = OperatorConfig(enabled=True, bootstrap_server=gw.bootstrap)
+    sasl = {"security.protocol": "SASL_PLAINTEXT", "sasl.mechanism": "PLAIN"}
+    java_props = {**sasl, "sasl.jaas.config": APP_JAAS}
+    if kafka is None:
+        java_props["group.protocol"] = "consumer"
+    return Way(
+        name,
+        gw.bootstrap,
+        {**sasl, "sasl.username": "app", "sasl.password": USERS["app"]},
+        java_props,
+        lambda: DashboardServer(Dashboard(DashboardConfig(gw.data_dir), operators=operators)),
+        [stop],
+    )
+
+
+def plugin_way(kafka: KafkaBroker, tmp_path: Path) -> Way:
+    """Kafka with its plugin: clients on PLAINTEXT, operators on SCRAM, the topic read."""
+    admin = AdminClient({**kafka.client_config(), "log_level": 0})
+    bob = [
+        AclBinding(ResourceType.BROKER, "kafka-cluster", ResourcePatternType.LITERAL,
+                   "User:bob", "*", AclOperation.DESCRIBE_CONFIGS, AclPermissionType.ALLOW),
+        AclBinding(ResourceType.TOPIC, PLUGIN_TOPIC, ResourcePatternType.LITERAL,
+                   "User:bob", "*", AclOperation.READ, AclPermissionType.ALLOW),
+    ]  # fmt: skip
+    for future in admin.create_acls(bob).values():
+        future.result(MIN_DEADLINE_S)
+    set_subscription(plain(kafka), "baseline", BASELINE)
+    operators = OperatorConfig(
+        enabled=True, bootstrap_server=kafka.bootstrap, mechanism="SCRAM-SHA-512",
+        topic=PLUGIN_TOPIC,
+    )  # fmt: skip
+    (tmp_path / "dash").mkdir()
+    return Way(
+        "plugin",
+        plain(kafka),
+        {},
+        {},
+        lambda: DashboardServer(Dashboard(DashboardConfig(tmp_path / "dash"), operators=operators)),
+    )
+
+
+@pytest.fixture(params=["proxy", "standalone", "plugin"])
+def way(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Way]:
+    if request.param == "standalone":
+        made = gateway_way("standalone", None, tmp_path)
+    else:
+        kafka = request.getfixturevalue("kafka")
+        made = gateway_way("proxy", kafka, tmp_path) if request.param == "proxy" else (
+            plugin_way(kafka, tmp_path)
+        )  # fmt: skip
+    yield made
+    for stop in made.stop:
+        stop()
 
 
 @pytest.fixture
-def healthy(gateway: GatewayProcess) -> Iterator[None]:
+def healthy(way: Way) -> Iterator[None]:
     """A librdkafka consumer that is always in poll()."""
     consumer = Consumer(
         {
-            "bootstrap.servers": gateway.bootstrap,
+            "bootstrap.servers": way.bootstrap,
             "client.id": CLIENT_ID,
             "group.id": "lagging-group",
-            "security.protocol": "SASL_PLAINTEXT",
-            "sasl.mechanism": "PLAIN",
-            "sasl.username": "app",
-            "sasl.password": USERS["app"],
             "log_level": 0,
+            **way.client_config,
         }
     )
     stop = threading.Event()
@@ -122,17 +230,17 @@ def healthy(gateway: GatewayProcess) -> Iterator[None]:
 
 
 @pytest.fixture
-def dashboard(gateway: GatewayProcess) -> Iterator[DashboardServer]:
-    operators = OperatorConfig(enabled=True, bootstrap_server=gateway.bootstrap)
-    served = DashboardServer(Dashboard(DashboardConfig(gateway.data_dir), operators=operators))
+def dashboard(way: Way) -> Iterator[DashboardServer]:
+    served = way.dashboard()
     served.start()
     yield served
     served.stop()
 
 
-def shot(page: Any, name: str, metric: str = "") -> None:
-    """A screenshot for the docs, of the rows whose metric contains ``metric``."""
-    if SHOTS:
+def shot(page: Any, way: Way, name: str, metric: str = "") -> None:
+    """A screenshot for the docs (of the proxy's run), of the rows whose metric contains
+    ``metric``."""
+    if SHOTS and way.name == "proxy":
         if page.query_selector("#filter"):
             page.fill("#filter", metric)
         page.screenshot(path=str(SHOTS / f"{name}.png"))
@@ -185,36 +293,34 @@ def wait_idle(page: Any, instances: list[str]) -> dict[str, float]:
 
 
 def test_reactive_example_in_the_browser(
-    dashboard: DashboardServer, healthy: None, gateway: GatewayProcess, tmp_path: Path
+    dashboard: DashboardServer, healthy: None, way: Way, tmp_path: Path
 ) -> None:
     if not CHROMIUM.exists():
         pytest.skip("needs Debian's chromium: apt-get install -y chromium")
     sync_api = pytest.importorskip("playwright.sync_api")
     url = dashboard.url
-    jaas = 'org.apache.kafka.common.security.plain.PlainLoginModule required username="app"'
     slow_args = ("--client-id", "lagging", "--role", "consumer", "--group", "lagging-group")
     slow_args += ("--messages", "0", "--process-ms", "1000")
-    slow_args += ("--property", "security.protocol=SASL_PLAINTEXT")
-    slow_args += ("--property", "sasl.mechanism=PLAIN")
-    slow_args += ("--property", f'sasl.jaas.config={jaas} password="{USERS["app"]}";')
+    for key, value in way.java_properties.items():
+        slow_args += ("--property", f"{key}={value}")
     with (
-        java(gateway.bootstrap, tmp_path, *slow_args) as client,
+        java(way.bootstrap, tmp_path, *slow_args) as client,
         sync_api.sync_playwright() as playwright,
     ):
         slow = client.instance_ids()["consumer"]
         browser = playwright.chromium.launch(executable_path=str(CHROMIUM), args=CHROMIUM_ARGS)
         try:
             page = browser.new_page(viewport={"width": 1400, "height": 900})
-            refused_by_the_proxy(page, url)
+            refused(page, url, way)
             log_in(page, url, "alice")
             hits = find(page, url, 2)
-            shot(page, "investigate-find")
+            shot(page, way, "investigate-find")
             assert slow in hits
             (fast,) = set(hits) - {slow}
             assert "rdkafka" in hits[fast][2]
             assert {h[10] for h in hits.values()} == {"baseline"}
             before = {i: h[9] for i, h in hits.items()}
-            watch_narrow_stop(page, slow, fast, before[slow])
+            watch_narrow_stop(page, way, slow, fast, before[slow])
             # Both are back on the subscription they pushed on before.
             deadline = time.monotonic() + 60
             while time.monotonic() < deadline:
@@ -227,21 +333,22 @@ def test_reactive_example_in_the_browser(
             browser.close()
 
 
-def refused_by_the_proxy(page: Any, url: str) -> None:
-    """bob may find clients but not watch them: the proxy's refusal is one line on the page."""
+def refused(page: Any, url: str, way: Way) -> None:
+    """bob may find clients but not watch them: the gateway's or Kafka's refusal is one
+    line on the page."""
     log_in(page, url, "bob")
     find(page, url, 2)
     page.fill("#watch input[name=interval_s]", "1")
     page.click("#watch button")
     line = page.text_content("#refusal")
     assert line == "investigate: CLUSTER_AUTHORIZATION_FAILED (31): Cluster authorization failed."
-    shot(page, "investigate-refused")
+    shot(page, way, "investigate-refused")
     page.goto(f"{url}investigate")
     page.click("#logout button")
     page.wait_for_selector("#login")
 
 
-def watch_narrow_stop(page: Any, slow: str, fast: str, slow_before: str) -> None:
+def watch_narrow_stop(page: Any, way: Way, slow: str, fast: str, slow_before: str) -> None:
     # The consumer prefix is proposed (the hits push consumer metrics); 1 s to run quickly.
     assert page.input_value("#watch input[name=metrics]") == "org.apache.kafka.consumer."
     assert page.input_value("#watch input[name=expires_min]") == "30"
@@ -259,22 +366,28 @@ def watch_narrow_stop(page: Any, slow: str, fast: str, slow_before: str) -> None
     )
     assert any(node.startswith("node.id=") for _, node in units)
     assert any(unit for unit, _ in units)
-    shot(page, "investigate-live", "poll.idle.ratio")
+    shot(page, way, "investigate-live", "poll.idle.ratio")
 
     page.fill("#narrow input[name=instance]", slow)
     page.click("#narrow button")
-    page.wait_for_selector(f"#match:has-text('client_instance_id={slow}')")
+    # Kafka's form of the id (base64url): the one a broker's matcher tries.
+    page.wait_for_selector(f"#match:has-text('client_instance_id={instance_pattern(slow)}')")
     seq = page.evaluate("() => window.lastSeq ?? -1")
     page.wait_for_function(f"() => (window.lastSeq ?? -1) > {seq} + 50", timeout=60_000)
     shown = set(
         page.eval_on_selector_all("#points tbody tr", "rs => rs.map(r => r.dataset.instance)")
     )
     assert shown == {slow}
-    shot(page, "investigate-narrowed", "node.request.latency")
+    shot(page, way, "investigate-narrowed", "node.request.latency")
     page.fill("#filter", "")
 
     page.click("#stop button")
     page.wait_for_selector("#state:has-text('stopped')")
     back = page.wait_for_selector("li.back", timeout=60_000).text_content()
-    assert back.startswith(f"{slow} back on subscription_id={slow_before} ")
-    shot(page, "investigate-stopped", "poll.idle.ratio")
+    if way.name == "plugin":  # no subscription ids in its records: the baseline's 2 metrics
+        assert re.fullmatch(
+            f"{slow} back on its previous metrics: 2 \\(was [0-9]+ watched\\)", back
+        )
+    else:
+        assert back.startswith(f"{slow} back on subscription_id={slow_before} ")
+    shot(page, way, "investigate-stopped", "poll.idle.ratio")

@@ -10,6 +10,8 @@ push on another subscription after the stop shows the client back.
 
 from __future__ import annotations
 
+import json
+import re
 import subprocess
 import threading
 import time
@@ -127,3 +129,51 @@ def test_a_topic_that_does_not_exist_is_one_line(tansu: TansuProcess) -> None:
     )  # fmt: skip
     assert (done.returncode, done.stdout) == (1, "")
     assert done.stderr == "investigate: topic no-such-topic: Broker: Unknown topic or partition\n"
+
+
+def test_find_reads_the_topic_when_there_is_no_landing_zone(
+    tansu: TansuProcess, tmp_path: Path
+) -> None:
+    """``find`` in the command and in the dashboard, over the topic's records of the last
+    15 minutes: a record from two hours ago (by its timestamp) is not looked at."""
+    from clientmetrics.admin import AdminConfig
+    from clientmetrics.dashboard import Dashboard, DashboardConfig
+    from clientmetrics.dashboard.operators import OperatorConfig
+    from tests.pipeline.topic_records import topic_records
+
+    producer = Producer({"bootstrap.servers": tansu.bootstrap, "log_level": 3})
+    two_hours_ago_ms = int(time.time() * 1000) - 2 * 3600 * 1000
+    old = pushes(step=1, who=(OTHER,))
+    at = old.schema.get_field_index("received_at")
+    stamp = pa.array([two_hours_ago_ms * 1000], pa.int64()).cast(old.schema.field(at).type)
+    for key, value, headers in topic_records(old.set_column(at, "received_at", stamp)):
+        producer.produce(TOPIC, value, key, headers=headers, partition=0,
+                         timestamp=two_hours_ago_ms)  # fmt: skip
+    assert producer.flush(30) == 0
+    produce(producer, TOPIC, pushes(step=2, subscription_id=7, who=(WATCHED,)), partitions=[1])
+    done = subprocess.run(
+        [str(BIN / "clientmetrics"), "investigate", "find", "--client-id-pattern", ".*-app",
+         "--topic", TOPIC, "--topic-bootstrap-server", tansu.bootstrap, "--output", "json",
+         "--data-dir", str(tmp_path / "none")],
+        capture_output=True, text=True, timeout=120, check=False,
+    )  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    (hit,) = json.loads(done.stdout)
+    assert (hit["client_instance_id"], hit["client_id"]) == (WATCHED, "slow-app")
+    assert (hit["subscription_id"], hit["state"], hit["metric_types"]) == (
+        7,
+        "pushing",
+        ["producer"],
+    )
+
+    operators = OperatorConfig(enabled=True, bootstrap_server=tansu.bootstrap, topic=TOPIC)
+    dash = Dashboard(DashboardConfig(tmp_path), operators=operators)
+    anonymous = dash.handle("/investigate?client_id=slow-app")
+    assert (
+        "log in to find clients (topic client-telemetry is read as you)" in anonymous.body.decode()
+    )
+    session = dash.investigate.sessions.create("op", AdminConfig.from_properties(tansu.bootstrap))
+    page = dash.handle("/investigate?client_id=slow-app", cookie=f"cm_session={session.sid}")
+    rows = re.findall(r"<tr class=hit>(.*?)</tr>", page.body.decode())
+    (row,) = rows
+    assert row.startswith(f"<td>{WATCHED}</td><td>slow-app</td>"), row

@@ -45,7 +45,9 @@ from clientmetrics.dashboard.sources import (
     subscriptions_from_sqlite,
 )
 from clientmetrics.dashboard.tables import TableFiles, TableReader
+from clientmetrics.dashboard.tls_serving import TlsServing
 from clientmetrics.errors import ClientMetricsError
+from clientmetrics.gateway.tls import ReloadingContext
 from clientmetrics.pipeline.core.coverage import COVERAGE_INPUT
 
 log = structlog.get_logger("clientmetrics.dashboard")
@@ -101,15 +103,21 @@ class Dashboard:
         return datetime.fromtimestamp(self._clock(), UTC)
 
     def handle(
-        self, target: str, method: str = "GET", form: str = "", cookie: str | None = None
+        self,
+        target: str,
+        method: str = "GET",
+        form: str = "",
+        cookie: str | None = None,
+        peer: str = "",
     ) -> Response:
-        """Answer ``method target`` (path and query string; ``form``: a POST's body)."""
+        """Answer ``method target`` (path and query string; ``form``: a POST's body;
+        ``peer``: the client's address)."""
         url = urlsplit(target)
         query = {key: values[-1] for key, values in parse_qs(url.query).items()}
         path = url.path.rstrip("/") or "/"
         if method == "POST":
             query = {key: values[-1] for key, values in parse_qs(form).items()}
-        answer = self.investigate.handle(method, path, query, cookie)
+        answer = self.investigate.handle(method, path, query, cookie, peer)
         if answer is not None:
             return answer
         if method != "GET":  # only the investigate pages take POSTs
@@ -247,7 +255,7 @@ class _Handler(BaseHTTPRequestHandler):
         form = self.rfile.read(length).decode("utf-8", "replace")
         try:
             response = self.server.dashboard.handle(
-                self.path, "POST", form, self.headers.get("Cookie")
+                self.path, "POST", form, self.headers.get("Cookie"), self.client_address[0]
             )
         except Exception:  # an action failing must not take the server down
             log.exception("dashboard_action_failed", path=self.path.split("?")[0])
@@ -274,21 +282,29 @@ class _Handler(BaseHTTPRequestHandler):
         log.debug("dashboard_request", line=format % args)
 
 
-class DashboardServer(ThreadingHTTPServer):
-    """``http.server`` serving a ``Dashboard``; binds 127.0.0.1 unless told otherwise."""
+class DashboardServer(TlsServing, ThreadingHTTPServer):
+    """``http.server`` serving a ``Dashboard``; binds 127.0.0.1 unless told otherwise;
+    over TLS with ``tls`` (``tls_serving.dashboard_tls``)."""
 
     daemon_threads = True
 
-    def __init__(self, dashboard: Dashboard, host: str = "127.0.0.1", port: int = 0) -> None:
+    def __init__(
+        self,
+        dashboard: Dashboard,
+        host: str = "127.0.0.1",
+        port: int = 0,
+        tls: ReloadingContext | None = None,
+    ) -> None:
         super().__init__((host, port), _Handler)
         self.dashboard = dashboard
+        self.tls = tls
         self._thread: threading.Thread | None = None
 
     @property
     def url(self) -> str:
         """The dashboard's address."""
         host, port = self.server_address[:2]
-        return f"http://{host!s}:{port}/"
+        return f"{self.scheme}://{host!s}:{port}/"
 
     def start(self) -> None:
         """Serve on a background thread."""

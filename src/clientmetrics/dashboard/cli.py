@@ -17,7 +17,12 @@ from clientmetrics.cli_options import (
     log_options,
 )
 from clientmetrics.dashboard.app import Dashboard, DashboardConfig, DashboardServer
-from clientmetrics.dashboard.operator_cli import operator_config, operator_options, reaper_from
+from clientmetrics.dashboard.operator_cli import (
+    operator_config,
+    operator_options,
+    reaper_from,
+    tls_from,
+)
 from clientmetrics.logs import configure_logging
 
 
@@ -65,9 +70,10 @@ def dashboard(
     config = DashboardConfig(data_dir, tables, bootstrap_server, gateway_metrics)
     operators = operator_config(bootstrap_server, host.strip("[]"), **operator)
     reaper = reaper_from(bootstrap_server, operator["reap_command_config"])
+    tls = tls_from(operator["tls_cert"], operator["tls_key"])
     try:
         server = DashboardServer(
-            Dashboard(config, operators=operators), host.strip("[]"), int(port_text)
+            Dashboard(config, operators=operators), host.strip("[]"), int(port_text), tls
         )
     except OSError as exc:
         raise click.ClickException(f"cannot listen on {listen}: {exc.strerror}") from exc

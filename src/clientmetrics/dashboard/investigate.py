@@ -1,6 +1,7 @@
 """The investigate workflow in the dashboard: find, watch, live view, narrow, stop.
 
-Finding reads the landing zone (``investigate.find_clients``); the write actions
+Finding reads the landing zone, or the telemetry topic when the deployment
+writes only that (``investigate.find_clients``); the write actions
 call ``investigate.watches`` with the logged-in operator's own credentials
 (``operators``), only when write actions are configured. Every POST needs the
 session's CSRF token; every change is one audit log line with the operator's
@@ -18,13 +19,16 @@ from pathlib import Path
 from typing import TypeVar
 from urllib.parse import quote
 
+import pyarrow as pa
 import structlog
 
 from clientmetrics.admin import AdminConfig, AdminError, AsyncAdmin
 from clientmetrics.dashboard import pages
 from clientmetrics.dashboard.app_types import Response, html, redirect
 from clientmetrics.dashboard.investigate_html import find_body, live_body, login_body
+from clientmetrics.dashboard.login_throttle import LoginThrottle
 from clientmetrics.dashboard.operators import (
+    MAX_FIELD,
     OperatorConfig,
     Session,
     SessionStore,
@@ -33,7 +37,7 @@ from clientmetrics.dashboard.operators import (
     session_id,
 )
 from clientmetrics.dashboard.watching import LiveWatch, LiveWatches
-from clientmetrics.errors import ClientMetricsError
+from clientmetrics.errors import ClientMetricsError, ConfigurationError
 from clientmetrics.investigate import watches as w
 from clientmetrics.investigate.cli import refusal
 from clientmetrics.investigate.find import (
@@ -44,6 +48,7 @@ from clientmetrics.investigate.find import (
 )
 from clientmetrics.investigate.session import Tail
 from clientmetrics.investigate.tail import LandingTail
+from clientmetrics.telemetry.push_arrow import LANDING_ARROW
 
 log = structlog.get_logger("clientmetrics.dashboard.audit")
 T = TypeVar("T")
@@ -70,12 +75,19 @@ class Investigate:
         self.operators = operators
         self._clock = clock
         self.sessions = SessionStore(operators.max_sessions, operators.session_idle_s, clock)
+        self.throttle = LoginThrottle(operators.throttle, clock)
         self.live = LiveWatches(data_dir, clock)
 
     def handle(
-        self, method: str, path: str, query: Mapping[str, str], cookie: str | None
+        self,
+        method: str,
+        path: str,
+        query: Mapping[str, str],
+        cookie: str | None,
+        peer: str = "",
     ) -> Response | None:
-        """Answer a request under /investigate (``query``: the query string or the form)."""
+        """Answer a request under /investigate (``query``: the query string or the form;
+        ``peer``: the client's address, which logins are throttled by)."""
         if not path.startswith("/investigate"):
             return None
         session = self.sessions.get(session_id(cookie)) if self.operators.enabled else None
@@ -86,7 +98,7 @@ class Investigate:
                 pages.layout("Investigate", "/investigate", _line("Write actions are off.")), 403
             )
         if path == "/investigate/login":
-            return self._login(query)
+            return self._login(query, peer)
         if not csrf_ok(session, query.get("csrf")):
             return html(
                 pages.layout(
@@ -122,14 +134,34 @@ class Investigate:
         found = {k: query[k] for k in FIND_FIELDS if query.get(k)}
         now_ms = int(self._clock() * 1000)
         hits = None
+        problem = ""
         if found:
-            rows = LandingTail(self._data_dir, since_ms=now_ms - FIND_SINCE_S * 1000).read()
+            try:
+                rows = self._recent_rows(session, now_ms - FIND_SINCE_S * 1000)
+            except ClientMetricsError as exc:
+                problem, rows = _line(f"investigate: {exc}"), LANDING_ARROW.empty_table()
             subs = self._subscriptions(session)
             hits = find_clients(rows, Query(**found), now_ms=now_ms, subscriptions=subs)
-        body = login_body(self.operators.enabled, session) + find_body(
-            found, hits, session, self.live.all()
+        body = (
+            login_body(self.operators.enabled, session)
+            + problem
+            + find_body(found, hits, session, self.live.all())
         )
         return html(pages.layout("Investigate", "/investigate", body))
+
+    def _recent_rows(self, session: Session | None, since_ms: int) -> pa.Table:
+        """What ``find`` looks through: the telemetry topic's records when the deployment
+        has one (read as the operator), else the landing zone."""
+        topic = self.operators.topic
+        if topic is None:
+            return LandingTail(self._data_dir, since_ms=since_ms).read()
+        from clientmetrics.investigate.topic import recent_rows
+
+        if session is None:
+            raise ConfigurationError(f"log in to find clients (topic {topic} is read as you)")
+        bootstrap = self.operators.topic_bootstrap_server or self.operators.bootstrap_server
+        assert bootstrap is not None  # a topic is only read with write actions on
+        return recent_rows(bootstrap, topic, session.properties, since_ms)
 
     def _subscriptions(self, session: Session | None) -> Subscriptions:
         """The cluster's subscriptions (what each hit matches), as the operator sees them."""
@@ -140,14 +172,21 @@ class Investigate:
         except ClientMetricsError:
             return []
 
-    def _login(self, form: Mapping[str, str]) -> Response:
+    def _login(self, form: Mapping[str, str], peer: str) -> Response:
         user, password = form.get("username", ""), form.get("password", "")
+        wait = self.throttle.retry_after(peer, user[:MAX_FIELD])
+        if wait:
+            log.info("dashboard_login_throttled", operator=user[:64], peer=peer, retry_after=wait)
+            line = _line(f"Too many failed logins: try again in {wait} s.")
+            page = html(pages.layout("Investigate", "/investigate", line), 429)
+            return Response(429, page.body, headers=(("Retry-After", str(wait)),))
         try:
             config = self.operators.admin_config(user, password)
             # Connecting authenticates; what the operator may do is the authorizer's call.
             _admin(config, lambda admin: asyncio.sleep(0))
         except ClientMetricsError as exc:
-            log.info("dashboard_login_failed", operator=user[:64], reason=str(exc)[:200])
+            self.throttle.failed(peer, user[:MAX_FIELD])
+            log.info("dashboard_login_failed", operator=user[:64], peer=peer, reason=str(exc)[:200])
             body = _line(f"Login refused: {exc}") + login_body(True, None)
             return html(pages.layout("Investigate", "/investigate", body), 403)
         session = self.sessions.create(
@@ -168,7 +207,10 @@ class Investigate:
         if form.get("source_address"):
             selectors["client_source_address"] = w.literal(form["source_address"])
         if form.get("instance"):
-            selectors = {"client_instance_id": w.literal(form["instance"])}
+            try:
+                selectors = {"client_instance_id": w.instance_pattern(form["instance"])}
+            except ValueError as exc:
+                return self._refused(str(exc))
         prefixes = [p.strip() for p in form.get("metrics", "").split(",") if p.strip()]
         try:
             interval_ms = int(float(form.get("interval_s", "10")) * 1000)
@@ -215,7 +257,10 @@ class Investigate:
         instance = form.get("instance", "")
         if live is None or not instance:
             return self._refused("no such watch or instance")
-        selectors = {"client_instance_id": w.literal(instance)}
+        try:
+            selectors = {"client_instance_id": w.instance_pattern(instance)}
+        except ValueError as exc:
+            return self._refused(str(exc))
         try:
             _admin(session.admin, lambda admin: w.narrow_watch(admin, live.watch, selectors))
         except AdminError as exc:
@@ -229,11 +274,13 @@ class Investigate:
         name = form.get("name", "")
         if w.parse_watch_name(name) is None:
             return self._refused(f"{name} is not a watch")
+        began = self.live.stopping(name)
         try:
             _admin(session.admin, lambda admin: w.stop_watch(admin, name))
         except AdminError as exc:
+            self.live.stopped(name, None)
             return self._refused(refusal(exc), session, "stop")
-        self.live.stopped(name)
+        self.live.stopped(name, began)
         log.info("dashboard_watch_stopped", operator=session.operator, watch=name)
         return redirect(f"/investigate/watch/{quote(name)}")
 

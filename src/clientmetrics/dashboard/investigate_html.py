@@ -85,7 +85,7 @@ def _hits(hits: Sequence[ClientHit]) -> str:
         cells = (
             h.client_instance_id, h.client_id, h.software, h.principal,
             ",".join(h.source_addresses), h.group or "-", h.state, f"{last}Z",
-            ",".join(h.metric_types) or "-", str(h.subscription_id),
+            ",".join(h.metric_types) or "-", _or_dash(h.subscription_id),
             ",".join(h.subscriptions) or "-",
         )  # fmt: skip
         rows.append("<tr class=hit>" + "".join(f"<td>{escape(c)}</td>" for c in cells) + "</tr>")
@@ -139,7 +139,7 @@ async function poll(){try{
  document.getElementById('state').textContent=d.stopped?'stopped':'watching';
  const back=document.getElementById('back');back.replaceChildren();
  for(const b of d.back){const li=document.createElement('li');li.className='back';
-  li.textContent=b.instance+' back on subscription_id='+b.subscription_id+' (was '+b.was+')';
+  li.textContent=b.instance+' back on '+b.text;
   back.appendChild(li);}}}catch(e){}setTimeout(poll,250);}
 poll();
 """
@@ -171,3 +171,7 @@ def live_body(live: LiveWatch, session: Session | None) -> str:
         "<th>metric</th><th>value</th><th>unit</th><th>broker</th><th>pushed</th></tr></thead>"
         f"<tbody></tbody></table></div><script>{_LIVE_JS}</script>"
     )
+
+
+def _or_dash(value: object) -> str:
+    return "-" if value is None else str(value)

@@ -16,10 +16,19 @@ from clientmetrics.addresses import is_loopback
 from clientmetrics.admin import AdminConfig, AsyncAdmin, read_properties
 from clientmetrics.cli_options import CommandError
 from clientmetrics.dashboard.operators import MECHANISMS, OperatorConfig
+from clientmetrics.dashboard.tls_serving import dashboard_tls
 from clientmetrics.errors import ClientMetricsError, ConfigurationError
+from clientmetrics.gateway.tls import ReloadingContext
 from clientmetrics.investigate.watches import reap
 
-__all__ = ["REAP_EVERY_S", "Reaper", "operator_config", "operator_options", "reaper_from"]
+__all__ = [
+    "REAP_EVERY_S",
+    "Reaper",
+    "operator_config",
+    "operator_options",
+    "reaper_from",
+    "tls_from",
+]
 
 log = structlog.get_logger("clientmetrics.dashboard")
 #: How often the dashboard deletes expired watches (well inside a minute of the expiry).
@@ -29,7 +38,7 @@ _SECRET_KEYS = ("sasl.jaas.config", "ssl.key.password", "ssl.keystore.password")
 
 def operator_options(function: Callable[..., Any]) -> Callable[..., Any]:
     """``--write-actions``, ``--operator-sasl-mechanism``, ``--operator-config``,
-    ``--reap-command-config``."""
+    ``--topic``, ``--tls-cert``/``--tls-key``, ``--reap-command-config``."""
     options = [
         click.option(
             "--write-actions",
@@ -57,6 +66,16 @@ def operator_options(function: Callable[..., Any]) -> Callable[..., Any]:
         ),
         click.option("--topic-bootstrap-server", help="The topic's cluster, if not the same."),
         click.option(
+            "--tls-cert",
+            type=click.Path(dir_okay=False, exists=True, path_type=Path),
+            help="Serve HTTPS with this PEM certificate (chain), with --tls-key.",
+        ),
+        click.option(
+            "--tls-key",
+            type=click.Path(dir_okay=False, exists=True, path_type=Path),
+            help="The certificate's PEM private key (re-read, as the certificate, when changed).",
+        ),
+        click.option(
             "--reap-command-config",
             type=click.Path(dir_okay=False, exists=True, path_type=Path),
             help="The dashboard's own client properties: with them it deletes expired "
@@ -77,6 +96,7 @@ def operator_config(
     operator_config: Path | None,
     topic: str | None,
     topic_bootstrap_server: str | None,
+    tls_cert: Path | None = None,
     **_: Any,
 ) -> OperatorConfig:
     """The operators' settings; a loud warning when writes are served in the clear off loopback."""
@@ -94,14 +114,15 @@ def operator_config(
             properties=props,
             topic=topic,
             topic_bootstrap_server=topic_bootstrap_server,
+            tls=tls_cert is not None,
         )
     except ConfigurationError as exc:
         raise CommandError(f"clientmetrics dashboard: {exc}") from None
-    if write_actions and not is_loopback(host):
+    if write_actions and tls_cert is None and not is_loopback(host):
         message = (
             f"WARNING: write actions are served WITHOUT TLS on {host}: operators' passwords "
-            "and session cookies cross the network in the clear. Serve on 127.0.0.1 behind a "
-            "TLS-terminating proxy."
+            "and session cookies cross the network in the clear. Give --tls-cert and "
+            "--tls-key, or serve on 127.0.0.1 behind a TLS-terminating proxy."
         )
         click.secho(message, fg="red", bold=True, err=True)
         log.warning("dashboard_writes_without_tls", host=host)
@@ -147,6 +168,18 @@ class Reaper:
         while not self._stop.is_set():
             self.reap_once()
             self._stop.wait(self._every_s)
+
+
+def tls_from(tls_cert: Path | None, tls_key: Path | None) -> ReloadingContext | None:
+    """The dashboard's TLS context from ``--tls-cert`` and ``--tls-key`` (both or neither)."""
+    if tls_cert is None and tls_key is None:
+        return None
+    if tls_cert is None or tls_key is None:
+        raise CommandError("clientmetrics dashboard: --tls-cert and --tls-key go together")
+    try:
+        return dashboard_tls(tls_cert, tls_key)
+    except ConfigurationError as exc:
+        raise CommandError(f"clientmetrics dashboard: {exc}") from None
 
 
 def reaper_from(bootstrap: str | None, command_config: Path | None) -> Reaper | None:

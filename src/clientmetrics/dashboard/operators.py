@@ -18,10 +18,12 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 
 from clientmetrics.admin import AdminConfig
+from clientmetrics.dashboard.login_throttle import ThrottleConfig
 from clientmetrics.errors import ConfigurationError
 
 __all__ = [
     "COOKIE",
+    "MAX_FIELD",
     "MECHANISMS",
     "OperatorConfig",
     "Session",
@@ -56,6 +58,8 @@ class OperatorConfig:
     topic: str | None = None
     #: The topic's cluster when it is not ``bootstrap_server``'s.
     topic_bootstrap_server: str | None = None
+    #: Failed logins allowed per address and per user name in a window.
+    throttle: ThrottleConfig = field(default_factory=ThrottleConfig)
 
     def __post_init__(self) -> None:
         if self.enabled and not self.bootstrap_server:

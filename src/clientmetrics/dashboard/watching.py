@@ -19,7 +19,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from clientmetrics.investigate.live import LivePoint, Selection, back_on, live_points
+from clientmetrics.investigate.live import Back, LivePoint, Selection, Shapes, back_on, live_points
 from clientmetrics.investigate.session import Tail
 from clientmetrics.investigate.tail import LandingTail
 from clientmetrics.investigate.watches import Watch
@@ -45,18 +45,21 @@ class LiveWatch:
     started_by: str
     points: deque[tuple[int, LivePoint]] = field(default_factory=lambda: deque(maxlen=MAX_POINTS))
     next_seq: int = 0
-    #: Per instance shown, the subscription id of its latest point (the watch's).
-    seen: dict[str, int] = field(default_factory=dict)
-    #: Per instance, (new subscription id, the watch's id) once it pushed on another.
-    back: dict[str, tuple[int, int]] = field(default_factory=dict)
+    #: Per instance shown, its latest push (under the watch).
+    seen: Shapes = field(default_factory=Shapes)
+    #: Per instance, its first push on another subscription once it pushed one.
+    back: dict[str, Back] = field(default_factory=dict)
     stopped_at: float | None = None
+    #: Being deleted: polls leave the tail alone meanwhile, so a push on the client's
+    #: next subscription read then is judged after the stop, not shown as the watch's.
+    stopping: bool = False
     lock: threading.Lock = field(default_factory=threading.Lock)
 
     def narrow(self, instance: str, selectors: dict[str, str]) -> None:
         """Follow one instance only (the subscription was narrowed already)."""
         with self.lock:
             self.selectors = selectors
-            self.seen = {k: v for k, v in self.seen.items() if k == instance}
+            self.seen.keep(instance)
             # The page shows the watch's current clients only, reloaded or not.
             mine = [(seq, p) for seq, p in self.points if p.client_instance_id == instance]
             self.points = deque(mine, maxlen=MAX_POINTS)
@@ -64,16 +67,8 @@ class LiveWatch:
     def poll(self, after: int, now: float) -> dict[str, Any]:
         """Read what landed since the last poll; the points numbered above ``after``."""
         with self.lock:
-            rows = self.tail.read()
-            if self.stopped_at is None:
-                for point in live_points(rows, Selection(self.selectors, self.metrics)):
-                    self.seen[point.client_instance_id] = point.subscription_id
-                    self.points.append((self.next_seq, point))
-                    self.next_seq += 1
-            elif now - self.stopped_at < BACK_WAIT_S:
-                waiting = {i: s for i, s in self.seen.items() if i not in self.back}
-                for instance, sub in back_on(rows, waiting).items():
-                    self.back[instance] = (sub, waiting[instance])
+            if not self.stopping:
+                self._read(now)
             fresh = [_point_json(seq, p) for seq, p in self.points if seq > after]
             return {
                 "name": self.watch.name,
@@ -82,11 +77,29 @@ class LiveWatch:
                 "next": self.next_seq - 1,
                 "points": fresh,
                 "back": [
-                    {"instance": i, "subscription_id": new, "was": was}
-                    for i, (new, was) in sorted(self.back.items())
+                    {
+                        "instance": i,
+                        "subscription_id": b.subscription_id,
+                        "was": b.was,
+                        "text": b.text(),
+                    }
+                    for i, b in sorted(self.back.items())
                 ],
-                "waiting_back": sorted(set(self.seen) - set(self.back)),
+                "waiting_back": sorted(set(self.seen.latest) - set(self.back)),
             }
+
+    def _read(self, now: float) -> None:
+        """Take what landed: the watch's points, or, once stopped, its clients going back."""
+        rows = self.tail.read()
+        selection = Selection(self.selectors, self.metrics)
+        if self.stopped_at is None:
+            for point in live_points(rows, selection):
+                self.seen.add(point)
+                self.points.append((self.next_seq, point))
+                self.next_seq += 1
+        elif now - self.stopped_at < BACK_WAIT_S:
+            waiting = {i: s for i, s in self.seen.latest.items() if i not in self.back}
+            self.back |= back_on(rows, waiting, selection, int(self.stopped_at * 1000))
 
 
 def _point_json(seq: int, point: LivePoint) -> dict[str, Any]:
@@ -142,9 +155,19 @@ class LiveWatches:
         with self._lock:
             return list(self._watches.values())
 
-    def stopped(self, name: str) -> None:
-        """Mark a watch deleted: from now on its clients are watched going back."""
+    def stopping(self, name: str) -> float:
+        """Mark a watch about to be deleted (before the delete is sent); the time now."""
+        self._set(name, stopping=True)
+        return self._clock()
+
+    def stopped(self, name: str, at: float | None) -> None:
+        """Mark a watch deleted (``at``: when the delete was sent; None: it was not):
+        from then on its clients are watched going back."""
+        self._set(name, stopping=False, stopped_at=at)
+
+    def _set(self, name: str, **values: object) -> None:
         live = self.get(name)
         if live is not None:
             with live.lock:
-                live.stopped_at = self._clock()
+                for key, value in values.items():
+                    setattr(live, key, value)

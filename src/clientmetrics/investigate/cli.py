@@ -27,6 +27,8 @@ from clientmetrics.investigate.find import Query, cluster_subscriptions, find_cl
 from clientmetrics.investigate.session import WatchSession
 
 if TYPE_CHECKING:
+    import pyarrow as pa
+
     from clientmetrics.investigate.topic import TopicTail
 
 T = TypeVar("T")
@@ -97,6 +99,19 @@ def with_admin(function: Callable[..., Any]) -> Callable[..., Any]:
     return function
 
 
+def with_topic(function: Callable[..., Any]) -> Callable[..., Any]:
+    """``--topic`` and ``--topic-bootstrap-server``: pushes from the telemetry topic."""
+    function = click.option(
+        "--topic-bootstrap-server",
+        help="HOST:PORT of the cluster holding --topic (default: --bootstrap-server).",
+    )(function)
+    return click.option(
+        "--topic",
+        help="Read pushes from this telemetry topic (broker plugin, topic exporter) instead "
+        "of the landing zone.",
+    )(function)
+
+
 data_dir = click.option(
     "--data-dir",
     type=click.Path(file_okay=False, path_type=Path),
@@ -122,6 +137,7 @@ def investigate() -> None:
 @click.option("--software-version", help="Exact client software version.")
 @click.option("--group", help="Consumer group (group.id), from the pushes' attributes.")
 @click.option("--since", default="15m", show_default=True, help="How far back to look (≤ 1h).")
+@with_topic
 @click.option(
     "--output",
     type=click.Choice(["text", "json"]),
@@ -135,6 +151,8 @@ def find(
     data_dir: Path,
     since: str,
     output: str,
+    topic: str | None,
+    topic_bootstrap_server: str | None,
     **query: str | None,
 ) -> None:
     """Find client instances by what their owner knows."""
@@ -142,7 +160,12 @@ def find(
 
     since_s = min(parse_duration(since, "--since"), MAX_SINCE_S)
     now_ms = int(time.time() * 1000)
-    rows = LandingTail(data_dir, since_ms=now_ms - int(since_s * 1000)).read()
+    since_ms = now_ms - int(since_s * 1000)
+    if topic:
+        rows = _topic_recent(topic, topic_bootstrap_server or bootstrap_server, command_config,
+                             since_ms)  # fmt: skip
+    else:
+        rows = LandingTail(data_dir, since_ms=since_ms).read()
     subs = []
     if bootstrap_server:
         config = _admin_config(bootstrap_server, command_config)
@@ -181,15 +204,7 @@ def find(
 @click.option("--expires", default="30m", show_default=True, help="Delete the watch after this.")
 @click.option("--owner", help="Who the watch is for the record (default: SASL user, else login).")
 @click.option("--duration", default=None, help="Stop watching after this long (default: expiry).")
-@click.option(
-    "--topic",
-    help="Read pushes from this telemetry topic (broker plugin, topic exporter) instead of "
-    "the landing zone.",
-)
-@click.option(
-    "--topic-bootstrap-server",
-    help="HOST:PORT of the cluster holding --topic (default: --bootstrap-server).",
-)
+@with_topic
 def watch(
     bootstrap_server: str | None,
     command_config: Path | None,
@@ -214,7 +229,10 @@ def watch(
     if source_address:
         selectors["client_source_address"] = w.literal(source_address)
     if instance:
-        selectors["client_instance_id"] = w.literal(instance)
+        try:
+            selectors["client_instance_id"] = w.instance_pattern(instance)
+        except ValueError as exc:
+            raise BadConfiguration(f"--instance: {exc}") from None
     if not selectors:
         raise BadConfiguration("watch needs --client-id, --source-address or --instance")
     interval_ms = int(parse_duration(interval, "--interval") * 1000)
@@ -255,6 +273,21 @@ def _topic_tail(topic: str, bootstrap: str | None, command_config: Path | None) 
     try:
         props = read_properties(str(command_config)) if command_config else {}
         return topic_tail(bootstrap, topic, props)
+    except ConfigurationError as exc:
+        raise CommandError(f"investigate: {exc}") from None
+
+
+def _topic_recent(
+    topic: str, bootstrap: str | None, command_config: Path | None, since_ms: int
+) -> pa.Table:
+    """The topic's records since ``since_ms`` as landing rows; one line if unreadable."""
+    from clientmetrics.investigate.topic import recent_rows
+
+    if not bootstrap:
+        raise BadConfiguration("--topic needs --bootstrap-server (or --topic-bootstrap-server)")
+    try:
+        props = read_properties(str(command_config)) if command_config else {}
+        return recent_rows(bootstrap, topic, props, since_ms)
     except ConfigurationError as exc:
         raise CommandError(f"investigate: {exc}") from None
 

@@ -76,8 +76,9 @@ class ClientHit:
     source_addresses: tuple[str, ...]
     group: str | None
     last_push_ms: int
-    push_interval_ms: int
-    subscription_id: int
+    #: None in the broker plugin's records (a broker does not tell a plugin either).
+    push_interval_ms: int | None
+    subscription_id: int | None
     state: str
     """``pushing``, ``silent`` (no push for 3 intervals) or ``gone`` (said goodbye)."""
     metric_types: tuple[str, ...]
@@ -123,14 +124,18 @@ def find_clients(
                 source_addresses=tuple(sorted(addresses[instance])),
                 group=groups.get(instance),
                 last_push_ms=last_ms,
-                push_interval_ms=int(str(row["push_interval_ms"])),
-                subscription_id=int(str(row["subscription_id"])),
+                push_interval_ms=_int_or_none(row["push_interval_ms"]),
+                subscription_id=_int_or_none(row["subscription_id"]),
                 state=_state(row, now_ms),
                 metric_types=tuple(sorted(types.get(instance, ()))),
                 subscriptions=matched,
             )
         )
     return sorted(hits, key=lambda h: (-h.last_push_ms, h.client_instance_id))
+
+
+def _int_or_none(value: object) -> int | None:
+    return None if value is None else int(str(value))
 
 
 def _state(row: Mapping[str, object], now_ms: int) -> str:

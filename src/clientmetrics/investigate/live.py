@@ -21,7 +21,17 @@ from clientmetrics.telemetry.matching import CompiledSubscription, PatternCache
 from clientmetrics.telemetry.model import ClientContext, Subscription
 from clientmetrics.telemetry.push_arrow import LANDING_ARROW
 
-__all__ = ["LivePoint", "Selection", "back_on", "context_of", "live_points", "warm_up"]
+__all__ = [
+    "Back",
+    "LivePoint",
+    "PushShape",
+    "Selection",
+    "Shapes",
+    "back_on",
+    "context_of",
+    "live_points",
+    "warm_up",
+]
 
 
 @dataclass(frozen=True, slots=True)
@@ -31,7 +41,8 @@ class LivePoint:
     received_at_ms: int
     client_instance_id: str
     client_id: str
-    subscription_id: int
+    #: None in the broker plugin's records (a broker does not tell a plugin).
+    subscription_id: int | None
     metric: str
     value: float | None
     unit: str
@@ -113,7 +124,7 @@ def live_points(rows: pa.Table, selection: Selection) -> Iterator[LivePoint]:
             received_at_ms=int(received.timestamp() * 1000),
             client_instance_id=str(point["client_instance_id"]),
             client_id=str(point["client_id"]),
-            subscription_id=int(point["subscription_id"]),
+            subscription_id=point["subscription_id"],
             metric=metric,
             value=point["value"],
             unit=display_unit(metric, point["metric_unit"] or ""),
@@ -121,18 +132,95 @@ def live_points(rows: pa.Table, selection: Selection) -> Iterator[LivePoint]:
         )
 
 
-def back_on(rows: pa.Table, waiting: Mapping[str, int]) -> dict[str, int]:
-    """Of the instances in ``waiting`` (instance -> the watch's subscription id), those
-    whose push in landing ``rows`` carries another subscription id: that new id.
+@dataclass(frozen=True, slots=True)
+class PushShape:
+    """What tells one subscription's pushes from another's: the subscription id, or, in
+    the broker plugin's records (which carry none), the metric names the watch's
+    prefixes pick from the push."""
+
+    subscription_id: int | None
+    metrics: frozenset[str]
+
+
+@dataclass(frozen=True, slots=True)
+class Back:
+    """A watched client's first push on another subscription."""
+
+    subscription_id: int | None
+    was: int | None
+    #: Metric names in that push (of the watch's prefixes), and in its last watch push.
+    metrics: int
+    was_metrics: int
+
+    def text(self) -> str:
+        """``subscription_id=N (was M)``, or, without ids, the metric counts."""
+        if self.subscription_id is not None:
+            return f"subscription_id={self.subscription_id} (was {self.was})"
+        return f"its previous metrics: {self.metrics} (was {self.was_metrics} watched)"
+
+
+class Shapes:
+    """Per watched instance, the shape of its latest push shown (fed the live points)."""
+
+    def __init__(self) -> None:
+        self.latest: dict[str, PushShape] = {}
+        self._building: dict[str, tuple[int, int | None, set[str]]] = {}
+
+    def add(self, point: LivePoint) -> None:
+        instance = point.client_instance_id
+        at, sub, names = self._building.get(instance, (-1, None, set()))
+        if at != point.received_at_ms:  # a new push: the one built so far is complete
+            at, sub, names = point.received_at_ms, point.subscription_id, set()
+        names.add(point.metric)
+        self._building[instance] = (at, sub, names)
+        self.latest[instance] = PushShape(sub, frozenset(names))
+
+    def keep(self, instance: str) -> None:
+        """Forget every instance but ``instance`` (the watch was narrowed)."""
+        self.latest = {k: v for k, v in self.latest.items() if k == instance}
+        self._building = {k: v for k, v in self._building.items() if k == instance}
+
+
+def back_on(
+    rows: pa.Table, waiting: Mapping[str, PushShape], selection: Selection, stopped_ms: int
+) -> dict[str, Back]:
+    """Of the instances in ``waiting`` (instance -> its last push under the watch), those
+    with a push in landing ``rows`` on another subscription.
 
     A push still carrying the deleted watch's id is refused (UNKNOWN_SUBSCRIPTION_ID)
     and never lands, so the first landed push with another id is on the client's
-    next subscription.
+    next subscription. Records with no id (the broker plugin's) are judged by time
+    and content: received after the watch was deleted (``stopped_ms``), with other
+    metric names (of those ``selection`` picks) than the watch's last push had.
     """
-    back: dict[str, int] = {}
-    ids = rows.column("client_instance_id").to_pylist()
-    subs = rows.column("subscription_id").to_pylist()
-    for instance, sub in zip(ids, subs, strict=True):
-        if instance in waiting and instance not in back and sub != waiting[instance]:
-            back[instance] = int(sub)
+    back: dict[str, Back] = {}
+    for instance, at_ms, shape in _shapes(rows, set(waiting), selection):
+        was = waiting[instance]
+        if instance in back:
+            continue
+        if shape.subscription_id is None:
+            if at_ms <= stopped_ms or shape.metrics == was.metrics:
+                continue
+        elif shape.subscription_id == was.subscription_id:
+            continue
+        back[instance] = Back(
+            shape.subscription_id, was.subscription_id, len(shape.metrics), len(was.metrics)
+        )
     return back
+
+
+def _shapes(
+    rows: pa.Table, instances: set[str], selection: Selection
+) -> Iterator[tuple[str, int, PushShape]]:
+    """(instance, received at ms, shape) of each push of ``instances`` in ``rows``."""
+    for index, instance in enumerate(rows.column("client_instance_id").to_pylist()):
+        if instance not in instances:
+            continue
+        row = rows.slice(index, 1)
+        sub = row.column("subscription_id")[0].as_py()
+        received: datetime = row.column("received_at")[0].as_py()
+        names: frozenset[str] = frozenset()
+        if sub is None:  # only then are the names needed: decode this push alone
+            decoded = decode_pushes(row).column("metric_name").to_pylist()
+            names = frozenset(str(n) for n in decoded if selection.wanted(str(n)))
+        yield instance, int(received.timestamp() * 1000), PushShape(sub, names)

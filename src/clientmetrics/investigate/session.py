@@ -24,7 +24,7 @@ import pyarrow as pa
 
 from clientmetrics.admin import AdminConfig, AsyncAdmin
 from clientmetrics.investigate import watches as w
-from clientmetrics.investigate.live import Selection, back_on, live_points, warm_up
+from clientmetrics.investigate.live import Selection, Shapes, back_on, live_points, warm_up
 from clientmetrics.investigate.tail import LandingTail
 
 __all__ = ["REAP_EVERY_S", "Tail", "WatchSession"]
@@ -65,8 +65,8 @@ class WatchSession:
     #: The watch while it exists; ``deleted`` once it is gone.
     watch: w.Watch | None = None
     deleted: w.Watch | None = None
-    #: Per watched instance, the subscription id of its latest push shown.
-    _seen: dict[str, int] = field(default_factory=dict)
+    #: Per watched instance, its latest push shown.
+    _seen: Shapes = field(default_factory=Shapes)
     _commands: asyncio.Queue[str] = field(default_factory=lambda: asyncio.Queue(16))
     #: Set by the first Ctrl-C/SIGTERM: the live view ends at its next step.
     _interrupted: asyncio.Event = field(default_factory=asyncio.Event)
@@ -105,9 +105,10 @@ class WatchSession:
                 with self._signals_stop():
                     selection = await self._follow(admin, tail, selection, end)
             finally:
+                stopped_ms = int(time.time() * 1000)  # before the delete is sent
                 await asyncio.shield(self._delete(admin))
             if not self._interrupted.is_set():
-                await self._back(tail)
+                await self._back(tail, selection, stopped_ms)
 
     @contextlib.contextmanager
     def _signals_stop(self) -> Iterator[None]:
@@ -138,7 +139,7 @@ class WatchSession:
         while time.monotonic() < end and not self._interrupted.is_set():
             rows = await asyncio.to_thread(tail.read)
             for point in live_points(rows, selection):
-                self._seen[point.client_instance_id] = point.subscription_id
+                self._seen.add(point)
                 self.echo(point.line())
             if time.monotonic() >= next_reap:
                 await self._reap(admin)
@@ -167,10 +168,15 @@ class WatchSession:
         """Match one ``client_instance_id`` only (the subscription and the view)."""
         if self.watch is None:
             return Selection(self.selectors, self.metrics)
-        self.selectors = {"client_instance_id": w.literal(instance)}
+        try:
+            pattern = w.instance_pattern(instance)
+        except ValueError as exc:
+            self.echo(f"not narrowed: {exc}")
+            return Selection(self.selectors, self.metrics)
+        self.selectors = {"client_instance_id": pattern}
         await w.narrow_watch(admin, self.watch, self.selectors)
         self.echo(f"narrowed {self.watch.name} to client_instance_id={instance}")
-        self._seen = {k: v for k, v in self._seen.items() if k == instance}
+        self._seen.keep(instance)
         return Selection(self.selectors, self.metrics)
 
     async def _reap(self, admin: AsyncAdmin) -> None:
@@ -189,14 +195,14 @@ class WatchSession:
             async with AsyncAdmin(self.config) as admin:
                 await self._delete(admin)
 
-    async def _back(self, tail: Tail) -> None:
+    async def _back(self, tail: Tail, selection: Selection, stopped_ms: int) -> None:
         """Show each watched client's first push on a subscription other than the watch's."""
-        waiting = dict(self._seen)
+        waiting = dict(self._seen.latest)
         deadline = time.monotonic() + BACK_WAIT_S
         while waiting and time.monotonic() < deadline:
             rows = await asyncio.to_thread(tail.read)
-            for instance, sub in back_on(rows, waiting).items():
-                self.echo(f"back {instance} subscription_id={sub} (was {waiting[instance]})")
+            for instance, back in back_on(rows, waiting, selection, stopped_ms).items():
+                self.echo(f"back {instance} {back.text()}")
                 del waiting[instance]
             await asyncio.sleep(POLL_S)
         for instance in waiting:

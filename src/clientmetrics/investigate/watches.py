@@ -13,10 +13,12 @@ from __future__ import annotations
 
 import re
 import secrets
+import uuid
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
 from clientmetrics.admin import AsyncAdmin, subscription_configs
+from clientmetrics.telemetry.model import kafka_uuid_text
 from clientmetrics.telemetry.watch_names import (
     WATCH_PREFIX,
     WatchName,
@@ -90,6 +92,17 @@ def parse_watch_name(name: str) -> Watch | None:
 def literal(text: str) -> str:
     """A ``match`` pattern that matches exactly ``text``."""
     return _SPECIAL.sub(r"\\\1", text)
+
+
+def instance_pattern(instance: str) -> str:
+    """The ``client_instance_id`` pattern of one instance (its canonical text, as find shows
+    it): Kafka's own form, base64url (``Uuid.toString()``), the only one a broker's matcher
+    tries (the gateway's tries both). ``ValueError`` when ``instance`` is not a UUID."""
+    try:
+        parsed = uuid.UUID(instance)
+    except ValueError:
+        raise ValueError(f"{instance!r} is not a client instance id") from None
+    return literal(kafka_uuid_text(parsed))
 
 
 def watch_match(selectors: Mapping[str, str]) -> list[str]:
