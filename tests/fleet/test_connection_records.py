@@ -70,7 +70,8 @@ def test_records_become_the_landed_columns() -> None:
     key = ClientKey("User:a", "c", "librdkafka", "2.16.0", "L", "SSL", "::1",
                     "5f8b7c1e-2a4d-4e6f-9b0a-1c2d3e4f5a6b", True)  # fmt: skip
     table = ConnectionTable(max_keys=4, node_id=7, now_ms=0)
-    table.observe(key, 5)
+    table.observe(key, 5, usage=(3, 300, 1, 70))
+    table.observe(key, 6, usage=(1, 90, 2, 200))
     arrow = records_to_arrow(table.drain(10))
     assert arrow.schema == CONNECTION_ARROW
     assert arrow.to_pylist() == [
@@ -79,8 +80,9 @@ def test_records_become_the_landed_columns() -> None:
          "client_software_version": "2.16.0",
          "listener": "L", "security_protocol": "SSL", "client_source_address": "::1",
          "client_instance_id": "5f8b7c1e-2a4d-4e6f-9b0a-1c2d3e4f5a6b", "telemetry_requested": True,
-         "first_seen_ms": 5, "last_seen_ms": 5, "connections": 1,
-         "produced_records": 0, "produced_bytes": 0},
+         "first_seen_ms": 5, "last_seen_ms": 6, "connections": 2,
+         "produced_records": 4, "produced_bytes": 390, "consumed_records": 3,
+         "consumed_bytes": 270},
     ]  # fmt: skip
     assert records_to_arrow([]).num_rows == 0
     assert CONNECTION_ARROW.field("connections").type == pa.int64()

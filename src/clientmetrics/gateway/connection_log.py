@@ -25,17 +25,21 @@ from clientmetrics.gateway.config import GatewayConfig
 from clientmetrics.gateway.handlers import ConnectionState
 from clientmetrics.gateway.limits import now_ms
 from clientmetrics.telemetry.connections import (
+    NO_USAGE,
     ClientKey,
     ConnectionRecord,
     ConnectionTable,
+    Usage,
     instance_text,
     landed_connections,
     records_to_arrow,
 )
 from clientmetrics.telemetry.manager import ClientMetricsManager
 from clientmetrics.telemetry.push_arrow import partition
-from clientmetrics.wire import ApiKey
+from clientmetrics.wire import ApiKey, RequestHeader, response_header_version
 from clientmetrics.wire.errors import ProtocolError
+from clientmetrics.wire.fetch_walk import consumed
+from clientmetrics.wire.headers import parse_response_header
 from clientmetrics.wire.produce_walk import produced
 from clientmetrics.wire.results import Request
 
@@ -79,8 +83,9 @@ class ConnectionLog:
         self._instance_of = instance_of
         self._connections = connections
         self._opened: dict[int, int] = {}
-        #: connection id -> [records, bytes] produced since it was last observed.
-        self._produced: dict[int, list[int]] = {}
+        #: connection id -> [records, bytes produced, records, bytes consumed] since it
+        #: was last observed.
+        self._usage: dict[int, list[int]] = {}
         self.table = ConnectionTable(max_keys, node_id, now_ms())
         self.records_written = 0
         self.write_failures = 0
@@ -90,10 +95,7 @@ class ConnectionLog:
 
     def closed(self, conn: ConnectionState) -> None:
         since = self._opened.pop(conn.connection_id, None)
-        counts = self._produced.pop(conn.connection_id, [0, 0])
-        self.table.observe(
-            self._key(conn), now_ms(), since_ms=since, produced=(counts[0], counts[1])
-        )
+        self.table.observe(self._key(conn), now_ms(), since_ms=since, usage=self._taken(conn))
 
     def forwarded(self, conn: ConnectionState, request: Request) -> None:
         """Proxy mode: count what a forwarded Produce request carries (its batch headers)."""
@@ -104,9 +106,27 @@ class ConnectionLog:
             records, size = produced(request.frame, request.offset, header.api_version)
         except ProtocolError:
             return  # the broker judges it; nothing is counted
-        counts = self._produced.setdefault(conn.connection_id, [0, 0])
+        counts = self._usage.setdefault(conn.connection_id, [0, 0, 0, 0])
         counts[0] += records
         counts[1] += size
+
+    def fetched(self, conn: ConnectionState, header: RequestHeader, frame: bytes) -> None:
+        """Proxy mode: count what a relayed Fetch response carries (its batch headers)."""
+        try:
+            _, offset = parse_response_header(
+                frame, response_header_version(header.api_key, header.api_version)
+            )
+            records, size = consumed(frame, offset, header.api_version)
+        except ProtocolError:
+            return  # the client judges it; nothing is counted
+        if records or size:
+            counts = self._usage.setdefault(conn.connection_id, [0, 0, 0, 0])
+            counts[2] += records
+            counts[3] += size
+
+    def _taken(self, conn: ConnectionState) -> Usage:
+        counts = self._usage.pop(conn.connection_id, None)
+        return NO_USAGE if counts is None else (counts[0], counts[1], counts[2], counts[3])
 
     def _key(self, conn: ConnectionState) -> ClientKey:
         name, version = conn.software
@@ -134,13 +154,8 @@ class ConnectionLog:
         """Land what the table holds now (the open connections counted first)."""
         now = now_ms()
         for conn in list(self._connections.values()):
-            counts = self._produced.pop(conn.connection_id, [0, 0])
-            self.table.observe(
-                self._key(conn),
-                now,
-                since_ms=self._opened.get(conn.connection_id),
-                produced=(counts[0], counts[1]),
-            )
+            since = self._opened.get(conn.connection_id)
+            self.table.observe(self._key(conn), now, since_ms=since, usage=self._taken(conn))
         records = self.table.drain(now)
         if not records:
             return

@@ -28,9 +28,11 @@ from clientmetrics.telemetry.push_arrow import LANDING_DIR
 __all__ = [
     "CONNECTIONS_DIR",
     "CONNECTION_ARROW",
+    "NO_USAGE",
     "ClientKey",
     "ConnectionRecord",
     "ConnectionTable",
+    "Usage",
     "landed_connections",
     "records_to_arrow",
 ]
@@ -84,9 +86,16 @@ class ConnectionRecord:
     #: Connections of this key observed in the interval (open ones count once per interval).
     connections: int
     #: Proxy mode: records and record-batch bytes its Produce requests carried in the
-    #: interval (read off the batch headers of what was forwarded).
+    #: interval, and its Fetch responses (read off the batch headers of what was relayed).
     produced_records: int = 0
     produced_bytes: int = 0
+    consumed_records: int = 0
+    consumed_bytes: int = 0
+
+
+#: A connection's (produced records, produced bytes, consumed records, consumed bytes).
+Usage = tuple[int, int, int, int]
+NO_USAGE: Usage = (0, 0, 0, 0)
 
 
 _KEY_FIELDS = tuple(f.name for f in fields(ClientKey))
@@ -99,6 +108,8 @@ _INT64 = {
     "connections",
     "produced_records",
     "produced_bytes",
+    "consumed_records",
+    "consumed_bytes",
 }
 
 
@@ -129,14 +140,13 @@ def records_to_arrow(records: list[ConnectionRecord]) -> pa.Table:
 
 
 class _Seen:
-    __slots__ = ("connections", "first", "last", "produced_bytes", "produced_records")
+    __slots__ = ("connections", "first", "last", "usage")
 
     def __init__(self, now_ms: int) -> None:
         self.first = now_ms
         self.last = now_ms
         self.connections = 0
-        self.produced_records = 0
-        self.produced_bytes = 0
+        self.usage = [0, 0, 0, 0]
 
 
 class ConnectionTable:
@@ -165,7 +175,7 @@ class ConnectionTable:
         now_ms: int,
         *,
         since_ms: int | None = None,
-        produced: tuple[int, int] = (0, 0),
+        usage: Usage = NO_USAGE,
     ) -> bool:
         """Count one connection of ``key`` seen at ``now_ms`` (open since ``since_ms``).
 
@@ -184,8 +194,9 @@ class ConnectionTable:
         seen.first = min(seen.first, first)
         seen.last = max(seen.last, now_ms)
         seen.connections += 1
-        seen.produced_records += produced[0]
-        seen.produced_bytes += produced[1]
+        total = seen.usage
+        for i, used in enumerate(usage):
+            total[i] += used
         return True
 
     def drain(self, now_ms: int) -> list[ConnectionRecord]:
@@ -209,8 +220,7 @@ class ConnectionTable:
                 seen.first,
                 seen.last,
                 seen.connections,
-                seen.produced_records,
-                seen.produced_bytes,
+                *seen.usage,
             )
             for key, seen in keys.items()
         ]
