@@ -70,8 +70,8 @@ def test_records_become_the_landed_columns() -> None:
     key = ClientKey("User:a", "c", "librdkafka", "2.16.0", "L", "SSL", "::1",
                     "5f8b7c1e-2a4d-4e6f-9b0a-1c2d3e4f5a6b", True)  # fmt: skip
     table = ConnectionTable(max_keys=4, node_id=7, now_ms=0)
-    table.observe(key, 5, usage=(3, 300, 1, 70))
-    table.observe(key, 6, usage=(1, 90, 2, 200))
+    table.observe(key, 5, usage=(3, 300, 2, 1, 70, 1))
+    table.observe(key, 6, usage=(1, 90, 1, 2, 200, 2))
     arrow = records_to_arrow(table.drain(10))
     assert arrow.schema == CONNECTION_ARROW
     assert arrow.to_pylist() == [
@@ -81,8 +81,8 @@ def test_records_become_the_landed_columns() -> None:
          "listener": "L", "security_protocol": "SSL", "client_source_address": "::1",
          "client_instance_id": "5f8b7c1e-2a4d-4e6f-9b0a-1c2d3e4f5a6b", "telemetry_requested": True,
          "first_seen_ms": 5, "last_seen_ms": 6, "connections": 2,
-         "produced_records": 4, "produced_bytes": 390, "consumed_records": 3,
-         "consumed_bytes": 270},
+         "produced_records": 4, "produced_bytes": 390, "produced_batches": 3,
+         "consumed_records": 3, "consumed_bytes": 270, "consumed_batches": 3},
     ]  # fmt: skip
     assert records_to_arrow([]).num_rows == 0
     assert CONNECTION_ARROW.field("connections").type == pa.int64()

@@ -29,15 +29,15 @@ def records() -> list[object]:
     table = ConnectionTable(max_keys=10, node_id=1, now_ms=DAY1 - 60_000)
     # The Java producer asks for its subscription on one connection, produces on another.
     table.observe(key("java", JAVA), DAY1 - 1)
-    table.observe(key("java"), DAY1 - 1, usage=(40, 4_000, 0, 0))
-    table.observe(key("sarama"), DAY1 - 1, usage=(10, 700, 0, 0))
+    table.observe(key("java"), DAY1 - 1, usage=(40, 4_000, 40, 0, 0, 0))
+    table.observe(key("sarama"), DAY1 - 1, usage=(10, 700, 1, 0, 0, 0))
     # Two instances of one client id from one address: an unnamed connection is "".
-    table.observe(key("twins", "a"), DAY1 - 1, usage=(1, 100, 0, 0))
-    table.observe(key("twins", "b"), DAY1 - 1, usage=(2, 200, 0, 0))
-    table.observe(key("twins"), DAY1 - 1, usage=(0, 0, 5, 500))
+    table.observe(key("twins", "a"), DAY1 - 1, usage=(1, 100, 1, 0, 0, 0))
+    table.observe(key("twins", "b"), DAY1 - 1, usage=(2, 200, 1, 0, 0, 0))
+    table.observe(key("twins"), DAY1 - 1, usage=(0, 0, 0, 5, 500, 2))
     table.observe(key("idle"), DAY1 - 1)  # used nothing: no row
     out: list[object] = list(table.drain(DAY1))
-    table.observe(key("java"), DAY2 - 1, usage=(2, 150, 3, 330))
+    table.observe(key("java"), DAY2 - 1, usage=(2, 150, 2, 3, 330, 3))
     return out + table.drain(DAY2)
 
 
@@ -65,6 +65,9 @@ def test_agreement_sets_the_sources_side_by_side() -> None:
         {"day": "2026-11-21", "principal": "User:app", "client_id": "java",
          "client_instance_id": JAVA, "produced_records": 40, "produced_bytes": 4_100,
          "consumed_records": None, "consumed_bytes": None, "source": "pushed_metrics"},
+        {"day": "2026-11-22", "principal": "User:app", "client_id": "java",
+         "client_instance_id": JAVA, "produced_records": None, "produced_bytes": None,
+         "consumed_records": 3, "consumed_bytes": 147, "source": "pushed_metrics"},
         {"day": "2026-11-21", "principal": "User:app", "client_id": "other",
          "client_instance_id": "x", "produced_records": 1, "produced_bytes": 1,
          "consumed_records": None, "consumed_bytes": None, "source": "pushed_metrics"},
@@ -76,5 +79,8 @@ def test_agreement_sets_the_sources_side_by_side() -> None:
     assert [(r["measure"], r["proxy"], r["pushed_metrics"]) for r in agreement] == [
         ("produced_records", 40, 40),
         ("produced_bytes", 4_000, 4_100),
+        ("consumed_records", 3, 3),
+        # The consumer counts its records' sizes: 330 less 3 batch headers of 61 bytes.
+        ("consumed_bytes", 147, 147),
     ]
-    assert [r["difference_pct"] for r in agreement] == [0.0, pytest.approx(2.5)]
+    assert [r["difference_pct"] for r in agreement] == [0.0, pytest.approx(2.5), 0.0, 0.0]

@@ -41,6 +41,7 @@ from clientmetrics.wire.errors import ProtocolError
 from clientmetrics.wire.fetch_walk import consumed
 from clientmetrics.wire.headers import parse_response_header
 from clientmetrics.wire.produce_walk import produced
+from clientmetrics.wire.record_batches import Totals
 from clientmetrics.wire.results import Request
 
 log = structlog.get_logger("clientmetrics.gateway")
@@ -83,8 +84,7 @@ class ConnectionLog:
         self._instance_of = instance_of
         self._connections = connections
         self._opened: dict[int, int] = {}
-        #: connection id -> [records, bytes produced, records, bytes consumed] since it
-        #: was last observed.
+        #: connection id -> its ``Usage`` (as a list) since it was last observed.
         self._usage: dict[int, list[int]] = {}
         self.table = ConnectionTable(max_keys, node_id, now_ms())
         self.records_written = 0
@@ -103,12 +103,10 @@ class ConnectionLog:
         if header.api_key != ApiKey.PRODUCE:
             return
         try:
-            records, size = produced(request.frame, request.offset, header.api_version)
+            got = produced(request.frame, request.offset, header.api_version)
         except ProtocolError:
             return  # the broker judges it; nothing is counted
-        counts = self._usage.setdefault(conn.connection_id, [0, 0, 0, 0])
-        counts[0] += records
-        counts[1] += size
+        self._count(conn, 0, got)
 
     def fetched(self, conn: ConnectionState, header: RequestHeader, frame: bytes) -> None:
         """Proxy mode: count what a relayed Fetch response carries (its batch headers)."""
@@ -116,17 +114,20 @@ class ConnectionLog:
             _, offset = parse_response_header(
                 frame, response_header_version(header.api_key, header.api_version)
             )
-            records, size = consumed(frame, offset, header.api_version)
+            got = consumed(frame, offset, header.api_version)
         except ProtocolError:
             return  # the client judges it; nothing is counted
-        if records or size:
-            counts = self._usage.setdefault(conn.connection_id, [0, 0, 0, 0])
-            counts[2] += records
-            counts[3] += size
+        if got[2]:
+            self._count(conn, 3, got)
+
+    def _count(self, conn: ConnectionState, at: int, got: Totals) -> None:
+        counts = self._usage.setdefault(conn.connection_id, [0] * len(NO_USAGE))
+        for i, value in enumerate(got, at):
+            counts[i] += value
 
     def _taken(self, conn: ConnectionState) -> Usage:
         counts = self._usage.pop(conn.connection_id, None)
-        return NO_USAGE if counts is None else (counts[0], counts[1], counts[2], counts[3])
+        return NO_USAGE if counts is None else (*counts,)  # type: ignore[return-value]
 
     def _key(self, conn: ConnectionState) -> ClientKey:
         name, version = conn.software

@@ -24,8 +24,10 @@ from pathlib import Path
 import pyarrow as pa
 
 from clientmetrics.telemetry.push_arrow import LANDING_DIR
+from clientmetrics.wire.record_batches import BATCH_HEADER_BYTES
 
 __all__ = [
+    "BATCH_HEADER_BYTES",
     "CONNECTIONS_DIR",
     "CONNECTION_ARROW",
     "NO_USAGE",
@@ -87,15 +89,18 @@ class ConnectionRecord:
     connections: int
     #: Proxy mode: records and record-batch bytes its Produce requests carried in the
     #: interval, and its Fetch responses (read off the batch headers of what was relayed).
+    #: Batches too: the bytes less 61 per batch are the records' own bytes.
     produced_records: int = 0
     produced_bytes: int = 0
+    produced_batches: int = 0
     consumed_records: int = 0
     consumed_bytes: int = 0
+    consumed_batches: int = 0
 
 
-#: A connection's (produced records, produced bytes, consumed records, consumed bytes).
-Usage = tuple[int, int, int, int]
-NO_USAGE: Usage = (0, 0, 0, 0)
+#: A connection's usage: records, bytes and batches produced, then consumed.
+Usage = tuple[int, int, int, int, int, int]
+NO_USAGE: Usage = (0, 0, 0, 0, 0, 0)
 
 
 _KEY_FIELDS = tuple(f.name for f in fields(ClientKey))
@@ -108,8 +113,10 @@ _INT64 = {
     "connections",
     "produced_records",
     "produced_bytes",
+    "produced_batches",
     "consumed_records",
     "consumed_bytes",
+    "consumed_batches",
 }
 
 
@@ -146,7 +153,7 @@ class _Seen:
         self.first = now_ms
         self.last = now_ms
         self.connections = 0
-        self.usage = [0, 0, 0, 0]
+        self.usage = [0] * len(NO_USAGE)
 
 
 class ConnectionTable:

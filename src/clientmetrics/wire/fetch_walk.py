@@ -12,18 +12,18 @@ for it (the client judges the response, not this).
 from __future__ import annotations
 
 from clientmetrics.wire.errors import ProtocolError
-from clientmetrics.wire.record_batches import Walk
+from clientmetrics.wire.record_batches import Totals, Walk
 
 __all__ = ["consumed"]
 
 
-def consumed(frame: bytes | bytearray, body_offset: int, version: int) -> tuple[int, int]:
-    """(records, record-batch bytes) of a Fetch response of ``version`` in ``frame``."""
+def consumed(frame: bytes | bytearray, body_offset: int, version: int) -> Totals:
+    """(records, record-batch bytes, batches) of a Fetch response of ``version`` in ``frame``."""
     if not 4 <= version <= 18:
         raise ProtocolError(f"Fetch v{version} is not walked")
     read = Walk(memoryview(frame), body_offset, flexible=version >= 12, what="Fetch response")
     read.take(4 + (6 if version >= 7 else 0))  # throttle; error code and session id
-    records = size = 0
+    records = size = batches = 0
     for _ in range(read.count()):
         if version >= 13:
             read.take(16)  # topic_id
@@ -38,7 +38,7 @@ def consumed(frame: bytes | bytearray, body_offset: int, version: int) -> tuple[
             if version >= 11:
                 read.take(4)  # preferred read replica
             got = read.batches()
-            records, size = records + got[0], size + got[1]
+            records, size, batches = records + got[0], size + got[1], batches + got[2]
             read.skip_tags()
         read.skip_tags()
-    return records, size
+    return records, size, batches

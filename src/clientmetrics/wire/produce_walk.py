@@ -11,19 +11,19 @@ request, not this).
 from __future__ import annotations
 
 from clientmetrics.wire.errors import ProtocolError
-from clientmetrics.wire.record_batches import Walk
+from clientmetrics.wire.record_batches import Totals, Walk
 
 __all__ = ["produced"]
 
 
-def produced(frame: bytes | bytearray, body_offset: int, version: int) -> tuple[int, int]:
-    """(records, record-batch bytes) of a Produce request of ``version`` in ``frame``."""
+def produced(frame: bytes | bytearray, body_offset: int, version: int) -> Totals:
+    """(records, record-batch bytes, batches) of a Produce request of ``version`` in ``frame``."""
     if not 3 <= version <= 13:
         raise ProtocolError(f"Produce v{version} is not walked")
     read = Walk(memoryview(frame), body_offset, flexible=version >= 9, what="Produce request")
     read.skip_string()  # transactional_id
     read.take(6)  # acks, timeout_ms
-    records = size = 0
+    records = size = batches = 0
     for _ in range(read.count()):
         if version >= 13:
             read.take(16)  # topic_id
@@ -32,7 +32,7 @@ def produced(frame: bytes | bytearray, body_offset: int, version: int) -> tuple[
         for _ in range(read.count()):
             read.take(4)  # partition index
             got = read.batches()
-            records, size = records + got[0], size + got[1]
+            records, size, batches = records + got[0], size + got[1], batches + got[2]
             read.skip_tags()
         read.skip_tags()
-    return records, size
+    return records, size, batches

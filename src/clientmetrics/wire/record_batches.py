@@ -18,7 +18,7 @@ import struct
 
 from clientmetrics.wire.errors import ProtocolError
 
-__all__ = ["BATCH_HEADER_BYTES", "Walk", "batch_totals"]
+__all__ = ["BATCH_HEADER_BYTES", "Totals", "Walk", "batch_totals"]
 
 _I16 = struct.Struct(">h")
 _I32 = struct.Struct(">i")
@@ -29,13 +29,17 @@ _MAGIC_AT, _ATTRIBUTES_AT, _COUNT_AT = 16, 21, 57
 _CONTROL = 0x20  # attributes bit 5: a control batch (transaction marker)
 
 
-def batch_totals(data: memoryview, start: int, end: int) -> tuple[int, int]:
-    """(records, bytes) of the whole magic-2 batches in ``data[start:end]``.
+#: (records, bytes, batches) of a run of record batches.
+Totals = tuple[int, int, int]
+
+
+def batch_totals(data: memoryview, start: int, end: int) -> Totals:
+    """(records, bytes, batches) of the whole magic-2 batches in ``data[start:end]``.
 
     Stops at an older magic or a partial batch (a Produce request's is the broker's
     to judge; a Fetch response may end in one, which the client fetches again).
     """
-    records = size = 0
+    records = size = batches = 0
     pos = start
     while pos + BATCH_HEADER_BYTES <= end:
         length = 12 + int(_I32.unpack_from(data, pos + 8)[0])
@@ -44,8 +48,9 @@ def batch_totals(data: memoryview, start: int, end: int) -> tuple[int, int]:
         if not _I16.unpack_from(data, pos + _ATTRIBUTES_AT)[0] & _CONTROL:
             records += int(_I32.unpack_from(data, pos + _COUNT_AT)[0])
             size += length
+            batches += 1
         pos += length
-    return records, size
+    return records, size, batches
 
 
 class Walk:
@@ -92,11 +97,11 @@ class Walk:
         """A (nullable) string or bytes, compact when flexible."""
         self.take(max(self.uvarint() - 1 if self.flexible else self.int16(), 0))
 
-    def batches(self) -> tuple[int, int]:
-        """A nullable ``records`` field: (records, bytes) of its whole batches."""
+    def batches(self) -> Totals:
+        """A nullable ``records`` field: (records, bytes, batches) of its whole batches."""
         length = self.uvarint() - 1 if self.flexible else self.int32()
         if length <= 0:
-            return 0, 0
+            return 0, 0, 0
         start = self.take(length)
         return batch_totals(self.data, start, start + length)
 

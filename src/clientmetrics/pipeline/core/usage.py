@@ -38,6 +38,8 @@ from typing import Any
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from clientmetrics.telemetry.connections import BATCH_HEADER_BYTES
+
 __all__ = [
     "AGREEMENT_ARROW",
     "USAGE_ARROW",
@@ -57,6 +59,8 @@ USAGE_METRICS = {
     f"{_PREFIX}consumer.fetch.manager.bytes.consumed.total": ("consumed_bytes", False),
 }
 _COLUMNS = ("produced_records", "produced_bytes", "consumed_records", "consumed_bytes")
+#: The proxy's counts: the measures and the batches they came in (null from pushed metrics).
+_COUNTED = (*_COLUMNS, "produced_batches", "consumed_batches")
 _KEY = ("day", "principal", "client_id", "client_instance_id")
 
 USAGE_ARROW = pa.schema(
@@ -65,7 +69,7 @@ USAGE_ARROW = pa.schema(
         ("principal", pa.string()),
         ("client_id", pa.string()),
         ("client_instance_id", pa.string()),
-        *((name, pa.int64()) for name in _COLUMNS),
+        *((name, pa.int64()) for name in _COUNTED),
         #: ``pushed_metrics`` (the clients' counters) or ``proxy`` (counted on the wire).
         ("source", pa.string()),
     ]
@@ -140,27 +144,23 @@ def _client(row: dict[str, Any]) -> tuple[str, ...]:
 def usage_from_connections(connections: pa.Table) -> pa.Table:
     """Usage per day, principal, client id and instance (``USAGE_ARROW``) counted by a proxy."""
     used = pc.greater(
-        pc.add(
-            pc.add(connections.column("produced_records"), connections.column("produced_bytes")),
-            pc.add(connections.column("consumed_records"), connections.column("consumed_bytes")),
-        ),
-        0,
+        pc.add(connections.column("produced_batches"), connections.column("consumed_batches")), 0
     )
     wanted = ["interval_end_ms", "principal", "client_id", "client_source_address"]
-    records = connections.filter(used).select([*wanted, "client_instance_id", *_COLUMNS])
+    records = connections.filter(used).select([*wanted, "client_instance_id", *_COUNTED])
     rows = records.to_pylist()
     known = _instances_by_client(connections)
-    totals: dict[tuple[str, ...], list[int]] = defaultdict(lambda: [0, 0, 0, 0])
+    totals: dict[tuple[str, ...], list[int]] = defaultdict(lambda: [0] * len(_COUNTED))
     for row in rows:
         instance = row["client_instance_id"]
         if not instance and len(known[_client(row)]) == 1:
             (instance,) = known[_client(row)]
         day = datetime.fromtimestamp(row["interval_end_ms"] / 1000, UTC).strftime("%Y-%m-%d")
         total = totals[(day, row["principal"], row["client_id"], instance)]
-        for i, name in enumerate(_COLUMNS):
+        for i, name in enumerate(_COUNTED):
             total[i] += row[name]
     out = [
-        dict(zip(_KEY, key, strict=True)) | dict(zip(_COLUMNS, used, strict=True)) | _PROXY
+        dict(zip(_KEY, key, strict=True)) | dict(zip(_COUNTED, used, strict=True)) | _PROXY
         for key, used in sorted(totals.items())
     ]
     return pa.Table.from_pylist(out, schema=USAGE_ARROW)
@@ -186,7 +186,11 @@ AGREEMENT_ARROW = pa.schema(
 
 
 def usage_agreement(usage: pa.Table) -> pa.Table:
-    """Where a client's usage has both sources, each measure side by side (``AGREEMENT_ARROW``)."""
+    """Where a client's usage has both sources, each measure side by side (``AGREEMENT_ARROW``).
+
+    Each measure as the client's counter defines it: the proxy's consumed bytes less
+    the batch headers (``bytes.consumed.total`` sums its records' sizes).
+    """
     by_source: dict[str, dict[tuple[Any, ...], dict[str, Any]]] = defaultdict(dict)
     for row in usage.to_pylist():
         by_source[row["source"]][tuple(row[name] for name in _KEY)] = row
@@ -197,6 +201,8 @@ def usage_agreement(usage: pa.Table) -> pa.Table:
             if pushed[name] is None:
                 continue  # the client does not report it
             counted = proxy[name]
+            if name == "consumed_bytes":  # the Java consumer counts records, not batches
+                counted -= BATCH_HEADER_BYTES * proxy["consumed_batches"]
             pct = None if counted == 0 else 100.0 * (pushed[name] - counted) / counted
             row = dict(zip(_KEY, key, strict=True))
             out.append(
