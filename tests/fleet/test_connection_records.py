@@ -2,14 +2,21 @@
 
 from __future__ import annotations
 
+import json
+
 import pyarrow as pa
 import pytest
 
+from clientmetrics.errors import ConfigurationError
+from clientmetrics.gateway.connection_topic import connection_topic
 from clientmetrics.telemetry.connections import (
     CONNECTION_ARROW,
     ClientKey,
     ConnectionRecord,
     ConnectionTable,
+    record_from_json,
+    record_json,
+    record_key,
     records_to_arrow,
 )
 
@@ -86,3 +93,34 @@ def test_records_become_the_landed_columns() -> None:
     ]  # fmt: skip
     assert records_to_arrow([]).num_rows == 0
     assert CONNECTION_ARROW.field("connections").type == pa.int64()
+
+
+def test_a_record_on_a_topic_reads_back_and_anything_else_is_refused() -> None:
+    table = ConnectionTable(max_keys=4, node_id=7, now_ms=0)
+    table.observe(ALICE, 5, usage=(3, 300, 2, 1, 70, 1))
+    (record,) = table.drain(10)
+    value = record_json(record)
+    assert record_from_json(value) == record
+    assert record_key(record) == b"orders"  # no instance id: its client.id
+    document = json.loads(value)
+    assert list(document) == CONNECTION_ARROW.names  # the landed columns, in order
+    bad = [
+        b"\xff", b"not json", b"[]", b"{}", json.dumps({**document, "extra": 1}).encode(),
+        json.dumps({**document, "connections": -1}).encode(),
+        json.dumps({**document, "connections": 2**63}).encode(),
+        json.dumps({**document, "connections": True}).encode(),
+        json.dumps({**document, "node_id": 2**31}).encode(),
+        json.dumps({**document, "principal": 5}).encode(),
+        json.dumps({**document, "telemetry_requested": 1}).encode(),
+        b"[" * 100_000,
+    ]  # fmt: skip
+    assert [record_from_json(v) for v in bad] == [None] * len(bad)
+
+
+def test_a_bad_connections_topic_is_one_clear_error() -> None:
+    assert connection_topic(None) is None
+    with pytest.raises(ConfigurationError, match="connections_topic must be a topic name"):
+        connection_topic({"bootstrap_servers": "127.0.0.1:9", "connections_topic": ""})
+    topic = connection_topic({"bootstrap_servers": "127.0.0.1:9"})
+    assert topic is not None
+    assert topic.topic == "clientmetrics_connections"

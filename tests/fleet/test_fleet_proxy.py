@@ -14,6 +14,7 @@ import re
 import time
 from collections.abc import Iterator
 from contextlib import ExitStack
+from dataclasses import astuple
 from pathlib import Path
 from typing import Any
 
@@ -38,17 +39,24 @@ from clientmetrics.pipeline.core.usage import (
     usage_from_connections,
     usage_from_points,
 )
-from clientmetrics.telemetry.connections import landed_connections
+from clientmetrics.telemetry.connections import (
+    CONNECTION_ARROW,
+    RECORD_KIND_HEADER,
+    landed_connections,
+    record_from_json,
+)
 from tests.dashboard.browser import CHROMIUM, CHROMIUM_ARGS
 from tests.kadmin import set_subscription
 from tests.kafka import kafka_broker, proxy_gateway
 from tests.landed import landed_table
 from tests.peers.clients import franz, java, names, rows_by_client, running
 from tests.procs import GatewayProcess, wait_for
+from tests.topic_reader import read_topic
 
 pytestmark = [pytest.mark.kafka, pytest.mark.integration]
 
 JAVA = ("apache-kafka-java", "4.4.0")
+CONNECTIONS_TOPIC = "fl-connections"
 PUSHING = ("fl-java-producer", "fl-java-consumer", "fl-rdkafka", "fl-franz-producer")
 
 
@@ -64,7 +72,9 @@ def proxy(kafka: KafkaBroker, tmp_path_factory: pytest.TempPathFactory) -> Itera
     yield from proxy_gateway(
         kafka,
         tmp_path_factory.mktemp("fleet") / "data",
-        "[gateway]\nconnection_records_interval_ms = 500\n",
+        "[gateway]\nconnection_records_interval_ms = 500\n"
+        # The topic exporter on the upstream cluster: connection records there too.
+        f'[exporters.topic]\nconnections_topic = "{CONNECTIONS_TOPIC}"\n',
     )
 
 
@@ -354,3 +364,43 @@ def test_usage_per_instance_is_exactly_the_traffic(proxy: GatewayProcess, tmp_pa
         ("us-java-consumer", "consumed_bytes"),
     }
     assert all(abs(r["difference_pct"]) <= 5.0 for r in rows), rows
+
+
+def test_connection_records_on_the_topic_are_the_landed_ones(
+    proxy: GatewayProcess, kafka: KafkaBroker
+) -> None:
+    """One format, two places: every landed record is on the topic, and back."""
+    kp = KafkaProducer(bootstrap_servers=proxy.bootstrap, client_id="tp-kpy")
+    kp.send("tp-kpy", b"x").get(60)
+    kp.close()
+
+    def landed() -> set[tuple[Any, ...]]:
+        table = _connections(proxy.data_dir)
+        return {tuple(row.values()) for row in table.to_pylist()} if table is not None else set()
+
+    def on_topic() -> set[tuple[Any, ...]]:
+        out = set()
+        for message in read_topic(kafka.bootstrap, CONNECTIONS_TOPIC):
+            record = record_from_json(message.value())
+            assert record is not None, message.value()
+            assert message.headers() == [RECORD_KIND_HEADER]
+            assert message.key() == (record.client_instance_id or record.client_id).encode()
+            assert message.timestamp()[1] == record.interval_end_ms
+            out.add(astuple(record))
+        return out
+
+    client_id, produced = (
+        CONNECTION_ARROW.names.index(n) for n in ("client_id", "produced_records")
+    )
+
+    def kpy_landed() -> bool:
+        return any(row[client_id] == "tp-kpy" for row in landed())
+
+    wait_for(kpy_landed, 60, what="tp-kpy's connection record landed")
+    before = landed()
+    wait_for(lambda: before <= on_topic(), 60, what="every landed record on the topic")
+    seen = on_topic()
+    wait_for(lambda: seen <= landed(), 60, what="every record on the topic landed")
+    assert any(row[client_id] == "tp-kpy" and row[produced] == 1 for row in seen)
+    assert proxy.metric("connection_records_produce_failures_total") == 0
+    assert proxy.metric("connection_records_produced_total") >= len(seen)

@@ -22,6 +22,7 @@ import structlog
 
 from clientmetrics.exporters.landing_files import fsync_dir, make_dirs
 from clientmetrics.gateway.config import GatewayConfig
+from clientmetrics.gateway.connection_topic import ConnectionTopic, connection_topic
 from clientmetrics.gateway.handlers import ConnectionState
 from clientmetrics.gateway.limits import now_ms
 from clientmetrics.telemetry.connections import (
@@ -77,8 +78,12 @@ class ConnectionLog:
         max_keys: int,
         instance_of: Callable[[int], uuid.UUID | None],
         connections: Mapping[int, ConnectionState],
+        land: bool = True,
+        topic: ConnectionTopic | None = None,
     ) -> None:
-        self._root = landed_connections(data_dir)
+        """``land``: write the landing zone's files; ``topic``: produce there too."""
+        self._root = landed_connections(data_dir) if land else None
+        self._topic = topic
         self._node_id = node_id
         self._interval_s = interval_ms / 1000
         self._instance_of = instance_of
@@ -160,6 +165,10 @@ class ConnectionLog:
         records = self.table.drain(now)
         if not records:
             return
+        if self._topic is not None:
+            await asyncio.to_thread(self._topic.send, records)
+        if self._root is None:
+            return
         name = f"part-{now}-{self._node_id}-{os.getpid()}"
         try:
             await asyncio.to_thread(write_records, self._root, records, name)
@@ -170,8 +179,11 @@ class ConnectionLog:
         self.records_written += len(records)
 
     def counters(self) -> dict[str, float]:
+        topic = self._topic
         return {
             "connection_records_written": float(self.records_written),
+            "connection_records_produced": float(topic.produced if topic else 0),
+            "connection_records_produce_failures": float(topic.failed if topic else 0),
             "connection_records_dropped": float(self.table.dropped),
             "connection_records_write_failures": float(self.write_failures),
             "connection_records_keys": float(len(self.table)),
@@ -184,6 +196,8 @@ def connection_log(
     """The configured connection log of a gateway process; None when it is off."""
     if config.connection_records_interval_ms == 0:
         return None
+    specs = {spec.name: spec.options for spec in config.exporters}
+    topic = connection_topic(specs.get("topic"))
     return ConnectionLog(
         config.data_dir,
         node_id=config.node_id,
@@ -191,4 +205,7 @@ def connection_log(
         max_keys=config.connection_records_max_keys,
         instance_of=manager.instance_of,
         connections=connections,
+        # Landed unless the deployment moved to a topic without the landing zone.
+        land="landing" in specs or topic is None,
+        topic=topic,
     )

@@ -17,6 +17,7 @@ topic records' headers derive from (docs/record-format.md, "Connection records")
 
 from __future__ import annotations
 
+import json
 import uuid
 from dataclasses import astuple, dataclass, fields
 from pathlib import Path
@@ -31,11 +32,15 @@ __all__ = [
     "CONNECTIONS_DIR",
     "CONNECTION_ARROW",
     "NO_USAGE",
+    "RECORD_KIND_HEADER",
     "ClientKey",
     "ConnectionRecord",
     "ConnectionTable",
     "Usage",
     "landed_connections",
+    "record_from_json",
+    "record_json",
+    "record_key",
     "records_to_arrow",
 ]
 
@@ -231,6 +236,48 @@ class ConnectionTable:
             )
             for key, seen in keys.items()
         ]
+
+
+#: The header naming a connection record on a topic (its value is the format's version).
+RECORD_KIND_HEADER = ("record_kind", b"connection/1")
+#: Integer fields' ranges: times and counts are never negative.
+_INT_RANGE = {"node_id": (-(2**31), 2**31 - 1)}
+_COUNT_RANGE = (0, 2**63 - 1)
+
+
+def record_json(record: ConnectionRecord) -> bytes:
+    """A record as a topic record's value: a JSON object of the landed columns."""
+    return json.dumps(dict(zip(_RECORD_FIELDS, astuple(record), strict=True))).encode()
+
+
+def record_key(record: ConnectionRecord) -> bytes:
+    """A topic record's key: the instance id when known, else the ``client_id`` (one
+    client's records stay on one partition, in order)."""
+    return (record.client_instance_id or record.client_id).encode()
+
+
+def record_from_json(value: bytes) -> ConnectionRecord | None:
+    """A topic record's value read back; None when it is not a connection record
+    (not JSON, a field missing, extra or of the wrong type, an integer out of range)."""
+    try:
+        document = json.loads(value)
+    except (UnicodeDecodeError, ValueError, RecursionError):
+        return None
+    if not isinstance(document, dict) or set(document) != set(_RECORD_FIELDS):
+        return None
+    for name in _RECORD_FIELDS:
+        got = document[name]
+        kind = _arrow_type(name)
+        if kind == pa.bool_():
+            ok = isinstance(got, bool)
+        elif kind == pa.string():
+            ok = isinstance(got, str)
+        else:
+            low, high = _INT_RANGE.get(name, _COUNT_RANGE)
+            ok = isinstance(got, int) and not isinstance(got, bool) and low <= got <= high
+        if not ok:
+            return None
+    return ConnectionRecord(*(document[name] for name in _RECORD_FIELDS))
 
 
 def instance_text(value: uuid.UUID | None) -> str:
