@@ -18,7 +18,9 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import functools
 import multiprocessing as mp
+import os
 import shutil
 import sys
 import tempfile
@@ -40,35 +42,67 @@ sys.path.insert(0, str(ROOT))
 from clientmetrics.wire import RequestHeader, encode_request, request_type  # noqa: E402
 
 
+class _Once(asyncio.Protocol):
+    """One short connection: ApiVersions v3 out, its whole answer in, closed."""
+
+    def __init__(self, request: bytes, done: asyncio.Future[bool]) -> None:
+        self.request, self.done, self.got = request, done, b""
+        self.transport: Any = None  # uvloop's transports are no asyncio.Transport
+
+    def connection_made(self, transport: Any) -> None:
+        self.transport = transport
+        transport.write(self.request)
+
+    def data_received(self, data: bytes) -> None:
+        self.got += data
+        if len(self.got) >= 4 and len(self.got) >= 4 + int.from_bytes(self.got[:4], "big"):
+            self.transport.close()
+
+    def connection_lost(self, exc: Exception | None) -> None:
+        if not self.done.done():
+            self.done.set_result(exc is None and len(self.got) > 4)
+
+
 def storm(port: int, seconds: float, concurrency: int, out: Any) -> None:
-    """One storm process: ``concurrency`` loops of connect, ApiVersions v3, close."""
+    """One storm process: ``concurrency`` loops of connect, ApiVersions v3, close.
+
+    A bare protocol (no streams) on uvloop: the generator's own cost per connection
+    is reported (its CPU time), to tell its limit from the gateway's.
+    """
     import uvloop
 
     api_versions = request_type(18, 3)(client_software_name="storm", client_software_version="1.0")
 
     async def loop(deadline: float, counts: list[int]) -> None:
+        running = asyncio.get_running_loop()
         while time.monotonic() < deadline:
+            header = RequestHeader(18, 3, 1, f"storm-{uuid.uuid4().hex[:12]}")
+            done: asyncio.Future[bool] = running.create_future()
+            make = functools.partial(_Once, encode_request(header, api_versions), done)
             try:
-                reader, writer = await asyncio.open_connection("127.0.0.1", port)
-                header = RequestHeader(18, 3, 1, f"storm-{uuid.uuid4().hex[:12]}")
-                writer.write(encode_request(header, api_versions))
-                size = int.from_bytes(await reader.readexactly(4), "big")
-                await reader.readexactly(size)
-                writer.close()
-                await writer.wait_closed()
-                counts[0] += 1
+                await running.create_connection(make, "127.0.0.1", port)
+                ok = await done
             except OSError:
-                counts[1] += 1
+                ok = False
+            counts[0 if ok else 1] += 1
+            if not ok:
                 await asyncio.sleep(0.01)
 
     async def main() -> None:
         counts = [0, 0]
-        started = time.monotonic()
+        started, cpu = time.monotonic(), time.process_time()
         await asyncio.gather(*(loop(started + seconds, counts) for _ in range(concurrency)))
         out.put({"connections": counts[0], "failures": counts[1],
-                 "seconds": time.monotonic() - started})  # fmt: skip
+                 "seconds": time.monotonic() - started,
+                 "cpu_s": time.process_time() - cpu})  # fmt: skip
 
     uvloop.run(main())
+
+
+def cpu_s(pid: int) -> float:
+    """A process's CPU time so far (user + system), from /proc."""
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
 def metrics(admin_port: int) -> dict[str, float]:
@@ -81,6 +115,19 @@ def metrics(admin_port: int) -> dict[str, float]:
         for line in text.splitlines()
         if line.startswith(prefix)
     }
+
+
+def _storm(ctx: Any, q: Any, port: int, args: argparse.Namespace, seconds: float) -> list[Any]:
+    storms = [
+        ctx.Process(target=storm, args=(port, seconds, args.storm_concurrency, q))
+        for _ in range(args.storm_procs)
+    ]
+    for p in storms:
+        p.start()
+    made = [q.get(timeout=seconds + 120) for _ in storms]
+    for p in storms:
+        p.join()
+    return made
 
 
 def push_rate(args: argparse.Namespace, port: int, payload: bytes) -> tuple[float, float]:
@@ -100,6 +147,7 @@ def main() -> None:
     ap.add_argument("--connections", type=int, default=20, help="push connections")
     ap.add_argument("--storm-procs", type=int, default=2, help="storm processes")
     ap.add_argument("--storm-concurrency", type=int, default=64, help="connect loops each")
+    ap.add_argument("--storm-seconds", type=float, default=10, help="the storm alone, first")
     ap.add_argument("--max-keys", type=int, default=10_000, help="connection_records_max_keys")
     args = ap.parse_args()
 
@@ -113,10 +161,14 @@ def main() -> None:
         f"connection_records_max_keys = {args.max_keys}\n"
     )
     try:
-        with serving(tmp / "data", 1, extra_toml=toml, admin_port=admin_port) as (port, _gw):
-            alone, p99_alone = push_rate(args, port, payload)
+        with serving(tmp / "data", 1, extra_toml=toml, admin_port=admin_port) as (port, gw):
             ctx = mp.get_context("spawn")
             q = ctx.Queue()
+            # The storm alone first: what a connection costs the gateway and the generator.
+            cpu0 = cpu_s(gw.pid)
+            solo = _storm(ctx, q, port, args, args.storm_seconds)
+            gateway_cpu = cpu_s(gw.pid) - cpu0
+            alone, p99_alone = push_rate(args, port, payload)
             seconds = args.instances / args.rate + 5
             storms = [
                 ctx.Process(target=storm, args=(port, seconds, args.storm_concurrency, q))
@@ -137,6 +189,11 @@ def main() -> None:
         rows = [pq.read_metadata(f).num_rows for f in files]
         size = sum(f.stat().st_size for f in files)
         shutil.rmtree(tmp, ignore_errors=True)
+    solo_n = sum(m["connections"] for m in solo)
+    solo_s = max(m["seconds"] for m in solo)
+    print(f"storm alone: {solo_n:,} connections in {solo_s:.1f} s = {solo_n / solo_s:,.0f}/s; "
+          f"CPU per connection: gateway {gateway_cpu / solo_n * 1e6:,.0f} us, generators "
+          f"{sum(m['cpu_s'] for m in solo) / solo_n * 1e6:,.0f} us")  # fmt: skip
     connections = sum(m["connections"] for m in made)
     storm_s = max(m["seconds"] for m in made)
     baseline = (alone + again) / 2

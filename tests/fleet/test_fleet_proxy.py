@@ -11,34 +11,52 @@ table and on the dashboard's page.
 from __future__ import annotations
 
 import re
+import time
 from collections.abc import Iterator
 from contextlib import ExitStack
+from dataclasses import astuple
 from pathlib import Path
 from typing import Any
 
 import kafka as kafka_python
+import pyarrow as pa
+import pyarrow.compute as pc
 import pyarrow.parquet as pq
 import pytest
-from confluent_kafka import Producer
+from confluent_kafka import Consumer, Producer
 from kafka import KafkaProducer
 from peers.kafka import KafkaBroker
 from peers.sarama_go import sarama_go
 
 from clientmetrics.dashboard import Dashboard, DashboardConfig, DashboardServer
 from clientmetrics.dashboard.inventory import with_landed_clients
+from clientmetrics.pipeline.core.decode import decode_pushes
 from clientmetrics.pipeline.core.fleet import fleet_table
-from clientmetrics.pipeline.core.schemas import CLIENTS_ARROW
-from clientmetrics.telemetry.connections import landed_connections
+from clientmetrics.pipeline.core.rates import fresh_rates
+from clientmetrics.pipeline.core.schemas import CLIENTS_ARROW, SERIES_STATE_ARROW
+from clientmetrics.pipeline.core.usage import (
+    usage_agreement,
+    usage_from_connections,
+    usage_from_points,
+)
+from clientmetrics.telemetry.connections import (
+    CONNECTION_ARROW,
+    RECORD_KIND_HEADER,
+    landed_connections,
+    record_from_json,
+)
 from tests.dashboard.browser import CHROMIUM, CHROMIUM_ARGS
 from tests.kadmin import set_subscription
 from tests.kafka import kafka_broker, proxy_gateway
 from tests.landed import landed_table
 from tests.peers.clients import franz, java, names, rows_by_client, running
 from tests.procs import GatewayProcess, wait_for
+from tests.topic_reader import read_topic
 
 pytestmark = [pytest.mark.kafka, pytest.mark.integration]
 
 JAVA = ("apache-kafka-java", "4.4.0")
+CONNECTIONS_TOPIC = "fl-connections"
 PUSHING = ("fl-java-producer", "fl-java-consumer", "fl-rdkafka", "fl-franz-producer")
 
 
@@ -54,13 +72,13 @@ def proxy(kafka: KafkaBroker, tmp_path_factory: pytest.TempPathFactory) -> Itera
     yield from proxy_gateway(
         kafka,
         tmp_path_factory.mktemp("fleet") / "data",
-        "[gateway]\nconnection_records_interval_ms = 500\n",
+        "[gateway]\nconnection_records_interval_ms = 500\n"
+        # The topic exporter on the upstream cluster: connection records there too.
+        f'[exporters.topic]\nconnections_topic = "{CONNECTIONS_TOPIC}"\n',
     )
 
 
 def _connections(data_dir: Path) -> Any:
-    import pyarrow as pa
-
     files = sorted(landed_connections(data_dir).glob("date=*/hour=*/*.parquet"))
     return pa.concat_tables([pq.read_table(f) for f in files]) if files else None
 
@@ -217,3 +235,172 @@ def _produced_records(data_dir: Path) -> dict[str, int]:
     for row in _connections(data_dir).to_pylist():
         out[row["client_id"]] = out.get(row["client_id"], 0) + row["produced_records"]
     return out
+
+
+def _varint_bytes(n: int) -> int:
+    """Bytes of a Kafka varint (zigzag, as record lengths are written)."""
+    value, size = (n << 1) ^ (n >> 63), 1
+    while value >= 0x80:
+        value, size = value >> 7, size + 1
+    return size
+
+
+def batch_bytes(key: bytes | None, value: bytes) -> int:
+    """A one-record batch of this key and value, uncompressed, no headers: 61 bytes of
+    batch header, the record's length, attributes, timestamp and offset deltas (0: the
+    batch's first record), key and value with their lengths, and the header count."""
+    key_len = -1 if key is None else len(key)
+    body = 3 + _varint_bytes(key_len) + max(key_len, 0) + _varint_bytes(len(value))
+    body += len(value) + 1
+    return 61 + _varint_bytes(body) + body
+
+
+def _usage(data_dir: Path) -> dict[str, list[dict[str, Any]]]:
+    out: dict[str, list[dict[str, Any]]] = {}
+    connections = _connections(data_dir)
+    if connections is not None:
+        for row in usage_from_connections(connections).to_pylist():
+            out.setdefault(row["client_id"], []).append(row)
+    return out
+
+
+def _pushed_usage(data_dir: Path) -> Any:
+    landed = landed_table(data_dir)
+    points = fresh_rates(decode_pushes(landed), SERIES_STATE_ARROW.empty_table())
+    return usage_from_points(points)
+
+
+def test_usage_per_instance_is_exactly_the_traffic(proxy: GatewayProcess, tmp_path: Path) -> None:
+    """Every producer sends one record per batch (it waits for each acknowledgement, or
+    the Java client's batch.size=0), uncompressed: each batch's size is known by hand."""
+    set_subscription(proxy.bootstrap, "everything", {"metrics": "*", "interval.ms": "1000"})
+    sizes = [10 + 97 * i for i in range(25)]  # 10 B to 2.3 kB values
+    rd_values = [bytes([65 + i % 26]) * n for i, n in enumerate(sizes)]
+    kp_pairs = [(f"kp-{i:03d}".encode(), bytes(n)) for i, n in enumerate(sizes[:12])]
+    java_pairs = [(f"key-{i}".encode(), f"value-{i}".encode()) for i in range(120)]
+    java_pairs.append((b"last", b"last"))  # what the peer sends as it closes
+    expected = {
+        "us-rdkafka": (len(rd_values), sum(batch_bytes(None, v) for v in rd_values)),
+        "us-kpy": (len(kp_pairs), sum(batch_bytes(k, v) for k, v in kp_pairs)),
+        "us-java-producer": (len(java_pairs), sum(batch_bytes(k, v) for k, v in java_pairs)),
+    }
+    rdkafka = Producer({"bootstrap.servers": proxy.bootstrap, "client.id": "us-rdkafka"})
+    for value in rd_values:
+        rdkafka.produce("us-rd", value)
+        assert rdkafka.flush(60) == 0  # acknowledged before the next: one record a batch
+    kp = KafkaProducer(bootstrap_servers=proxy.bootstrap, client_id="us-kpy", acks="all")
+    for key, value in kp_pairs:
+        kp.send("us-kpy", value, key=key).get(60)
+    kp.close()
+    java_common = ("--client-id", "us-java", "--topic", "us-java", "--close")
+    with java(proxy.bootstrap, tmp_path, *java_common, "--role", "producer", "--messages", "120",
+              "--rate", "60", "--property", "batch.size=0") as producer:  # fmt: skip
+
+        def sent_all() -> bool:  # it sends its last record as it stops
+            rows = _usage(proxy.data_dir).get("us-java-producer", [])
+            return sum(r["produced_records"] for r in rows) >= 120
+
+        wait_for(sent_all, 240, what="the Java producer's 120 records counted")
+        assert producer.stop(timeout=180) == 0, producer.log_tail()
+        assert producer.wait_event("delivered", 60)["acked"] == 121
+    # The consumers read it all back: the same batches, each once.
+    both = sum(expected[c][0] for c in ("us-rdkafka", "us-kpy"))
+    consumer = Consumer(
+        {"bootstrap.servers": proxy.bootstrap, "client.id": "us-rd-consumer",
+         "group.id": "us-rd", "auto.offset.reset": "earliest"}
+    )  # fmt: skip
+    consumer.subscribe(["us-rd", "us-kpy"])
+    got = 0
+    deadline = time.monotonic() + 240
+    while got < both and time.monotonic() < deadline:
+        message = consumer.poll(0.5)
+        got += message is not None and message.error() is None
+    expected["us-rd-consumer"] = (both, expected["us-rdkafka"][1] + expected["us-kpy"][1])
+    expected["us-java-consumer"] = expected["us-java-producer"]
+    with java(proxy.bootstrap, tmp_path, *java_common, "--role", "consumer",
+              "--group", "us-java") as reader:  # fmt: skip
+
+        def read_all() -> bool:
+            rows = _usage(proxy.data_dir).get("us-java-consumer", [])
+            return sum(r["consumed_records"] for r in rows) >= 121
+
+        wait_for(read_all, 240, what="the Java consumer's 121 records counted")
+        assert reader.stop(timeout=180) == 0, reader.log_tail()
+    consumer.close()
+    assert got == both
+
+    def totals() -> dict[str, tuple[int, int]]:
+        out = {}
+        for client_id, rows in _usage(proxy.data_dir).items():
+            side = "consumed" if client_id.endswith("consumer") else "produced"
+            out[client_id] = (
+                sum(r[f"{side}_records"] for r in rows),
+                sum(r[f"{side}_bytes"] for r in rows),
+            )
+        return out
+
+    wait_for(lambda: expected.items() <= totals().items(), 60, what=f"usage {expected}")
+    usage = _usage(proxy.data_dir)
+    for client_id in expected:
+        instances = {r["client_instance_id"] for r in usage[client_id]}
+        assert len(instances) == 1, (client_id, usage[client_id])
+        pushing = client_id != "us-kpy"  # kafka-python without the reporter tells none
+        assert bool(instances.pop()) == pushing, client_id
+    # The Java client's own counters, pushed through the proxy, tell the same.
+    proxy_rows = usage_from_connections(_connections(proxy.data_dir))
+    proxy_rows = proxy_rows.filter(pc.starts_with(proxy_rows.column("client_id"), "us-java"))
+
+    def agreement() -> list[dict[str, Any]]:
+        both_sources = pa.concat_tables([proxy_rows, _pushed_usage(proxy.data_dir)])
+        return usage_agreement(both_sources).to_pylist()
+
+    wait_for(lambda: len(agreement()) == 4, 120, what="the Java client's pushed usage")
+    rows = agreement()
+    print("usage agreement, proxy vs pushed metrics:", rows)
+    assert {(r["client_id"], r["measure"]) for r in rows} == {
+        ("us-java-producer", "produced_records"),
+        ("us-java-producer", "produced_bytes"),
+        ("us-java-consumer", "consumed_records"),
+        ("us-java-consumer", "consumed_bytes"),
+    }
+    assert all(abs(r["difference_pct"]) <= 5.0 for r in rows), rows
+
+
+def test_connection_records_on_the_topic_are_the_landed_ones(
+    proxy: GatewayProcess, kafka: KafkaBroker
+) -> None:
+    """One format, two places: every landed record is on the topic, and back."""
+    kp = KafkaProducer(bootstrap_servers=proxy.bootstrap, client_id="tp-kpy")
+    kp.send("tp-kpy", b"x").get(60)
+    kp.close()
+
+    def landed() -> set[tuple[Any, ...]]:
+        table = _connections(proxy.data_dir)
+        return {tuple(row.values()) for row in table.to_pylist()} if table is not None else set()
+
+    def on_topic() -> set[tuple[Any, ...]]:
+        out = set()
+        for message in read_topic(kafka.bootstrap, CONNECTIONS_TOPIC):
+            record = record_from_json(message.value())
+            assert record is not None, message.value()
+            assert message.headers() == [RECORD_KIND_HEADER]
+            assert message.key() == (record.client_instance_id or record.client_id).encode()
+            assert message.timestamp()[1] == record.interval_end_ms
+            out.add(astuple(record))
+        return out
+
+    client_id, produced = (
+        CONNECTION_ARROW.names.index(n) for n in ("client_id", "produced_records")
+    )
+
+    def kpy_landed() -> bool:
+        return any(row[client_id] == "tp-kpy" for row in landed())
+
+    wait_for(kpy_landed, 60, what="tp-kpy's connection record landed")
+    before = landed()
+    wait_for(lambda: before <= on_topic(), 60, what="every landed record on the topic")
+    seen = on_topic()
+    wait_for(lambda: seen <= landed(), 60, what="every record on the topic landed")
+    assert any(row[client_id] == "tp-kpy" and row[produced] == 1 for row in seen)
+    assert proxy.metric("connection_records_produce_failures_total") == 0
+    assert proxy.metric("connection_records_produced_total") >= len(seen)

@@ -52,7 +52,7 @@ def request(version: int, partitions: list[bytes | None]) -> bytes:
 @pytest.mark.parametrize("version", [3, 8, 9, 12, 13])
 def test_records_and_bytes_of_every_batch_of_every_partition(version: int) -> None:
     frame = request(version, [batch(3) + batch(5, body=100), None, batch(1, body=0)])
-    assert produced(frame, 6, version) == (9, 81 + 161 + 61)
+    assert produced(frame, 6, version) == (9, 81 + 161 + 61, 3)
 
 
 def test_a_request_that_ends_early_or_an_unknown_version_is_refused() -> None:
@@ -62,4 +62,4 @@ def test_a_request_that_ends_early_or_an_unknown_version_is_refused() -> None:
     with pytest.raises(ProtocolError):
         produced(frame, 6, 2)
     # A partial batch at the end is not counted (the broker judges it).
-    assert produced(request(8, [batch(2) + batch(4)[:40]]), 6, 8) == (2, 81)
+    assert produced(request(8, [batch(2) + batch(4)[:40]]), 6, 8) == (2, 81, 1)

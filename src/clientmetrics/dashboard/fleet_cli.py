@@ -13,7 +13,9 @@ import pyarrow.parquet as pq
 from clientmetrics.cli_options import DEFAULT_DATA_DIR, CommandError, data_dir_option
 from clientmetrics.dashboard.fleet import FleetSource
 from clientmetrics.dashboard.tables import TableReader
-from clientmetrics.pipeline.core.usage import USAGE_ARROW, usage_from_points
+from clientmetrics.pipeline.core.fleet import CONNECTION_ARROW, landed_connections
+from clientmetrics.pipeline.core.schemas import LANDED_FILES
+from clientmetrics.pipeline.core.usage import usage_table
 
 _RECENT_S = 900.0
 
@@ -39,7 +41,8 @@ def _write(table: pa.Table, path: Path) -> None:
 @click.option(
     "--usage",
     type=click.Path(dir_okay=False, path_type=Path),
-    help="Usage per day and client from pushed metrics (the points table).",
+    help="Usage per day and client instance: counted by the proxy (connection records) "
+    "and from pushed metrics (the points table).",
 )
 def fleet(data_dir: Path, out: Path | None, usage: Path | None) -> None:
     """Export every client (docs/fleet.md) and its usage, as .parquet or .csv files."""
@@ -51,7 +54,7 @@ def fleet(data_dir: Path, out: Path | None, usage: Path | None) -> None:
         _write(table, out)
         click.echo(f"fleet: {table.num_rows} clients -> {out}")
     if usage is not None:
-        points = tables.read("points")
-        table = usage_from_points(points) if points is not None else USAGE_ARROW.empty_table()
+        records = TableReader(landed_connections(data_dir), pattern=LANDED_FILES)
+        table = usage_table(tables.read("points"), records.read("", CONNECTION_ARROW.names))
         _write(table, usage)
         click.echo(f"usage: {table.num_rows} rows -> {usage}")

@@ -70,6 +70,7 @@ _OWN = {
     "create_topic",
     "producer",
     "delivery_timeout_ms",
+    "connections_topic",  # the gateway's connection records (gateway/connection_topic.py)
     *SECURITY,
 }
 _POLL_S = 0.1

@@ -22,21 +22,27 @@ import structlog
 
 from clientmetrics.exporters.landing_files import fsync_dir, make_dirs
 from clientmetrics.gateway.config import GatewayConfig
+from clientmetrics.gateway.connection_topic import ConnectionTopic, connection_topic
 from clientmetrics.gateway.handlers import ConnectionState
 from clientmetrics.gateway.limits import now_ms
 from clientmetrics.telemetry.connections import (
+    NO_USAGE,
     ClientKey,
     ConnectionRecord,
     ConnectionTable,
+    Usage,
     instance_text,
     landed_connections,
     records_to_arrow,
 )
 from clientmetrics.telemetry.manager import ClientMetricsManager
 from clientmetrics.telemetry.push_arrow import partition
-from clientmetrics.wire import ApiKey
+from clientmetrics.wire import ApiKey, RequestHeader, response_header_version
 from clientmetrics.wire.errors import ProtocolError
+from clientmetrics.wire.fetch_walk import consumed
+from clientmetrics.wire.headers import parse_response_header
 from clientmetrics.wire.produce_walk import produced
+from clientmetrics.wire.record_batches import Totals
 from clientmetrics.wire.results import Request
 
 log = structlog.get_logger("clientmetrics.gateway")
@@ -72,15 +78,19 @@ class ConnectionLog:
         max_keys: int,
         instance_of: Callable[[int], uuid.UUID | None],
         connections: Mapping[int, ConnectionState],
+        land: bool = True,
+        topic: ConnectionTopic | None = None,
     ) -> None:
-        self._root = landed_connections(data_dir)
+        """``land``: write the landing zone's files; ``topic``: produce there too."""
+        self._root = landed_connections(data_dir) if land else None
+        self._topic = topic
         self._node_id = node_id
         self._interval_s = interval_ms / 1000
         self._instance_of = instance_of
         self._connections = connections
         self._opened: dict[int, int] = {}
-        #: connection id -> [records, bytes] produced since it was last observed.
-        self._produced: dict[int, list[int]] = {}
+        #: connection id -> its ``Usage`` (as a list) since it was last observed.
+        self._usage: dict[int, list[int]] = {}
         self.table = ConnectionTable(max_keys, node_id, now_ms())
         self.records_written = 0
         self.write_failures = 0
@@ -90,10 +100,7 @@ class ConnectionLog:
 
     def closed(self, conn: ConnectionState) -> None:
         since = self._opened.pop(conn.connection_id, None)
-        counts = self._produced.pop(conn.connection_id, [0, 0])
-        self.table.observe(
-            self._key(conn), now_ms(), since_ms=since, produced=(counts[0], counts[1])
-        )
+        self.table.observe(self._key(conn), now_ms(), since_ms=since, usage=self._taken(conn))
 
     def forwarded(self, conn: ConnectionState, request: Request) -> None:
         """Proxy mode: count what a forwarded Produce request carries (its batch headers)."""
@@ -101,12 +108,31 @@ class ConnectionLog:
         if header.api_key != ApiKey.PRODUCE:
             return
         try:
-            records, size = produced(request.frame, request.offset, header.api_version)
+            got = produced(request.frame, request.offset, header.api_version)
         except ProtocolError:
             return  # the broker judges it; nothing is counted
-        counts = self._produced.setdefault(conn.connection_id, [0, 0])
-        counts[0] += records
-        counts[1] += size
+        self._count(conn, 0, got)
+
+    def fetched(self, conn: ConnectionState, header: RequestHeader, frame: bytes) -> None:
+        """Proxy mode: count what a relayed Fetch response carries (its batch headers)."""
+        try:
+            _, offset = parse_response_header(
+                frame, response_header_version(header.api_key, header.api_version)
+            )
+            got = consumed(frame, offset, header.api_version)
+        except ProtocolError:
+            return  # the client judges it; nothing is counted
+        if got[2]:
+            self._count(conn, 3, got)
+
+    def _count(self, conn: ConnectionState, at: int, got: Totals) -> None:
+        counts = self._usage.setdefault(conn.connection_id, [0] * len(NO_USAGE))
+        for i, value in enumerate(got, at):
+            counts[i] += value
+
+    def _taken(self, conn: ConnectionState) -> Usage:
+        counts = self._usage.pop(conn.connection_id, None)
+        return NO_USAGE if counts is None else (*counts,)  # type: ignore[return-value]
 
     def _key(self, conn: ConnectionState) -> ClientKey:
         name, version = conn.software
@@ -134,15 +160,14 @@ class ConnectionLog:
         """Land what the table holds now (the open connections counted first)."""
         now = now_ms()
         for conn in list(self._connections.values()):
-            counts = self._produced.pop(conn.connection_id, [0, 0])
-            self.table.observe(
-                self._key(conn),
-                now,
-                since_ms=self._opened.get(conn.connection_id),
-                produced=(counts[0], counts[1]),
-            )
+            since = self._opened.get(conn.connection_id)
+            self.table.observe(self._key(conn), now, since_ms=since, usage=self._taken(conn))
         records = self.table.drain(now)
         if not records:
+            return
+        if self._topic is not None:
+            await asyncio.to_thread(self._topic.send, records)
+        if self._root is None:
             return
         name = f"part-{now}-{self._node_id}-{os.getpid()}"
         try:
@@ -154,8 +179,11 @@ class ConnectionLog:
         self.records_written += len(records)
 
     def counters(self) -> dict[str, float]:
+        topic = self._topic
         return {
             "connection_records_written": float(self.records_written),
+            "connection_records_produced": float(topic.produced if topic else 0),
+            "connection_records_produce_failures": float(topic.failed if topic else 0),
             "connection_records_dropped": float(self.table.dropped),
             "connection_records_write_failures": float(self.write_failures),
             "connection_records_keys": float(len(self.table)),
@@ -168,6 +196,8 @@ def connection_log(
     """The configured connection log of a gateway process; None when it is off."""
     if config.connection_records_interval_ms == 0:
         return None
+    specs = {spec.name: spec.options for spec in config.exporters}
+    topic = connection_topic(specs.get("topic"))
     return ConnectionLog(
         config.data_dir,
         node_id=config.node_id,
@@ -175,4 +205,7 @@ def connection_log(
         max_keys=config.connection_records_max_keys,
         instance_of=manager.instance_of,
         connections=connections,
+        # Landed unless the deployment moved to a topic without the landing zone.
+        land="landing" in specs or topic is None,
+        topic=topic,
     )

@@ -229,7 +229,7 @@ class Connection:
             return
         answered = None
         if request.id != NO_RESPONSE:
-            rewrite = upstream.rewriter_for(request)
+            rewrite = upstream.rewriter_for(self.conn, request)
             answered = functools.partial(self._upstream_answered, request, rewrite, verdict)
         try:
             link.forward(request.frame, answered)

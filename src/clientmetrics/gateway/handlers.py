@@ -162,8 +162,8 @@ class Upstream(Protocol):
         """The answer refusing ``request`` without forwarding it (None: forward it)."""
         ...
 
-    def rewriter_for(self, request: Request) -> Rewriter | None:
-        """What the answer to ``request`` needs changed (None: nothing)."""
+    def rewriter_for(self, conn: ConnectionState, request: Request) -> Rewriter | None:
+        """What the answer to ``request`` needs changed or counted (None: nothing)."""
         ...
 
 

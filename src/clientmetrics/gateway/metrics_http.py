@@ -46,6 +46,11 @@ METRICS: dict[str, tuple[str, str]] = {
         "Connections not recorded: their client key was new to a full table",
     ),
     "connection_records_write_failures": ("counter", "Intervals of connection records lost"),
+    "connection_records_produced": ("counter", "Connection records the topic's cluster took"),
+    "connection_records_produce_failures": (
+        "counter",
+        "Connection records not produced to the topic (not taken within the flush's bound)",
+    ),
     "connection_records_keys": ("gauge", "Client keys in this interval's connection table"),
     "connections_throttled": (
         "counter",

@@ -308,6 +308,7 @@ class Gateway:
         )
         if self._connection_log is not None:
             self._proxy.on_forward = self._connection_log.forwarded
+            self._proxy.on_fetched = self._connection_log.fetched
         await self._proxy.start()
         self.port = self._proxy.port
         self.ports[self.config.listeners[0].name] = self.port

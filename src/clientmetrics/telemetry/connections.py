@@ -17,6 +17,7 @@ topic records' headers derive from (docs/record-format.md, "Connection records")
 
 from __future__ import annotations
 
+import json
 import uuid
 from dataclasses import astuple, dataclass, fields
 from pathlib import Path
@@ -24,14 +25,22 @@ from pathlib import Path
 import pyarrow as pa
 
 from clientmetrics.telemetry.push_arrow import LANDING_DIR
+from clientmetrics.wire.record_batches import BATCH_HEADER_BYTES
 
 __all__ = [
+    "BATCH_HEADER_BYTES",
     "CONNECTIONS_DIR",
     "CONNECTION_ARROW",
+    "NO_USAGE",
+    "RECORD_KIND_HEADER",
     "ClientKey",
     "ConnectionRecord",
     "ConnectionTable",
+    "Usage",
     "landed_connections",
+    "record_from_json",
+    "record_json",
+    "record_key",
     "records_to_arrow",
 ]
 
@@ -84,9 +93,19 @@ class ConnectionRecord:
     #: Connections of this key observed in the interval (open ones count once per interval).
     connections: int
     #: Proxy mode: records and record-batch bytes its Produce requests carried in the
-    #: interval (read off the batch headers of what was forwarded).
+    #: interval, and its Fetch responses (read off the batch headers of what was relayed).
+    #: Batches too: the bytes less 61 per batch are the records' own bytes.
     produced_records: int = 0
     produced_bytes: int = 0
+    produced_batches: int = 0
+    consumed_records: int = 0
+    consumed_bytes: int = 0
+    consumed_batches: int = 0
+
+
+#: A connection's usage: records, bytes and batches produced, then consumed.
+Usage = tuple[int, int, int, int, int, int]
+NO_USAGE: Usage = (0, 0, 0, 0, 0, 0)
 
 
 _KEY_FIELDS = tuple(f.name for f in fields(ClientKey))
@@ -99,6 +118,10 @@ _INT64 = {
     "connections",
     "produced_records",
     "produced_bytes",
+    "produced_batches",
+    "consumed_records",
+    "consumed_bytes",
+    "consumed_batches",
 }
 
 
@@ -129,14 +152,13 @@ def records_to_arrow(records: list[ConnectionRecord]) -> pa.Table:
 
 
 class _Seen:
-    __slots__ = ("connections", "first", "last", "produced_bytes", "produced_records")
+    __slots__ = ("connections", "first", "last", "usage")
 
     def __init__(self, now_ms: int) -> None:
         self.first = now_ms
         self.last = now_ms
         self.connections = 0
-        self.produced_records = 0
-        self.produced_bytes = 0
+        self.usage = [0] * len(NO_USAGE)
 
 
 class ConnectionTable:
@@ -165,7 +187,7 @@ class ConnectionTable:
         now_ms: int,
         *,
         since_ms: int | None = None,
-        produced: tuple[int, int] = (0, 0),
+        usage: Usage = NO_USAGE,
     ) -> bool:
         """Count one connection of ``key`` seen at ``now_ms`` (open since ``since_ms``).
 
@@ -184,8 +206,9 @@ class ConnectionTable:
         seen.first = min(seen.first, first)
         seen.last = max(seen.last, now_ms)
         seen.connections += 1
-        seen.produced_records += produced[0]
-        seen.produced_bytes += produced[1]
+        total = seen.usage
+        for i, used in enumerate(usage):
+            total[i] += used
         return True
 
     def drain(self, now_ms: int) -> list[ConnectionRecord]:
@@ -209,11 +232,52 @@ class ConnectionTable:
                 seen.first,
                 seen.last,
                 seen.connections,
-                seen.produced_records,
-                seen.produced_bytes,
+                *seen.usage,
             )
             for key, seen in keys.items()
         ]
+
+
+#: The header naming a connection record on a topic (its value is the format's version).
+RECORD_KIND_HEADER = ("record_kind", b"connection/1")
+#: Integer fields' ranges: times and counts are never negative.
+_INT_RANGE = {"node_id": (-(2**31), 2**31 - 1)}
+_COUNT_RANGE = (0, 2**63 - 1)
+
+
+def record_json(record: ConnectionRecord) -> bytes:
+    """A record as a topic record's value: a JSON object of the landed columns."""
+    return json.dumps(dict(zip(_RECORD_FIELDS, astuple(record), strict=True))).encode()
+
+
+def record_key(record: ConnectionRecord) -> bytes:
+    """A topic record's key: the instance id when known, else the ``client_id`` (one
+    client's records stay on one partition, in order)."""
+    return (record.client_instance_id or record.client_id).encode()
+
+
+def record_from_json(value: bytes) -> ConnectionRecord | None:
+    """A topic record's value read back; None when it is not a connection record
+    (not JSON, a field missing, extra or of the wrong type, an integer out of range)."""
+    try:
+        document = json.loads(value)
+    except (UnicodeDecodeError, ValueError, RecursionError):
+        return None
+    if not isinstance(document, dict) or set(document) != set(_RECORD_FIELDS):
+        return None
+    for name in _RECORD_FIELDS:
+        got = document[name]
+        kind = _arrow_type(name)
+        if kind == pa.bool_():
+            ok = isinstance(got, bool)
+        elif kind == pa.string():
+            ok = isinstance(got, str)
+        else:
+            low, high = _INT_RANGE.get(name, _COUNT_RANGE)
+            ok = isinstance(got, int) and not isinstance(got, bool) and low <= got <= high
+        if not ok:
+            return None
+    return ConnectionRecord(*(document[name] for name in _RECORD_FIELDS))
 
 
 def instance_text(value: uuid.UUID | None) -> str:

@@ -73,8 +73,14 @@ def encode_response(header: RequestHeader, body: Any) -> bytes:
     the correlation id is the request's.
     """
     _check_matches(header, body)
+    return frame_response(header, write_entity(body))
+
+
+def frame_response(header: RequestHeader, encoded_body: bytes) -> bytes:
+    """The framed response to ``header``'s request, its body already encoded (an answer
+    that is the same for every client is encoded once)."""
     version = response_header_version(header.api_key, header.api_version)
-    return encode_frame(encode_response_header(header.correlation_id, version) + write_entity(body))
+    return encode_frame(encode_response_header(header.correlation_id, version) + encoded_body)
 
 
 def decode_response(api_key: int, api_version: int, frame: bytes) -> tuple[int, Any]:

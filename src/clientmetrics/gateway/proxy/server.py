@@ -12,7 +12,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import functools
-from collections.abc import Callable, Sequence
+from collections.abc import Awaitable, Callable, Sequence
 from typing import Any
 
 import structlog
@@ -82,6 +82,8 @@ class ProxyServer:
         self.guard = guard
         #: Told of every request forwarded (the connection records' usage counts).
         self.on_forward: Callable[[ConnectionState, Request], None] | None = None
+        #: Told of every Fetch response relayed, before any rewrite (the same).
+        self.on_fetched: Callable[[ConnectionState, RequestHeader, bytes], None] | None = None
         self._servers: dict[int | None, asyncio.Server] = {}
         self._opening: dict[int, asyncio.Lock] = {}
         self.port = 0
@@ -228,10 +230,27 @@ class _NodeUpstream:
         guard = self._server.guard
         return None if guard is None else guard.refuse(conn, request)
 
-    def rewriter_for(self, request: Request) -> Rewriter | None:
+    def rewriter_for(self, conn: ConnectionState, request: Request) -> Rewriter | None:
         server, guard = self._server, self._server.guard
         screen = None if guard is None else functools.partial(guard.screen_metadata, request)
-        return rewriter_for(request.header, server._cluster, server._services.served, screen)
+        rewrite = rewriter_for(request.header, server._cluster, server._services.served, screen)
+        fetched = server.on_fetched
+        if fetched is None or request.header.api_key != ApiKey.FETCH:
+            return rewrite
+        return functools.partial(_counted, fetched, conn, request.header, rewrite)
+
+
+def _counted(
+    fetched: Callable[[ConnectionState, RequestHeader, bytes], None],
+    conn: ConnectionState,
+    header: RequestHeader,
+    rewrite: Rewriter | None,
+    frame: bytes,
+) -> bytes | Awaitable[bytes]:
+    """A Fetch response: counted as it came (the hot path: a walk of its headers), then
+    rewritten if it must be."""
+    fetched(conn, header, frame)
+    return frame if rewrite is None else rewrite(frame)
 
 
 async def _inject(link: UpstreamLink, api_key: int, version: int, values: dict[str, Any]) -> Any:

@@ -1,6 +1,15 @@
-"""Usage per client from pushed metrics: records and bytes produced and consumed per day.
+"""Usage per client: records and bytes produced and consumed per day, from two sources.
 
-Where no proxy counts the traffic, the clients' own cumulative counters say what
+**The proxy** counts, exactly, what each client's connections carried: its
+connection records' ``produced_*`` and ``consumed_*`` (the record batches of the
+Produce requests and Fetch responses it relayed; bytes are whole batches as on the
+wire, compressed as sent, headers included). ``usage_from_connections`` sums them per
+UTC day (of the interval's end), principal, ``client_id`` and instance. A
+connection that told no instance id (the Java client pushes on one connection and
+produces on another) is the instance of its client when the fleet's key
+(principal, ``client_id``, source address) names exactly one; else ``""``.
+
+**Pushed metrics**: where no proxy counts the traffic, the clients' own cumulative counters say what
 they produced and consumed. From the points table (cumulative values), per client
 instance, UTC day and series, usage is the counter's growth over the day: its
 largest value less its largest on the series' previous day; on its first day, less
@@ -14,17 +23,32 @@ that does not send them has no usage here), all prefixed ``org.apache.kafka.``:
 - ``consumed_records``, ``consumed_bytes``:
   ``consumer.fetch.manager.records.consumed.total`` and ``.bytes.consumed.total``,
   the client's series (the per-topic copies, with a ``topic``, would count twice).
+  The Java consumer counts its records' sizes, not their batches: 61 bytes of batch
+  header fewer than the proxy per batch (and uncompressed sizes).
+
+``usage_agreement`` sets the two sources side by side where both counted a client.
 """
 
 from __future__ import annotations
 
 from collections import defaultdict
+from datetime import UTC, datetime
 from typing import Any
 
 import pyarrow as pa
 import pyarrow.compute as pc
 
-__all__ = ["USAGE_ARROW", "USAGE_METRICS", "usage_from_points"]
+from clientmetrics.telemetry.connections import BATCH_HEADER_BYTES
+
+__all__ = [
+    "AGREEMENT_ARROW",
+    "USAGE_ARROW",
+    "USAGE_METRICS",
+    "usage_agreement",
+    "usage_from_connections",
+    "usage_from_points",
+    "usage_table",
+]
 
 _PREFIX = "org.apache.kafka."
 #: metric name -> (usage column, whether per-topic series are the ones summed).
@@ -35,6 +59,8 @@ USAGE_METRICS = {
     f"{_PREFIX}consumer.fetch.manager.bytes.consumed.total": ("consumed_bytes", False),
 }
 _COLUMNS = ("produced_records", "produced_bytes", "consumed_records", "consumed_bytes")
+#: The proxy's counts: the measures and the batches they came in (null from pushed metrics).
+_COUNTED = (*_COLUMNS, "produced_batches", "consumed_batches")
 _KEY = ("day", "principal", "client_id", "client_instance_id")
 
 USAGE_ARROW = pa.schema(
@@ -43,7 +69,7 @@ USAGE_ARROW = pa.schema(
         ("principal", pa.string()),
         ("client_id", pa.string()),
         ("client_instance_id", pa.string()),
-        *((name, pa.int64()) for name in _COLUMNS),
+        *((name, pa.int64()) for name in _COUNTED),
         #: ``pushed_metrics`` (the clients' counters) or ``proxy`` (counted on the wire).
         ("source", pa.string()),
     ]
@@ -95,3 +121,93 @@ def usage_from_points(points: pa.Table) -> pa.Table:
         for key, used in sorted(totals.items())
     ]
     return pa.Table.from_pylist(out, schema=USAGE_ARROW)
+
+
+_PROXY: dict[str, Any] = {"source": "proxy"}
+
+
+def _instances_by_client(connections: pa.Table) -> dict[tuple[str, ...], set[str]]:
+    """The instance ids each client's records name (any record: the one that asked for
+    its subscription often carried no traffic)."""
+    named = connections.filter(pc.not_equal(connections.column("client_instance_id"), ""))
+    known: dict[tuple[str, ...], set[str]] = defaultdict(set)
+    wanted = ["principal", "client_id", "client_source_address", "client_instance_id"]
+    for row in named.select(wanted).to_pylist():
+        known[_client(row)].add(row["client_instance_id"])
+    return known
+
+
+def _client(row: dict[str, Any]) -> tuple[str, ...]:
+    return (row["principal"], row["client_id"], row["client_source_address"])
+
+
+def usage_from_connections(connections: pa.Table) -> pa.Table:
+    """Usage per day, principal, client id and instance (``USAGE_ARROW``) counted by a proxy."""
+    used = pc.greater(
+        pc.add(connections.column("produced_batches"), connections.column("consumed_batches")), 0
+    )
+    wanted = ["interval_end_ms", "principal", "client_id", "client_source_address"]
+    records = connections.filter(used).select([*wanted, "client_instance_id", *_COUNTED])
+    rows = records.to_pylist()
+    known = _instances_by_client(connections)
+    totals: dict[tuple[str, ...], list[int]] = defaultdict(lambda: [0] * len(_COUNTED))
+    for row in rows:
+        instance = row["client_instance_id"]
+        if not instance and len(known[_client(row)]) == 1:
+            (instance,) = known[_client(row)]
+        day = datetime.fromtimestamp(row["interval_end_ms"] / 1000, UTC).strftime("%Y-%m-%d")
+        total = totals[(day, row["principal"], row["client_id"], instance)]
+        for i, name in enumerate(_COUNTED):
+            total[i] += row[name]
+    out = [
+        dict(zip(_KEY, key, strict=True)) | dict(zip(_COUNTED, used, strict=True)) | _PROXY
+        for key, used in sorted(totals.items())
+    ]
+    return pa.Table.from_pylist(out, schema=USAGE_ARROW)
+
+
+def usage_table(points: pa.Table | None, connections: pa.Table | None) -> pa.Table:
+    """The exported usage: the proxy's rows, then the pushed metrics' (``source`` says)."""
+    parts = [usage_from_connections(connections)] if connections is not None else []
+    parts += [usage_from_points(points)] if points is not None else []
+    return pa.concat_tables(parts) if parts else USAGE_ARROW.empty_table()
+
+
+AGREEMENT_ARROW = pa.schema(
+    [
+        *((name, pa.string()) for name in _KEY),
+        ("measure", pa.string()),
+        ("proxy", pa.int64()),
+        ("pushed_metrics", pa.int64()),
+        #: (pushed - proxy) / proxy, in percent; null when the proxy counted 0.
+        ("difference_pct", pa.float64()),
+    ]
+)
+
+
+def usage_agreement(usage: pa.Table) -> pa.Table:
+    """Where a client's usage has both sources, each measure side by side (``AGREEMENT_ARROW``).
+
+    Each measure as the client's counter defines it: the proxy's consumed bytes less
+    the batch headers (``bytes.consumed.total`` sums its records' sizes).
+    """
+    by_source: dict[str, dict[tuple[Any, ...], dict[str, Any]]] = defaultdict(dict)
+    for row in usage.to_pylist():
+        by_source[row["source"]][tuple(row[name] for name in _KEY)] = row
+    out = []
+    for key in sorted(by_source["proxy"].keys() & by_source["pushed_metrics"].keys()):
+        proxy, pushed = by_source["proxy"][key], by_source["pushed_metrics"][key]
+        for name in _COLUMNS:
+            if pushed[name] is None:
+                continue  # the client does not report it
+            counted = proxy[name]
+            if name == "consumed_bytes":  # the Java consumer counts records, not batches
+                counted -= BATCH_HEADER_BYTES * proxy["consumed_batches"]
+            pct = None if counted == 0 else 100.0 * (pushed[name] - counted) / counted
+            row = dict(zip(_KEY, key, strict=True))
+            out.append(
+                row
+                | {"measure": name, "proxy": counted, "pushed_metrics": pushed[name]}
+                | {"difference_pct": pct}
+            )
+    return pa.Table.from_pylist(out, schema=AGREEMENT_ARROW)
