@@ -278,7 +278,7 @@ def test_usage_per_instance_is_exactly_the_traffic(proxy: GatewayProcess, tmp_pa
     rd_values = [bytes([65 + i % 26]) * n for i, n in enumerate(sizes)]
     kp_pairs = [(f"kp-{i:03d}".encode(), bytes(n)) for i, n in enumerate(sizes[:12])]
     java_pairs = [(f"key-{i}".encode(), f"value-{i}".encode()) for i in range(120)]
-    java_pairs.append((b"last", b"last"))  # what the peer sends as it closes
+    java_pairs += [(b"hold", b"hold"), (b"last", b"last")]  # what the peer sends as it closes
     expected = {
         "us-rdkafka": (len(rd_values), sum(batch_bytes(None, v) for v in rd_values)),
         "us-kpy": (len(kp_pairs), sum(batch_bytes(k, v) for k, v in kp_pairs)),
@@ -296,13 +296,13 @@ def test_usage_per_instance_is_exactly_the_traffic(proxy: GatewayProcess, tmp_pa
     with java(proxy.bootstrap, tmp_path, *java_common, "--role", "producer", "--messages", "120",
               "--rate", "60", "--property", "batch.size=0") as producer:  # fmt: skip
 
-        def sent_all() -> bool:  # it sends its last record as it stops
+        def sent_all() -> bool:  # it sends its last two records as it stops
             rows = _usage(proxy.data_dir).get("us-java-producer", [])
             return sum(r["produced_records"] for r in rows) >= 120
 
         wait_for(sent_all, 240, what="the Java producer's 120 records counted")
         assert producer.stop(timeout=180) == 0, producer.log_tail()
-        assert producer.wait_event("delivered", 60)["acked"] == 121
+        assert producer.wait_event("delivered", 60)["acked"] == 122
     # The consumers read it all back: the same batches, each once.
     both = sum(expected[c][0] for c in ("us-rdkafka", "us-kpy"))
     consumer = Consumer(
@@ -322,9 +322,9 @@ def test_usage_per_instance_is_exactly_the_traffic(proxy: GatewayProcess, tmp_pa
 
         def read_all() -> bool:
             rows = _usage(proxy.data_dir).get("us-java-consumer", [])
-            return sum(r["consumed_records"] for r in rows) >= 121
+            return sum(r["consumed_records"] for r in rows) >= 122
 
-        wait_for(read_all, 240, what="the Java consumer's 121 records counted")
+        wait_for(read_all, 240, what="the Java consumer's 122 records counted")
         assert reader.stop(timeout=180) == 0, reader.log_tail()
     consumer.close()
     assert got == both

@@ -21,6 +21,7 @@ from clientmetrics.dashboard.series import landing_reader
 from clientmetrics.dashboard.tables import TableReader
 from clientmetrics.pipeline.core.fleet import CONNECTION_ARROW, fleet_table, landed_connections
 from clientmetrics.pipeline.core.schemas import CLIENTS_ARROW, LANDED_FILES
+from clientmetrics.telemetry.connections import conform_connections
 
 __all__ = ["FleetSource", "fleet_page"]
 
@@ -49,19 +50,24 @@ class FleetSource:
 
     def fleet(self) -> tuple[pa.Table, bool]:
         """The fleet table, and whether any connection records were there to join."""
-        connections = self._connections.read("", CONNECTION_ARROW.names)
+        connections = read_connections(self._connections)
         # The pipeline lags the gateway: recent landed pushes top the clients table up,
         # as on the inventory page.
         landed = self._landing.read_recent(LANDING_LABELS, self._clock() - self._recent_s)
         clients = with_landed_clients(self._tables.read("clients"), landed)
-        seen = connections is not None and connections.num_rows > 0
+        seen = connections.num_rows > 0
         return (
             fleet_table(
-                connections if seen else CONNECTION_ARROW.empty_table(),
+                connections,
                 clients if clients is not None else CLIENTS_ARROW.empty_table(),
             ),
             seen,
         )
+
+
+def read_connections(records: TableReader) -> pa.Table:
+    """Every landed connection record, as ``CONNECTION_ARROW`` (older files included)."""
+    return conform_connections(records.read("", CONNECTION_ARROW.names))
 
 
 def _when(ms: int | None) -> str:

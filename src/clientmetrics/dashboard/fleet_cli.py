@@ -11,9 +11,9 @@ import pyarrow.csv as pacsv
 import pyarrow.parquet as pq
 
 from clientmetrics.cli_options import DEFAULT_DATA_DIR, CommandError, data_dir_option
-from clientmetrics.dashboard.fleet import FleetSource
+from clientmetrics.dashboard.fleet import FleetSource, read_connections
 from clientmetrics.dashboard.tables import TableReader
-from clientmetrics.pipeline.core.fleet import CONNECTION_ARROW, landed_connections
+from clientmetrics.pipeline.core.fleet import landed_connections
 from clientmetrics.pipeline.core.schemas import LANDED_FILES
 from clientmetrics.pipeline.core.usage import usage_table
 
@@ -55,6 +55,6 @@ def fleet(data_dir: Path, out: Path | None, usage: Path | None) -> None:
         click.echo(f"fleet: {table.num_rows} clients -> {out}")
     if usage is not None:
         records = TableReader(landed_connections(data_dir), pattern=LANDED_FILES)
-        table = usage_table(tables.read("points"), records.read("", CONNECTION_ARROW.names))
+        table = usage_table(tables.read("points"), read_connections(records))
         _write(table, usage)
         click.echo(f"usage: {table.num_rows} rows -> {usage}")

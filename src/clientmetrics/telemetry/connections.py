@@ -135,10 +135,32 @@ def _arrow_type(name: str) -> pa.DataType:
     return pa.string()
 
 
+#: What a column missing from an older landed file reads as, by Arrow type (else "").
+_DEFAULTS: dict[int, object] = {pa.int64().id: 0, pa.int32().id: 0, pa.bool_().id: False}
+
 #: The landed columns of connection records, in the record's field order.
 CONNECTION_ARROW = pa.schema(
     [pa.field(name, _arrow_type(name), nullable=False) for name in _RECORD_FIELDS]
 )
+
+
+def conform_connections(table: pa.Table | None) -> pa.Table:
+    """Landed records as ``CONNECTION_ARROW``, whichever version landed them.
+
+    Files landed before a column existed (the consumed and batch counts came later)
+    lack it: it reads as 0 (or "" / False), as those gateways counted nothing there.
+    """
+    if table is None:
+        return CONNECTION_ARROW.empty_table()
+    columns = []
+    for field in CONNECTION_ARROW:
+        default = pa.scalar(_DEFAULTS.get(field.type.id, ""), type=field.type)
+        if field.name in table.column_names:
+            column = table.column(field.name).cast(field.type).fill_null(default)
+        else:
+            column = pa.array([default.as_py()] * table.num_rows, type=field.type)
+        columns.append(column)
+    return pa.Table.from_arrays(columns, schema=CONNECTION_ARROW)
 
 
 def records_to_arrow(records: list[ConnectionRecord]) -> pa.Table:

@@ -31,6 +31,7 @@ that does not send them has no usage here), all prefixed ``org.apache.kafka.``:
 
 from __future__ import annotations
 
+import functools
 from collections import defaultdict
 from datetime import UTC, datetime
 from typing import Any
@@ -143,9 +144,9 @@ def _client(row: dict[str, Any]) -> tuple[str, ...]:
 
 def usage_from_connections(connections: pa.Table) -> pa.Table:
     """Usage per day, principal, client id and instance (``USAGE_ARROW``) counted by a proxy."""
-    used = pc.greater(
-        pc.add(connections.column("produced_batches"), connections.column("consumed_batches")), 0
-    )
+    # Batches, and bytes too: records landed before batches were counted have none.
+    counts = ("produced_batches", "consumed_batches", "produced_bytes", "consumed_bytes")
+    used = pc.greater(functools.reduce(pc.add, (connections.column(name) for name in counts)), 0)
     wanted = ["interval_end_ms", "principal", "client_id", "client_source_address"]
     records = connections.filter(used).select([*wanted, "client_instance_id", *_COUNTED])
     rows = records.to_pylist()
