@@ -19,9 +19,13 @@ from clientmetrics.dashboard.inventory import LANDING_LABELS, with_landed_client
 from clientmetrics.dashboard.pages import known, layout
 from clientmetrics.dashboard.series import landing_reader
 from clientmetrics.dashboard.tables import TableReader
-from clientmetrics.pipeline.core.fleet import CONNECTION_ARROW, fleet_table, landed_connections
+from clientmetrics.pipeline.core.fleet import (
+    CONNECTION_ARROW,
+    conform_connections,
+    fleet_table,
+    landed_connections,
+)
 from clientmetrics.pipeline.core.schemas import CLIENTS_ARROW, LANDED_FILES
-from clientmetrics.telemetry.connections import conform_connections
 
 __all__ = ["FleetSource", "fleet_page"]
 

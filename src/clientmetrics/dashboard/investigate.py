@@ -48,7 +48,7 @@ from clientmetrics.investigate.find import (
 )
 from clientmetrics.investigate.session import Tail
 from clientmetrics.investigate.tail import LandingTail
-from clientmetrics.telemetry.push_arrow import LANDING_ARROW
+from clientmetrics.pipeline.core.schemas import LANDING_ARROW
 
 log = structlog.get_logger("clientmetrics.dashboard.audit")
 T = TypeVar("T")

@@ -31,13 +31,18 @@ import pyarrow.compute as pc
 
 from clientmetrics.errors import ConfigurationError
 from clientmetrics.pipeline.core.defects import defects_for, version_key
-from clientmetrics.telemetry.connections import CONNECTION_ARROW, landed_connections
+from clientmetrics.telemetry.connections import (
+    CONNECTION_ARROW,
+    conform_connections,
+    landed_connections,
+)
 from clientmetrics.telemetry.model import UNKNOWN
 
 __all__ = [
     "CONNECTION_ARROW",
     "FLEET_ARROW",
     "Support",
+    "conform_connections",
     "fleet_table",
     "landed_connections",
     "support_for",
