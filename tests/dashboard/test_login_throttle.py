@@ -3,14 +3,7 @@
 from __future__ import annotations
 
 from clientmetrics.dashboard.login_throttle import LoginThrottle, ThrottleConfig
-
-
-class Clock:
-    def __init__(self) -> None:
-        self.now = 1000.0
-
-    def __call__(self) -> float:
-        return self.now
+from tests.dashboard.test_operators import Clock
 
 
 def test_the_sixth_try_waits_until_the_first_failure_leaves_the_window() -> None:

@@ -25,10 +25,7 @@ def consumed(frame: bytes | bytearray, body_offset: int, version: int) -> Totals
     read.take(4 + (6 if version >= 7 else 0))  # throttle; error code and session id
     records = size = batches = 0
     for _ in range(read.count()):
-        if version >= 13:
-            read.take(16)  # topic_id
-        else:
-            read.skip_string()
+        read.skip_topic(by_id=version >= 13)
         for _ in range(read.count()):
             # index, error, high watermark, last stable offset (v4+), log start (v5+)
             read.take(4 + 2 + 8 + 8 + (8 if version >= 5 else 0))

@@ -25,10 +25,7 @@ def produced(frame: bytes | bytearray, body_offset: int, version: int) -> Totals
     read.take(6)  # acks, timeout_ms
     records = size = batches = 0
     for _ in range(read.count()):
-        if version >= 13:
-            read.take(16)  # topic_id
-        else:
-            read.skip_string()
+        read.skip_topic(by_id=version >= 13)
         for _ in range(read.count()):
             read.take(4)  # partition index
             got = read.batches()

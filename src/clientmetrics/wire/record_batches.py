@@ -97,6 +97,13 @@ class Walk:
         """A (nullable) string or bytes, compact when flexible."""
         self.take(max(self.uvarint() - 1 if self.flexible else self.int16(), 0))
 
+    def skip_topic(self, by_id: bool) -> None:
+        """A topic's name, or its 16-byte id where the version names topics by id."""
+        if by_id:
+            self.take(16)
+        else:
+            self.skip_string()
+
     def batches(self) -> Totals:
         """A nullable ``records`` field: (records, bytes, batches) of its whole batches."""
         length = self.uvarint() - 1 if self.flexible else self.int32()

@@ -48,7 +48,6 @@ final class TerminatingClose {
             // close() waits TIMED_WAITING only in its join of the I/O thread (its locks park
             // WAITING), and it joins only after initiating the telemetry and sender close.
             while (holding && closing.getState() != Thread.State.TIMED_WAITING) {
-                Thread.onSpinWait();
                 try {
                     Thread.sleep(1);
                 } catch (InterruptedException e) {
