@@ -15,6 +15,7 @@ from confluent_kafka import Consumer, Producer
 from tests.kadmin import describe_subscription, set_subscription
 from tests.landed import landed_rows, landed_table, names_of
 from tests.procs import MIN_DEADLINE_S, GatewayProcess, wait_for
+from tests.rdkafka_goodbye import Goodbye
 
 pytestmark = pytest.mark.integration
 
@@ -106,10 +107,12 @@ def test_terminating_push_lands_on_close(gateway: GatewayProcess) -> None:
     set_subscription(
         gateway.bootstrap, "kafka", {"metrics": "org.apache.kafka.", "interval.ms": "1000"}
     )
-    prod = producer(gateway.bootstrap, "closing")
+    goodbye = Goodbye("closing")
+    prod = Producer(
+        goodbye.config({"bootstrap.servers": gateway.bootstrap, "client.id": "closing"})
+    )
     poll_for(prod, gateway.data_dir, lambda rows: names_of(rows, "closing"), 30, "a first push")
-    prod.flush(1)
-    del prod  # librdkafka sends its terminating push while the handle is destroyed
+    goodbye.close_after_push(prod)  # librdkafka's terminating push, sent as the handle goes
     wait_for(
         lambda: any(
             r["terminating"] for r in landed_rows(gateway.data_dir) if r["client_id"] == "closing"

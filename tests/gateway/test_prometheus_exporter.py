@@ -18,6 +18,7 @@ from prometheus_client.parser import text_string_to_metric_families
 from tests.kadmin import set_subscription
 from tests.procs import MIN_DEADLINE_S, GatewayProcess, wait_for
 from tests.prometheus_server import PrometheusServer, prometheus_binary
+from tests.rdkafka_goodbye import Goodbye
 
 pytestmark = [
     pytest.mark.integration,
@@ -59,7 +60,8 @@ def test_prometheus_sees_librdkafka_series_until_the_client_closes(tmp_path: Pat
             gw.bootstrap, "all", {"metrics": "org.apache.kafka.", "interval.ms": "1000"}
         )
         prom = PrometheusServer(tmp_path / "prom", (f"127.0.0.1:{exporter_port(gw)}",)).start()
-        prod = Producer({"bootstrap.servers": gw.bootstrap, "client.id": "prom-1", "log_level": 3})
+        goodbye = Goodbye("prom-1")
+        prod = Producer(goodbye.config({"bootstrap.servers": gw.bootstrap, "client.id": "prom-1"}))
         found: list[dict[str, object]] = []
 
         def series() -> bool:
@@ -88,8 +90,7 @@ def test_prometheus_sees_librdkafka_series_until_the_client_closes(tmp_path: Pat
         assert counters[("clientmetrics_exporter_dropped_total", "prometheus")] == 0
         assert counters[("clientmetrics_exporter_exported_total", "landing")] >= 1
 
-        prod.flush(1)
-        prod = None  # destroyed: the terminating push ends the instance, its series go
+        goodbye.close_after_push(prod)  # the terminating push ends the instance, its series go
         wait_for(
             lambda: not prom.query(f'{{client_instance_id="{instance_id}"}}'),
             30,

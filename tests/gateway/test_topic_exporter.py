@@ -26,6 +26,7 @@ from clientmetrics.telemetry.model import AcceptedPush
 from tests.kadmin import set_subscription
 from tests.landed import landed_rows
 from tests.procs import MIN_DEADLINE_S, GatewayProcess, TansuProcess, free_port, wait_for
+from tests.rdkafka_goodbye import Goodbye
 
 PRODUCER_METRIC = "org.apache.kafka.producer.node.request.latency.avg"
 
@@ -76,7 +77,8 @@ def test_librdkafka_pushes_become_records_keyed_by_instance(tmp_path: Path) -> N
         set_subscription(
             gw.bootstrap, "all", {"metrics": "org.apache.kafka.producer.", "interval.ms": "1000"}
         )
-        prod = Producer({"bootstrap.servers": gw.bootstrap, "client.id": "topic-1", "log_level": 3})
+        goodbye = Goodbye("topic-1")
+        prod = Producer(goodbye.config({"bootstrap.servers": gw.bootstrap, "client.id": "topic-1"}))
         wait_for(
             lambda: (
                 prod.poll(0.1) is not None
@@ -85,8 +87,7 @@ def test_librdkafka_pushes_become_records_keyed_by_instance(tmp_path: Path) -> N
             60,
             what="three landed pushes",
         )
-        prod.flush(1)
-        prod = None  # its terminating push is a record too
+        goodbye.close_after_push(prod)  # its terminating push is a record too
         records = consume(tansu.bootstrap, "otlp_metrics", 4)
     finally:
         assert gw.stop() == 0

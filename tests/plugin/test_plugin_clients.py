@@ -23,6 +23,7 @@ from tests.peers.clients import franz, java
 from tests.plugin.conftest import EVERY_LABEL, USERS, Cluster
 from tests.plugin.records import Pushed, Record, as_source_records
 from tests.procs import wait_for
+from tests.rdkafka_goodbye import Goodbye
 
 pytestmark = [pytest.mark.kafka, pytest.mark.integration]
 
@@ -62,7 +63,10 @@ def test_each_push_of_three_clients_is_one_record_with_the_brokers_labels(
         franz(broker.bootstrap, tmp_path, "-client-id", "franz-orders", "-role", "producer",
               *producing, *secure, "-sasl-password", USERS["carol"]) as fz,
     ):  # fmt: skip
-        rdkafka = confluent_kafka.Producer({**broker.client_config("alice"), "client.id": RDKAFKA})
+        goodbye = Goodbye(RDKAFKA)
+        rdkafka = confluent_kafka.Producer(
+            goodbye.config({**broker.client_config("alice"), "client.id": RDKAFKA})
+        )
         until_pushed(cluster, rdkafka, 2)
         refused = pytest.raises(confluent_kafka.KafkaException, match="unknown label hostname")
         with refused:
@@ -73,7 +77,7 @@ def test_each_push_of_three_clients_is_one_record_with_the_brokers_labels(
             java_instance = jv.instance_ids()["producer"]
             franz_version = str(fz.wait_event("started", 5)["software_version"])
             rdkafka.flush(5)
-            del rdkafka  # closed: librdkafka's goodbye, a terminating push
+            goodbye.close_after_push(rdkafka)  # closed: librdkafka's goodbye, a terminating push
             wait_for(
                 lambda: any(p.terminating for p in cluster.witnessed(RDKAFKA)),
                 30,

@@ -133,8 +133,11 @@ class TopicSubscriptionStore:
         try:
             await asyncio.to_thread(self._ensure_topic)
             await asyncio.to_thread(self._catch_up)
-        except KafkaException as exc:
-            raise StoreError(f"subscription topic {self._topic}: {exc}") from exc
+        except Exception as exc:
+            await asyncio.to_thread(self._release_clients)
+            if isinstance(exc, KafkaException):
+                raise StoreError(f"subscription topic {self._topic}: {exc}") from exc
+            raise
         self._on_change = on_change
         self._follower = Follower(
             self._loop, lambda: self._consumer, self._topic, self._signer, self._watch,
@@ -374,7 +377,15 @@ class TopicSubscriptionStore:
         """Stop following the topic and release the clients."""
         if self._follower is not None:
             await self._follower.stop()
-        if self._producer is not None:
-            await asyncio.to_thread(self._producer.flush, 5.0)
-        if self._consumer is not None:
-            await asyncio.to_thread(self._consumer.close)
+        await asyncio.to_thread(self._release_clients)
+
+    def _release_clients(self) -> None:
+        """Flush and destroy the producer, close the consumer: a client left to the
+        garbage collector keeps reconnecting (and logging) after its cluster is gone."""
+        producer, self._producer = self._producer, None
+        consumer, self._consumer = self._consumer, None
+        if producer is not None:
+            producer.flush(5.0)
+            producer.close()
+        if consumer is not None:
+            consumer.close()
