@@ -188,3 +188,27 @@ def test_a_users_rule_may_judge_a_rate_or_a_profile() -> None:
         parse_rules(
             {"rule": [{"name": "x", "metric": LATENCY, "condition": "above 1 for 1s", "on": "sum"}]}
         )
+
+
+def test_clients_with_their_own_client_ids_are_judged_by_software_and_principal() -> None:
+    ids = [f"i-{n}" for n in range(6)] + ["i-new"]
+    inventory = table(
+        INVENTORY_ARROW,
+        [
+            {
+                "client_instance_id": i,
+                "client_id": f"app-{i}",  # a cohort of one each: never judges
+                "client_software_name": "librdkafka",
+                "principal": "User:app",
+            }
+            for i in ids
+        ],
+    )
+    engine = EnginePass(_rules("out-of-cohort"), inventory)
+    batches = [[(i, m, _steady(m + n)) for n, i in enumerate(ids[:-1])] for m in range(10)]
+    batches += [
+        [*((i, m, _steady(m + n)) for n, i in enumerate(ids[:-1])), ("i-new", m, 30.0)]
+        for m in range(10, 14)
+    ]
+    rule = "out-of-cohort/producer.node.request.latency.avg"
+    assert _events(engine, batches) == [(rule, "firing", "i-new", at(60 * 12), None)]

@@ -19,8 +19,9 @@ which ``core/rates`` turns into a fresh rate, are no departure).
   ``WARMUP`` points. A point out of profile does not move the baseline (a
   departure must not become its own reference), until ``RELEARN``
   consecutive points were out: then the level is the client's new profile.
-* **cohort** — the instances that share a ``client_id`` (else the same
-  software name and principal): per cohort and series key (the series without
+* **cohort** — the instances that share a ``client_id``, and those that share
+  a software name and principal (a point is judged by the first of the two
+  that is ready, and teaches both): per cohort and series key (the series without
   its instance), the mean and variance of the members' points, decayed with
   event time (``COHORT_TAU_S``). The members of a cohort live in different
   tasks, so each task sums its points (``COHORT_PARTIALS_ARROW``), the driver
@@ -104,17 +105,26 @@ def _limits(metric: pa.ChunkedArray, rules: list[AlertRule]) -> np.ndarray:
     return limit
 
 
-def cohort_keys(inventory: pa.Table) -> pa.Array:
-    """Each instance's cohort: ``client_id=ID``, else ``software=NAME principal=P`` (or null)."""
+def cohort_keys(inventory: pa.Table) -> tuple[pa.Array, pa.Array]:
+    """Each instance's two cohorts: ``client_id=ID``, and ``software=NAME principal=P``.
+
+    Null where the instance has no client id, or neither a software name nor a
+    principal.
+    """
     client = pc.fill_null(pc.cast(inventory.column("client_id"), pa.string()), "")
     software = pc.fill_null(inventory.column("client_software_name"), "")
     principal = pc.fill_null(inventory.column("principal"), "")
     by_id = pc.binary_join_element_wise("client_id=", client, "")
     by_software = pc.binary_join_element_wise("software=", software, " principal=", principal, "")
-    has_id = pc.not_equal(client, "")
     has_software = pc.or_(pc.not_equal(software, ""), pc.not_equal(principal, ""))
-    chosen = pc.if_else(has_id, by_id, pc.if_else(has_software, by_software, None))
-    return chosen.combine_chunks() if isinstance(chosen, pa.ChunkedArray) else chosen
+    return (
+        _array(pc.if_else(pc.not_equal(client, ""), by_id, None)),
+        _array(pc.if_else(has_software, by_software, None)),
+    )
+
+
+def _array(column: pa.Array | pa.ChunkedArray) -> pa.Array:
+    return column.combine_chunks() if isinstance(column, pa.ChunkedArray) else column
 
 
 def score_points(
@@ -233,22 +243,36 @@ def _judge_cohorts(
     inventory: pa.Table,
     scores: np.ndarray,
 ) -> pa.Table:
-    """Score the points against their cohort's profile (into ``scores``); sum them up."""
+    """Score the points against their cohort (into ``scores``); sum them up per cohort.
+
+    A point is judged by its ``client_id`` cohort when that one is ready, else
+    by its software-and-principal cohort; it teaches both.
+    """
     rows = rows[np.isfinite(limit[rows])]
     if not len(rows):
         return COHORT_PARTIALS_ARROW.empty_table()
     taken = pa.array(rows, pa.int64())
     instances = points.column("client_instance_id").take(taken)
     of = pc.index_in(instances, inventory.column("client_instance_id"))
-    cohort = cohort_keys(inventory).take(of)
     key = _series_keys(points.column("series").take(taken))
-    has = np.asarray(pc.is_valid(cohort).to_numpy(zero_copy_only=False), dtype=bool)
-    rows, cohort, key, instances = (
-        rows[has],
-        cohort.filter(pa.array(has)),
-        key.filter(pa.array(has)),
-        instances.filter(pa.array(has)),
-    )
+    times, _ = micros(points.column("event_time").take(taken))
+    judged = np.zeros(len(rows), dtype=bool)
+    partials = [COHORT_PARTIALS_ARROW.empty_table()]
+    for cohort in cohort_keys(inventory):
+        mine = cohort.take(of)
+        score, ready = _against(mine, key, x[rows], cohorts)
+        use = ready & ~judged
+        scores[rows[use]] = score[use]
+        judged |= ready
+        away = ready & (score > limit[rows])
+        partials.append(_sums(mine, key, instances, x[rows], times, away))
+    return pa.concat_tables(partials)
+
+
+def _against(
+    cohort: pa.Array, key: pa.Array, value: np.ndarray, cohorts: pa.Table
+) -> tuple[np.ndarray, np.ndarray]:
+    """Each point's score against its cohort's profile, and whether that profile judges."""
     joined = pc.binary_join_element_wise(cohort, key, "\x1f")
     known = pc.binary_join_element_wise(cohorts.column("cohort"), cohorts.column("key"), "\x1f")
     found = pc.index_in(joined, known)
@@ -257,23 +281,22 @@ def _judge_cohorts(
     members = filled(cohorts.column("members").take(found), 0).astype(np.int64)
     seen = filled(cohorts.column("points").take(found), 0).astype(np.int64)
     ready = mean_ok & (members >= COHORT_MIN_MEMBERS) & (seen >= COHORT_WARMUP)
-    value = x[rows]
-    score = np.abs(value - mean) / _spread(mean, var)
-    scores[rows[ready]] = score[ready]
-    away = ready & (score > limit[rows])
-    # A point away from its cohort does not teach it, unless most of the cohort's
-    # points in this task are away: then the cohort as a whole moved.
-    away_share = (
-        pa.table({"k": joined, "a": pa.array(away)}).group_by("k").aggregate([("a", "mean")])
-    )
-    moved = np.asarray(
-        pc.greater(
-            away_share.column("a_mean").take(pc.index_in(joined, away_share.column("k"))), 0.5
-        ).to_numpy(zero_copy_only=False),
-        dtype=bool,
-    )
-    learn = ~away | moved
-    times, _ = micros(points.column("event_time").take(pa.array(rows, pa.int64())))
+    return np.abs(value - mean) / _spread(mean, var), ready
+
+
+def _sums(
+    cohort: pa.Array,
+    key: pa.Array,
+    instances: pa.Array | pa.ChunkedArray,
+    value: np.ndarray,
+    times: np.ndarray,
+    away: np.ndarray,
+) -> pa.Table:
+    """The task's sums per cohort and key (``COHORT_PARTIALS_ARROW``).
+
+    A point away from its cohort does not teach it, unless most of the cohort's
+    points here are away: then the cohort as a whole moved (a broker slow for all).
+    """
     table = pa.table(
         {
             "cohort": cohort,
@@ -282,16 +305,26 @@ def _judge_cohorts(
             "x": pa.array(value),
             "xx": pa.array(value * value),
             "t": pa.array(times, pa.int64()),
+            "away": pa.array(away.astype(np.float64)),
         }
-    ).filter(pa.array(learn))
-    summed = table.group_by(["cohort", "key"]).aggregate(
-        [
-            ("x", "count"),
-            ("instance", "count_distinct"),
-            ("x", "sum"),
-            ("xx", "sum"),
-            ("t", "max"),
-        ]
+    ).filter(pc.is_valid(cohort))
+    share = table.group_by(["cohort", "key"]).aggregate([("away", "mean")])
+    joined = pc.binary_join_element_wise(table.column("cohort"), table.column("key"), "\x1f")
+    grouped = pc.binary_join_element_wise(share.column("cohort"), share.column("key"), "\x1f")
+    moved = share.column("away_mean").take(pc.index_in(joined, grouped))
+    learn = pc.or_(pc.equal(table.column("away"), 0.0), pc.greater(moved, 0.5))
+    summed = (
+        table.filter(learn)
+        .group_by(["cohort", "key"])
+        .aggregate(
+            [
+                ("x", "count"),
+                ("instance", "count_distinct"),
+                ("x", "sum"),
+                ("xx", "sum"),
+                ("t", "max"),
+            ]
+        )
     )
     return pa.table(
         {
