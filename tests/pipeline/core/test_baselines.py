@@ -1,7 +1,7 @@
 """Out of profile (``core/baselines``): a client's own history and its cohort's as the threshold.
 
-Points every 60 s; the shipped conditions are "above 6 for at least 120
-seconds" (6 spreads, fired on the third point out of profile). A steady series
+Points every 60 s; the shipped conditions are "above 4 for at least 120
+seconds" (4 spreads, fired on the third point out of profile). A steady series
 of 2 and 3 ms has a spread below the 1 ms floor, so 30 ms is 27 spreads away.
 """
 

@@ -13,10 +13,11 @@ is a gauge's value, or a sum's rate per second (so restarts and counter resets,
 which ``core/rates`` turns into a fresh rate, are no departure).
 
 * **profile** — per series (one client instance's metric and attributes):
-  an exponentially weighted mean and variance of its own points, carried
-  between batches as state (``BASELINE_STATE_ARROW``, one row per series,
-  dropped when the instance retires). A new series judges nothing until it has
-  ``WARMUP`` points. A point out of profile does not move the baseline (a
+  the median and spread of its first ``WARMUP`` points, then an exponentially
+  weighted mean and variance of its own points, carried between batches as
+  state (``BASELINE_STATE_ARROW``, one row per series, dropped when the
+  instance retires). A new series judges nothing until it has ``WARMUP``
+  points. A point out of profile does not move the baseline (a
   departure must not become its own reference), until ``RELEARN``
   consecutive points were out: then the level is the client's new profile.
 * **cohort** — the instances that share a ``client_id``, and those that share
@@ -60,6 +61,11 @@ __all__ = ["Scored", "cohort_keys", "merge_cohorts", "score_points"]
 ALPHA = 0.05
 #: Points a client's baseline learns before it judges.
 WARMUP = 10
+#: A point in profile pulls its profile at most this many spreads (a near-miss moves it
+#: little).
+CLIP = 3.0
+#: The median absolute deviation times this is a normal distribution's sd.
+MAD_SCALE = 1.4826
 #: Consecutive points out of profile after which their level is the new profile.
 RELEARN = 60
 #: The spread is at least this share of the mean, and at least ``ABS_FLOOR`` (the
@@ -70,6 +76,9 @@ ABS_FLOOR = 1.0
 #: How fast a cohort's profile forgets, in seconds of event time.
 COHORT_TAU_S = 900.0
 COHORT_MIN_MEMBERS = 5
+#: A point further than this many spreads from the median of its cohort's points in
+#: its task is not learnt.
+COHORT_SCREEN = 6.0
 COHORT_WARMUP = 50
 #: The cohort state's bound (rows: cohort × series key); the least recent go first.
 COHORT_ROWS_MAX = 50_000
@@ -171,6 +180,26 @@ def score_points(
     return Scored(scored, state.cast(BASELINE_STATE_ARROW), partials)
 
 
+def _warmup_rows(lists: pa.Array | pa.ChunkedArray, size: int) -> np.ndarray:
+    """The carried first points, one row of ``WARMUP`` per series (NaN: none yet)."""
+    if isinstance(lists, pa.ChunkedArray):
+        lists = lists.combine_chunks()
+    rows = np.full((size, WARMUP), np.nan)
+    lengths = np.minimum(filled(pc.list_value_length(lists), 0).astype(np.int64), WARMUP)
+    flat, _ = floats(pc.list_flatten(pc.list_slice(lists, 0, WARMUP)))
+    starts = np.cumsum(lengths) - lengths
+    column = np.arange(len(flat)) - np.repeat(starts, lengths)
+    rows[np.repeat(np.arange(size), lengths), column] = flat
+    return rows
+
+
+def _robust(rows: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Median and variance (from the median absolute deviation) of each row's points."""
+    median = np.nanmedian(rows, axis=1)
+    mad = np.nanmedian(np.abs(rows - median[:, None]), axis=1)
+    return median, (MAD_SCALE * mad) ** 2
+
+
 def _learn(
     series: pa.Array | pa.ChunkedArray,
     codes: np.ndarray,
@@ -185,11 +214,15 @@ def _learn(
 
     ``rows`` are the scored points (grouped by series, in time order), ``codes``
     their series' codes, ``x`` and ``limit`` their values and profile thresholds.
+    A profile starts as the median and median absolute deviation of its first
+    ``WARMUP`` points (a blip among them does not skew it); from then on each
+    point in profile moves it by ``ALPHA``, its pull bounded to ``CLIP`` spreads.
     """
     first, last = runs(codes)
     heads = series.take(pa.array(first, pa.int64())) if len(first) else pa.array([], pa.string())
     found = pc.index_in(heads, state.column("series"))
     count = filled(state.column("baseline_count").take(found), 0).astype(np.int64)
+    early = _warmup_rows(state.column("baseline_warmup").take(found), len(first))
     mean, _ = floats(state.column("baseline_mean").take(found))
     var, _ = floats(state.column("baseline_var").take(found))
     out = filled(state.column("baseline_out").take(found), 0).astype(np.int64)
@@ -200,23 +233,31 @@ def _learn(
         at = first[alive] + step
         value, m, v, o = x[at], mean[alive], var[alive], out[alive]
         warm = count[alive] >= WARMUP
-        score = np.abs(value - m) / _spread(m, v)
+        spread = _spread(m, v)
+        score = np.abs(value - m) / spread
         judge = warm & np.isfinite(limit[at])
         profile[rows[at[judge]]] = score[judge]
         away = judge & (score > limit[at])
         relearn = away & (o + 1 >= RELEARN)
-        n = count[alive] + 1
-        weight = np.where(n < WARMUP, 1.0 / n, ALPHA)
-        delta = value - m
-        mean[alive] = np.where(away, np.where(relearn, value, m), m + weight * delta)
-        var[alive] = np.where(away, v, (1 - weight) * (v + weight * delta * delta))
-        count[alive] = np.where(away, count[alive], n)
+        pull = np.clip(value - m, -CLIP * spread, CLIP * spread)
+        mean[alive] = np.where(away, np.where(relearn, value, m), m + ALPHA * pull)
+        var[alive] = np.where(away, v, (1 - ALPHA) * (v + ALPHA * pull * pull))
         out[alive] = np.where(away & ~relearn, o + 1, 0)
+        # Still learning: keep the point; the WARMUP-th makes the profile.
+        learning = alive[~warm]
+        early[learning, count[learning]] = value[~warm]
+        count[learning] += 1
+        done = learning[count[learning] == WARMUP]
+        mean[done], var[done] = _robust(early[done])
     own = np.isfinite(limit[first]) if len(first) else np.zeros(0, dtype=bool)
+    kept_early = [
+        None if n >= WARMUP else row[:n].tolist() for n, row in zip(count, early, strict=True)
+    ]
     latest = pa.table(
         {
             "series": heads,
             "baseline_count": pa.array(count, pa.int64()),
+            "baseline_warmup": pa.array(kept_early, pa.list_(pa.float64())),
             "baseline_mean": pa.array(mean, pa.float64()),
             "baseline_var": pa.array(var, pa.float64()),
             "baseline_out": pa.array(out, pa.int64()),
@@ -246,7 +287,7 @@ def _judge_cohorts(
     """Score the points against their cohort (into ``scores``); sum them up per cohort.
 
     A point is judged by its ``client_id`` cohort when that one is ready, else
-    by its software-and-principal cohort; it teaches both.
+    by its software-and-principal cohort; it teaches both, unless it is away.
     """
     rows = rows[np.isfinite(limit[rows])]
     if not len(rows):
@@ -256,16 +297,21 @@ def _judge_cohorts(
     of = pc.index_in(instances, inventory.column("client_instance_id"))
     key = _series_keys(points.column("series").take(taken))
     times, _ = micros(points.column("event_time").take(taken))
+    value = x[rows]
+    mine = [cohort.take(of) for cohort in cohort_keys(inventory)]
     judged = np.zeros(len(rows), dtype=bool)
-    partials = [COHORT_PARTIALS_ARROW.empty_table()]
-    for cohort in cohort_keys(inventory):
-        mine = cohort.take(of)
-        score, ready = _against(mine, key, x[rows], cohorts)
+    score = np.zeros(len(rows))
+    for cohort in mine:
+        against, ready = _against(cohort, key, value, cohorts)
         use = ready & ~judged
-        scores[rows[use]] = score[use]
+        score[use] = against[use]
         judged |= ready
-        away = ready & (score > limit[rows])
-        partials.append(_sums(mine, key, instances, x[rows], times, away))
+    scores[rows[judged]] = score[judged]
+    # Away from the cohort that judged it: it teaches neither (a cohort that cannot
+    # judge yet must not learn a newcomer's departure as its profile).
+    away = judged & (score > limit[rows])
+    partials = [COHORT_PARTIALS_ARROW.empty_table()]
+    partials += [_sums(cohort, key, instances, value, times, away) for cohort in mine]
     return pa.concat_tables(partials)
 
 
@@ -297,22 +343,39 @@ def _sums(
     A point away from its cohort does not teach it, unless most of the cohort's
     points here are away: then the cohort as a whole moved (a broker slow for all).
     """
+    valid = np.asarray(pc.is_valid(cohort).to_numpy(zero_copy_only=False), dtype=bool)
+    value = value[valid]
     table = pa.table(
         {
-            "cohort": cohort,
-            "key": key,
-            "instance": instances,
+            "cohort": cohort.filter(pa.array(valid)),
+            "key": key.filter(pa.array(valid)),
+            "instance": instances.filter(pa.array(valid)),
             "x": pa.array(value),
             "xx": pa.array(value * value),
-            "t": pa.array(times, pa.int64()),
-            "away": pa.array(away.astype(np.float64)),
+            "t": pa.array(times[valid], pa.int64()),
+            "away": pa.array(away[valid].astype(np.float64)),
         }
-    ).filter(pc.is_valid(cohort))
-    share = table.group_by(["cohort", "key"]).aggregate([("away", "mean")])
+    )
+    share = table.group_by(["cohort", "key"]).aggregate(
+        [("away", "mean"), ("x", "approximate_median")]
+    )
     joined = pc.binary_join_element_wise(table.column("cohort"), table.column("key"), "\x1f")
     grouped = pc.binary_join_element_wise(share.column("cohort"), share.column("key"), "\x1f")
-    moved = share.column("away_mean").take(pc.index_in(joined, grouped))
-    learn = pc.or_(pc.equal(table.column("away"), 0.0), pc.greater(moved, 0.5))
+    group = pc.index_in(joined, grouped)
+    moved = share.column("away_mean").take(group)
+    # Far from the median of its cohort's points here (a blip, a newcomer): not learnt,
+    # even while the cohort cannot judge yet.
+    median, _ = floats(share.column("x_approximate_median").take(group))
+    distance = pa.table({"k": joined, "d": pa.array(np.abs(value - median))})
+    mad = distance.group_by("k").aggregate([("d", "approximate_median")])
+    spread = (
+        MAD_SCALE
+        * floats(mad.column("d_approximate_median").take(pc.index_in(joined, mad.column("k"))))[0]
+    )
+    far = np.abs(value - median) > COHORT_SCREEN * _spread(median, spread * spread)
+    learn = pc.and_(
+        pc.or_(pc.equal(table.column("away"), 0.0), pc.greater(moved, 0.5)), pa.array(~far)
+    )
     summed = (
         table.filter(learn)
         .group_by(["cohort", "key"])

@@ -235,12 +235,14 @@ REJECTED_ARROW = pa.schema(
 
 
 #: Per series a baseline judges, its own recent profile (carried state, ``core/baselines``):
-#: how many points it has learnt from, their weighted mean and variance, how many
-#: consecutive points were out of profile, and the latest point's time.
+#: how many points it has learnt from, its first points while it learns (at most
+#: ``baselines.WARMUP``), their weighted mean and variance, how many consecutive points
+#: were out of profile, and the latest point's time.
 BASELINE_STATE_ARROW = pa.schema(
     [
         ("series", pa.string()),
         ("baseline_count", pa.int64()),
+        ("baseline_warmup", pa.list_(pa.float64())),
         ("baseline_mean", pa.float64()),
         ("baseline_var", pa.float64()),
         ("baseline_out", pa.int64()),
