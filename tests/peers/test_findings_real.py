@@ -249,6 +249,8 @@ def test_a_broker_slow_for_every_client_is_one_incident_fired_then_resolved(
         ],
         stdout=log, stderr=log,
     )  # fmt: skip
+    # Before any client starts: one that finds no subscription asks again in 5 minutes.
+    set_subscription(proxy.bootstrap, "latency", {"metrics": LATENCY, "interval.ms": "3000"})
     stop = threading.Event()
     producers = [
         Producer({"bootstrap.servers": proxy.bootstrap, "client.id": name})
@@ -256,7 +258,6 @@ def test_a_broker_slow_for_every_client_is_one_incident_fired_then_resolved(
     ]
     worker = threading.Thread(target=_produce, args=(producers, stop), daemon=True)
     try:
-        set_subscription(proxy.bootstrap, "latency", {"metrics": LATENCY, "interval.ms": "3000"})
         worker.start()
         with java(
             proxy.bootstrap, tmp_path, "--client-id", "slowbroker-java", "--role", "producer",

@@ -20,16 +20,28 @@ from clientmetrics.pipeline.core.baselines import (
     WARMUP,
     merge_cohorts,
 )
+from clientmetrics.pipeline.core.batch import PassPlan, pass_input, process_group
 from clientmetrics.pipeline.core.rules import AlertRule, parse_rules
 from clientmetrics.pipeline.core.schemas import (
+    CARRIED,
     COHORT_PARTIALS_ARROW,
     COHORT_STATE_ARROW,
     INVENTORY_ARROW,
+    LANDING_ARROW,
 )
 from tests.pipeline.core.engine import EnginePass
-from tests.pipeline.core.tables import at, by_column, decoded, table
+from tests.pipeline.core.tables import at, at_us, by_column, decoded, table
+from tests.synthetic import Push, landing_table, producer_payload
 
 LATENCY = "org.apache.kafka.producer.node.request.latency.avg"
+#: Where each batch's state goes in the next one's input (as the job's ``_STATE``).
+STATE_OF = {
+    "series": "series",
+    "window": "windows",
+    "alert": "alert_state",
+    "client": "inventory",
+    "baseline": "baselines",
+}
 #: The findings this module covers (``test_findings`` checks the catalogue has no other).
 BASELINE_CASES = ("out-of-profile", "out-of-cohort")
 
@@ -212,3 +224,42 @@ def test_clients_with_their_own_client_ids_are_judged_by_software_and_principal(
     ]
     rule = "out-of-cohort/producer.node.request.latency.avg"
     assert _events(engine, batches) == [(rule, "firing", "i-new", at(60 * 12), None)]
+
+
+def test_the_pass_carries_the_profiles_and_the_cohorts_from_batch_to_batch() -> None:
+    """The pipeline's pass (``process_group``), one push per batch, as the driver runs it:
+    each batch's ``baselines`` carried in as state, its cohort sums merged for the next."""
+    rules = _rules("out-of-profile", "out-of-cohort")
+    state = {tag: schema.empty_table() for tag, schema in CARRIED.items()}
+    cohorts = COHORT_STATE_ARROW.empty_table()
+    fired = []
+    members = [f"m-{n}" for n in range(5)]
+    for minute in range(24):
+        # Five members of "app" steady at 2-3 ms; "i-1" (also "app") jumps to 30 ms at 20.
+        value = _steady(minute) if minute < 20 else 30.0
+        pushes = [
+            Push(at_us(60 * minute), name, producer_payload(at_us(60 * minute) * 1000, minute,
+                 (1,), latency), client_id="app", push_interval_ms=60_000)
+            for name, latency in [("i-1", value), *((m, _steady(minute + 1)) for m in members)]
+        ]  # fmt: skip
+        landed = landing_table(pushes).cast(LANDING_ARROW)
+        plan = PassPlan(staging="", window_seconds=60, rules=rules, cohorts=cohorts)
+        sides = process_group(pass_input(landed, state), plan).sides
+        state = {tag: sides[name] for tag, name in STATE_OF.items()}
+        cohorts = merge_cohorts(cohorts, sides["cohort_partials"])
+        alerts = sides["alerts"].filter(pc.equal(sides["alerts"].column("status"), "firing"))
+        fired += by_column(alerts, "rule", "client_instance_id", "fired_at")
+    # Its own profile and its cohort's both see it, on the third push away (its latency
+    # to broker 1 and to the bootstrap connection, -1, are two series).
+    finding = "producer.node.request.latency.avg"
+    assert sorted(fired) == sorted(
+        (f"{name}/{finding}", "i-1", at(60 * 22))
+        for name in ("out-of-profile", "out-of-cohort")
+        for _ in range(2)
+    )
+    # One row per profiled series: 6 instances x (2 latencies + record.queue.time.avg).
+    assert state["baseline"].num_rows == 18
+    assert set(cohorts.column("cohort").to_pylist()) == {
+        "client_id=app",
+        "software=librdkafka principal=User:ANONYMOUS",
+    }
