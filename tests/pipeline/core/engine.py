@@ -16,7 +16,8 @@ from clientmetrics.pipeline.core.alerts import (
     rule_candidates,
     track_episodes,
 )
-from clientmetrics.pipeline.core.baselines import merge_cohorts, score_points
+from clientmetrics.pipeline.core.baselines import score_points
+from clientmetrics.pipeline.core.cohorts import merge_cohorts
 from clientmetrics.pipeline.core.rates import merge_series, normalise, series_lasts
 from clientmetrics.pipeline.core.rules import AlertRule
 from clientmetrics.pipeline.core.schemas import (

@@ -1,4 +1,4 @@
-"""Out of profile (``core/baselines``): a client's own history and its cohort's as the threshold.
+"""Out of profile (``core/baselines``, ``profiles``, ``cohorts``): history as the threshold.
 
 Points every 60 s; the shipped conditions are "above 4 for at least 120
 seconds" (4 spreads, fired on the third point out of profile). A steady series
@@ -14,13 +14,9 @@ import pyarrow.compute as pc
 import pytest
 
 from clientmetrics.errors import ConfigurationError
-from clientmetrics.pipeline.core.baselines import (
-    COHORT_ROWS_MAX,
-    RELEARN,
-    WARMUP,
-    merge_cohorts,
-)
 from clientmetrics.pipeline.core.batch import PassPlan, pass_input, process_group
+from clientmetrics.pipeline.core.cohorts import COHORT_ROWS_MAX, merge_cohorts
+from clientmetrics.pipeline.core.profiles import RELEARN, WARMUP
 from clientmetrics.pipeline.core.rules import AlertRule, parse_rules
 from clientmetrics.pipeline.core.schemas import (
     CARRIED,

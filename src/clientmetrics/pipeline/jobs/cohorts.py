@@ -2,7 +2,7 @@
 
 A cohort's members live in different shares, so no task sees a whole cohort:
 each task writes its points' sums (``cohort_partials``), and the driver merges
-them into the cohort state (``core.baselines.merge_cohorts``, a bounded small
+them into the cohort state (``core.cohorts.merge_cohorts``, a bounded small
 table) kept per batch id like the progress, so a replayed batch reads what its
 first try read.
 """
@@ -13,7 +13,7 @@ from collections.abc import Sequence
 
 import pyarrow as pa
 
-from clientmetrics.pipeline.core.baselines import merge_cohorts
+from clientmetrics.pipeline.core.cohorts import merge_cohorts
 from clientmetrics.pipeline.core.rules import RuleSet
 from clientmetrics.pipeline.core.schemas import COHORT_PARTIALS_ARROW, COHORT_STATE_ARROW
 from clientmetrics.pipeline.spark.files import read_parquet
