@@ -6,7 +6,9 @@ injected into a fraction of the clients it applies to, at a random onset. Every
 push interval is one batch through the pipeline core's engine (decode-shaped
 points, series, ``rule_candidates``, ``track_episodes`` with carried state,
 ``alert_events``), with the whole catalogue enabled. The ground truth
-(instance, fault, onset) is written beside the results (``--truth``).
+(instance, fault, onset) is written beside the results (``--truth``). The
+instances share ``COHORTS`` client ids (the out-of-profile findings' cohorts);
+a ``cohort-outlier`` client is a new instance that starts at its onset.
 
 Reported per fault kind: recall (faulty clients whose finding fired after the
 onset, of those with at least 4 pushes after it), onset-to-finding delay in
@@ -42,6 +44,10 @@ sys.path.insert(0, str(ROOT))  # the engine pass is the tests' (tests/pipeline/c
 from tests.pipeline.core.engine import EnginePass  # noqa: E402
 
 T0 = datetime(2026, 1, 1, tzinfo=UTC)
+#: How many client ids (cohorts) the fleet's instances share.
+COHORTS = 200
+#: A latency shift's earliest onset: after 15 pushes of the client's own history.
+HISTORY_S = 15 * 60
 #: A healthy client's one-push blip (a GC pause, a broker's leader election): the value a
 #: finding's metric takes for that push only, on the finding's bad side.
 BLIPS = {
@@ -73,6 +79,9 @@ def _fleet(
         for client in rng.sample(eligible, max(1, int(len(eligible) * fault.fraction))):
             # Onsets spread from the fault's onset to the last hour's middle.
             onset = rng.uniform(fault.onset_seconds, max(fault.onset_seconds, hours * 3600 / 2))
+            if fault.kind == "latency-shift":
+                # A departure from a client's own history needs one: 15 pushes at least.
+                onset = max(onset, HISTORY_S)
             client.fault = fault.kind
             client.fault_onset_ns = int((T0.timestamp() + onset) * 1e9)
     return clients
@@ -85,6 +94,8 @@ def _points(
     names = ("id", "name", "value", "attrs", "sum", "start")
     columns: dict[str, list[object]] = {n: [] for n in names}
     for client, instance in zip(clients, ids, strict=True):
+        if client.fault == "cohort-outlier" and now_ns < client.fault_onset_ns:
+            continue  # a new instance: it starts at its onset, unlike its cohort
         blip = None
         if client.fault is None and rng.random() < blips:
             blip = rng.choice(sorted(BLIPS))
@@ -130,8 +141,19 @@ def run(
     rules = parse_rules({"findings": True}).rules
     clients = _fleet(count, faults, hours, rng)
     ids = [f"sim-{n:06d}" for n in range(count)]
+    # Cohorts of 50 (a client_id shared by every 200th instance, all of one kind).
     inventory = pa.Table.from_pylist(
-        [{"client_instance_id": i, "resource_attributes": []} for i in ids], schema=INVENTORY_ARROW
+        [
+            {
+                "client_instance_id": i,
+                "client_id": f"app-{n % COHORTS}",
+                "client_software_name": "librdkafka",
+                "principal": "User:app",
+                "resource_attributes": [],
+            }
+            for n, i in enumerate(ids)
+        ],
+        schema=INVENTORY_ARROW,
     )
     engine = EnginePass(rules, inventory)
     fired: dict[str, list[tuple[str, datetime]]] = {}
@@ -164,6 +186,16 @@ def run(
         scores = per_kind.setdefault(client.fault, {"found": [], "delays": []})
         hits = [at for name, at in fired.get(instance, []) if name == wanted and at >= onset]
         scores["found"].append(1.0 if hits else 0.0)
+        if not hits and __import__("os").environ.get("DBG"):
+            print(
+                "MISS",
+                instance,
+                client.fault,
+                client.kind,
+                onset,
+                fired.get(instance),
+                file=sys.stderr,
+            )
         if hits:
             scores["delays"].append((min(hits) - onset).total_seconds() / interval)
     client_hours = healthy * steps * interval / 3600

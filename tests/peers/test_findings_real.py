@@ -11,28 +11,43 @@ that producer, and on no other client. A Java 4.4 consumer that sleeps a second
 between polls (the peer's ``--process-ms``: the application's own work) reports a
 low ``poll.idle.ratio.avg``, and the core fires ``slow-processing`` on it, not on a
 consumer of the same group that does not sleep.
+
+Kafka advertises itself behind a relay (``relay.DelayRelay``) that can hold
+every response: a broker slow for every client. Two librdkafka producers and a
+Java producer, through a proxy, push their request latencies; the real pipeline
+(``clientmetrics pipeline stream``) delivers what it finds to a real
+Alertmanager, where the three clients' findings are one incident about the
+broker, fired while the relay delays and resolved when it stops.
 """
 
 from __future__ import annotations
 
+import subprocess
+import sys
+import threading
 import time
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pyarrow.compute as pc
 import pytest
 from confluent_kafka import Producer
+from peers.free_ports import free_port
 from peers.kafka import KafkaBroker
 
 from clientmetrics.pipeline.core.batch import PassPlan, pass_input, process_group
 from clientmetrics.pipeline.core.findings import finding_of
+from clientmetrics.pipeline.core.incidents import GROUP_BY, INHIBIT
 from clientmetrics.pipeline.core.rules import parse_rules
 from clientmetrics.pipeline.core.schemas import CARRIED, LANDING_ARROW
+from tests.alertmanager_server import AlertmanagerServer, alertmanager_binary
 from tests.kadmin import set_subscription
 from tests.kafka import kafka_broker, proxy_gateway
 from tests.landed import landed_table
 from tests.peers.clients import java, rows_by_client
-from tests.procs import GatewayProcess, wait_for
+from tests.peers.relay import DelayRelay
+from tests.procs import GatewayProcess, stop_process, wait_for
 
 pytestmark = [pytest.mark.kafka, pytest.mark.integration]
 
@@ -45,16 +60,35 @@ RULES = {
     "finding": {
         "throttled-producer": {"condition": "above 100 ms for at least 6 seconds"},
         "slow-processing": {"condition": "below 0.2 for at least 6 seconds"},
+        # Checked by the bench (bench/findings.py): the other producer's latency through a
+        # loaded proxy need not keep the profile it had alone.
+        "out-of-profile": {"enabled": False},
+        "out-of-cohort": {"enabled": False},
     },
 }
 IDLE = "org.apache.kafka.consumer.poll.idle.ratio.avg"
 
 
 @pytest.fixture(scope="module")
+def relay() -> Iterator[DelayRelay]:
+    """The relay Kafka advertises itself behind (no delay until a test sets one)."""
+    server = DelayRelay("127.0.0.1", free_port()).start()
+    yield server
+    server.stop()
+
+
+@pytest.fixture(scope="module")
 def kafka(
-    request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory
+    request: pytest.FixtureRequest,
+    tmp_path_factory: pytest.TempPathFactory,
+    relay: DelayRelay,
 ) -> Iterator[KafkaBroker]:
-    yield from kafka_broker(request, tmp_path_factory, plugins=())
+    # Clients (the proxy among them) bootstrap on Kafka's port and then reach the broker
+    # at its advertised address: the relay.
+    advertised = {"advertised.listeners": f"PLAINTEXT://127.0.0.1:{relay.port}"}
+    yield from kafka_broker(
+        request, tmp_path_factory, plugins=(), port=relay.upstream_port, properties=advertised
+    )
 
 
 @pytest.fixture(scope="module")
@@ -165,3 +199,125 @@ def test_a_java_consumer_that_processes_slowly_is_a_slow_processing_finding(
         found,
         _values(proxy.data_dir, "nimble-consumer", IDLE),
     )
+
+
+#: The broker incident test's rules: requests slower than 1 s for 6 s (pushes every 3 s).
+SLOW_BROKER_RULES = """findings = true
+[finding.slow-broker-requests]
+condition = "above 1000 ms for at least 6 seconds"
+[finding.out-of-profile]
+enabled = false
+[finding.out-of-cohort]
+enabled = false
+"""
+LATENCY = "org.apache.kafka.producer.node.request.latency.avg"
+SLOW_CLIENTS = ("slowbroker-a", "slowbroker-b", "slowbroker-java-producer")
+
+
+def _alerts(server: AlertmanagerServer, alertname: str) -> list[dict[str, Any]]:
+    """Alerts Alertmanager holds (active or inhibited; not resolved) of one name."""
+    alerts: list[dict[str, Any]] = server.get("/alerts")
+    return [alert for alert in alerts if alert["labels"].get("alertname") == alertname]
+
+
+def _produce(producers: list[Producer], stop: threading.Event) -> None:
+    """Two records a second from each producer until ``stop``."""
+    while not stop.is_set():
+        for producer in producers:
+            producer.produce("slowbroker-topic", b"x" * 100)
+            producer.poll(0)
+        stop.wait(0.5)
+
+
+@pytest.mark.skipif(
+    alertmanager_binary() is None, reason="needs Debian's prometheus-alertmanager package"
+)
+def test_a_broker_slow_for_every_client_is_one_incident_fired_then_resolved(
+    kafka: KafkaBroker, relay: DelayRelay, tmp_path: Path
+) -> None:
+    gateways = proxy_gateway(kafka, tmp_path / "data")
+    proxy = next(gateways)
+    server = AlertmanagerServer(tmp_path / "am", GROUP_BY, (INHIBIT,)).start()
+    rules = tmp_path / "rules.toml"
+    rules.write_text(SLOW_BROKER_RULES)
+    log = open(tmp_path / "pipeline.log", "wb")  # noqa: SIM115
+    pipeline = subprocess.Popen(
+        [
+            str(Path(sys.executable).parent / "clientmetrics"), "pipeline", "stream",
+            "--data-dir", str(proxy.data_dir), "--rules", str(rules),
+            "--alertmanager", server.url(), "--trigger-seconds", "2",
+        ],
+        stdout=log, stderr=log,
+    )  # fmt: skip
+    # Before any client starts: one that finds no subscription asks again in 5 minutes.
+    set_subscription(proxy.bootstrap, "latency", {"metrics": LATENCY, "interval.ms": "3000"})
+    stop = threading.Event()
+    producers = [
+        Producer({"bootstrap.servers": proxy.bootstrap, "client.id": name})
+        for name in SLOW_CLIENTS[:2]
+    ]
+    worker = threading.Thread(target=_produce, args=(producers, stop), daemon=True)
+    try:
+        worker.start()
+        with java(
+            proxy.bootstrap, tmp_path, "--client-id", "slowbroker-java", "--role", "producer",
+            "--topic", "slowbroker-topic", "--messages", "100000", "--rate", "1",
+        ):  # fmt: skip
+
+            def latencies(client: str) -> list[float]:
+                return _values(proxy.data_dir, client, LATENCY)
+
+            # Healthy first: every client pushes its latency to broker 1, well below 1 s.
+            wait_for(
+                lambda: all(len(latencies(c)) >= 2 for c in SLOW_CLIENTS), 180,
+                what="latency pushes from the three producers",
+            )  # fmt: skip
+            relay.delay = 2.0  # every response from the broker now comes 2 s late
+            wait_for(lambda: _alerts(server, "slow-broker"), 300, what="the slow-broker incident")
+            (broker,) = _alerts(server, "slow-broker")
+            assert broker["labels"]["node_id"] == "1"
+            assert broker["annotations"]["summary"] == "broker 1 is slow for 3 clients"
+            per_client = _alerts(server, "slow-broker-requests")
+            assert {(a["labels"]["client_id"], a["labels"]["node_id"]) for a in per_client} == {
+                (client, "1") for client in SLOW_CLIENTS
+            }
+            assert {a["labels"]["client_software_name"] for a in per_client} == {
+                "confluent-kafka-python",  # librdkafka, as the Python binding names it
+                "apache-kafka-java",
+            }
+            wait_for(
+                lambda: (
+                    {a["status"]["state"] for a in _alerts(server, "slow-broker-requests")}
+                    == {"suppressed"}
+                ),
+                60,
+                what="the per-client findings to be inhibited by the broker's incident",
+            )
+            # One broker: no client is slow to several, so no host incident.
+            assert _alerts(server, "slow-client-host") == []
+
+            relay.delay = 0.0
+            wait_for(
+                lambda: (
+                    not _alerts(server, "slow-broker")
+                    and not _alerts(server, "slow-broker-requests")
+                ),
+                300,
+                what="the incident and the findings to resolve",
+            )
+        assert pipeline.poll() is None, "the pipeline stopped early"
+    except AssertionError:
+        print("latencies:", {c: _values(proxy.data_dir, c, LATENCY)[-12:] for c in SLOW_CLIENTS})
+        print("pipeline log:", (tmp_path / "pipeline.log").read_text(errors="replace")[-3000:])
+        raise
+    finally:
+        relay.delay = 0.0
+        stop.set()
+        worker.join(30)
+        for producer in producers:
+            producer.flush(30)
+        producers.clear()  # librdkafka's threads end with the last reference
+        stop_process(pipeline, 60)
+        log.close()
+        server.stop()
+        next(gateways, None)

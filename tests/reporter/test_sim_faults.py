@@ -59,6 +59,21 @@ def test_slow_processing_lowers_poll_idle_ratio_and_slow_broker_only_node_0() ->
     assert by_node[-1] < 100
 
 
+@pytest.mark.parametrize("fault", ["latency-shift", "cohort-outlier"])
+def test_out_of_profile_faults_multiply_the_request_latencies_by_8_from_their_onset(
+    fault: str,
+) -> None:
+    healthy = SimMetrics("consumer", False, 0.0, 0)
+    shifted = SimMetrics("consumer", False, 0.0, 0, fault=fault, fault_onset_ns=120 * SECOND)
+    for at_s in (60, 180):
+        usual = _values(healthy, at_s, "node.request.latency.avg")
+        shown = _values(shifted, at_s, "node.request.latency.avg")
+        expected = usual if at_s < 120 else [round(v * 8, 3) for v in usual]
+        assert shown == expected
+        # Far below the slow-broker-requests threshold: only a baseline sees it.
+        assert max(shown) < 100
+
+
 def test_one_record_per_request_and_only_such_faults_send_the_java_metrics() -> None:
     batching = SimMetrics("producer", False, 0.0, 0, fault="one-record-per-request",
                           fault_onset_ns=120 * SECOND)  # fmt: skip

@@ -33,6 +33,14 @@ class _Open:
     nodes: set[str] = field(default_factory=set)
 
 
+#: What a condition judges, when it is not the metric's value (``findings.JUDGED_COLUMNS``).
+_JUDGES = {
+    "rate": " (rate)",
+    "profile": " (spreads from the client's own profile)",
+    "cohort": " (spreads from its cohort's profile)",
+}
+
+
 def _open_by_finding(alerts: Sequence[Alert]) -> list[_Open]:
     grouped: dict[str, _Open] = {}
     for alert in alerts:
@@ -92,7 +100,7 @@ def findings_page(alerts: Sequence[Alert]) -> str:
         [
             _finding_cell(finding),
             escape(", ".join(m.removeprefix("org.apache.kafka.") for m in finding.metrics))
-            + (" (rate)" if finding.on == "rate" else ""),
+            + _JUDGES.get(finding.on, ""),
             escape(finding.condition),
             escape(finding.meaning),
         ]

@@ -20,7 +20,7 @@ from dataclasses import dataclass
 
 from clientmetrics.reporter.payload import MetricPoint
 
-__all__ = ["FAULTS", "NONSTANDARD_FAULTS", "SimFault", "SimMetrics", "fault_for"]
+__all__ = ["FAULTS", "NONSTANDARD_FAULTS", "SHIFTED_FAULTS", "SimFault", "SimMetrics", "fault_for"]
 
 _P = "org.apache.kafka."
 
@@ -38,7 +38,15 @@ FAULTS = {
     "producer-retries": ("producer", "producer-retries"),
     "producer-errors": ("producer", "producer-errors"),
     "failed-authentication": (None, "failed-authentication"),
+    # Out of profile: no threshold crossed. Request latencies 8 times the client's usual
+    # (about 20 ms), from the onset on; or from its first push (a client unlike its
+    # cohort from the start: the bench starts it at its onset).
+    "latency-shift": (None, "out-of-profile"),
+    "cohort-outlier": (None, "out-of-cohort"),
 }
+#: The faults that multiply a client's request latencies (``LATENCY_FACTOR``).
+SHIFTED_FAULTS = frozenset({"latency-shift", "cohort-outlier"})
+LATENCY_FACTOR = 8.0
 #: The faults shown in the Java client's non-standard metrics: a client carrying one
 #: sends them (``SimMetrics.nonstandard``), as a Java client would.
 NONSTANDARD_FAULTS = frozenset(
@@ -121,6 +129,8 @@ class SimMetrics:
         latency = self._latency(rng)
         nodes = (0,) if self.kind == "producer" else (0, -1)
         fault = self.fault if self.fault is not None and now_ns >= self.fault_onset_ns else None
+        if fault in SHIFTED_FAULTS:
+            latency = round(latency * LATENCY_FACTOR, 3)
         # The healthy draws keep their order (a seeded run gives what it gave before faults).
         if rng.random() < 0.01:
             self.connections += 1

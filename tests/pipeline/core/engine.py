@@ -16,29 +16,43 @@ from clientmetrics.pipeline.core.alerts import (
     rule_candidates,
     track_episodes,
 )
+from clientmetrics.pipeline.core.baselines import score_points
+from clientmetrics.pipeline.core.cohorts import merge_cohorts
 from clientmetrics.pipeline.core.rates import merge_series, normalise, series_lasts
 from clientmetrics.pipeline.core.rules import AlertRule
-from clientmetrics.pipeline.core.schemas import ALERT_STATE_ARROW, SERIES_STATE_ARROW
+from clientmetrics.pipeline.core.schemas import (
+    ALERT_STATE_ARROW,
+    BASELINE_STATE_ARROW,
+    COHORT_STATE_ARROW,
+    SERIES_STATE_ARROW,
+)
 from clientmetrics.pipeline.core.series import running_values
 
 __all__ = ["EnginePass", "engine_pass"]
 
 
 class EnginePass:
-    """A run of batches through the engine, carrying the series and alert states."""
+    """A run of batches through the engine, carrying the series, baseline and alert states."""
 
     def __init__(self, rules: tuple[AlertRule, ...], inventory: pa.Table) -> None:
         self.rules = rules
         self.inventory = inventory
         self.series_state = SERIES_STATE_ARROW.empty_table()
         self.alert_state = ALERT_STATE_ARROW.empty_table()
+        self.baselines = BASELINE_STATE_ARROW.empty_table()
+        self.cohorts = COHORT_STATE_ARROW.empty_table()
 
     def batch(self, decoded: pa.Table) -> pa.Table:
         """The alert events (``ALERTS_ARROW``) of one batch of decoded points."""
         running, order = running_values(decoded)
         points = normalise(running, self.series_state)
         self.series_state = merge_series(self.series_state, series_lasts(points, order))
-        candidates = rule_candidates(points, order, self.rules)
+        scored = score_points(
+            points, order, self.baselines, self.cohorts, self.inventory, self.rules
+        )
+        self.baselines = scored.state
+        self.cohorts = merge_cohorts(self.cohorts, scored.partials)
+        candidates = rule_candidates(scored.points, order, self.rules)
         episodes = track_episodes(candidates, self.alert_state, self.rules)
         self.alert_state = open_episodes(episodes)
         return alert_events(episodes, self.rules, self.inventory)

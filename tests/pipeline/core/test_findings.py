@@ -21,6 +21,7 @@ from clientmetrics.pipeline.core.schemas import (
 )
 from tests.pipeline.core.engine import EnginePass, engine_pass
 from tests.pipeline.core.tables import at, by_column, decoded, table
+from tests.pipeline.core.test_baselines import BASELINE_CASES
 
 P = "org.apache.kafka."
 #: Per finding: a metric it reads, a value it fires on, a healthy value (worked out by hand
@@ -89,7 +90,9 @@ def _run(rules: tuple[AlertRule, ...], name: str, values: list[float]) -> pa.Tab
 
 
 def test_the_catalogue_has_the_findings_the_tests_cover() -> None:
-    assert {finding.name for finding in catalogue()} == set(CASES) | set(RATE_CASES)
+    assert {finding.name for finding in catalogue()} == set(CASES) | set(RATE_CASES) | set(
+        BASELINE_CASES
+    )
     for finding in catalogue():
         assert finding.meaning
         assert finding.suggestion

@@ -27,6 +27,7 @@ import pyarrow.compute as pc
 from clientmetrics.pipeline.core.arrays import flags, floats, runs, timestamps
 from clientmetrics.pipeline.core.arrays import micros as _micros_ok
 from clientmetrics.pipeline.core.clients import client_labels, silence_deadlines, silent
+from clientmetrics.pipeline.core.findings import JUDGED_COLUMNS
 from clientmetrics.pipeline.core.rules import AlertRule
 from clientmetrics.pipeline.core.schemas import (
     ALERT_STATE_ARROW,
@@ -51,6 +52,9 @@ CANDIDATES_ARROW = pa.schema(
         ("event_time", TIMESTAMP),
         ("value", pa.float64()),
         ("rate_per_second", pa.float64()),
+        # Out of profile (``core/baselines``); null where no baseline judged the point.
+        ("profile_score", pa.float64()),
+        ("cohort_score", pa.float64()),
     ]
 )
 
@@ -81,8 +85,8 @@ def holds(op: str, value: np.ndarray, threshold: float) -> np.ndarray:
 
 
 def judged(points: pa.Table, rule: AlertRule) -> pa.ChunkedArray:
-    """The column a rule's condition judges: the value, or a sum's rate per second."""
-    return points.column("rate_per_second" if rule.on == "rate" else "value")
+    """The column a rule's condition judges (``findings.JUDGED_COLUMNS``)."""
+    return points.column(JUDGED_COLUMNS[rule.on])
 
 
 def rule_matches(metric: pa.Array | pa.ChunkedArray, rule: AlertRule) -> np.ndarray:
@@ -280,6 +284,7 @@ def rule_candidates(points: pa.Table, order: SeriesOrder, rules: tuple[AlertRule
     metric = points.column("metric_name")
     named = np.zeros(points.num_rows, dtype=bool)
     holding = np.zeros(points.num_rows, dtype=bool)
+    points = _with_scores(points)
     for rule in rules:
         column = judged(points, rule)
         hit = rule_matches(metric, rule) & measured(column)
@@ -295,6 +300,14 @@ def rule_candidates(points: pa.Table, order: SeriesOrder, rules: tuple[AlertRule
     keep[first] = True
     rows = pa.array(chosen[keep])
     return points.select(CANDIDATES_ARROW.names).take(rows).cast(CANDIDATES_ARROW)
+
+
+def _with_scores(points: pa.Table) -> pa.Table:
+    """The points with the baselines' score columns (null when no baseline scored them)."""
+    for name in ("profile_score", "cohort_score"):
+        if name not in points.column_names:
+            points = points.append_column(name, pa.nulls(points.num_rows, pa.float64()))
+    return points
 
 
 def _sql_text(moment: object) -> str:

@@ -11,8 +11,9 @@ For each group, on whole Arrow columns (no loop per data point):
 3. reduce: window partials merged with the carried windows (``windows``),
    those the previous batch's watermark closed split off (as Structured
    Streaming evicts state with the watermark of the batch before), each
-   series' new state, the inventory rows (``clients``), alert episodes and
-   their events (``alerts``);
+   series' new state, the inventory rows (``clients``), the points' distance
+   from their profiles (``baselines``), alert episodes and their events
+   (``alerts``);
 4. drop the state of instances silent for longer than the retention.
 
 What comes out is the group's points and its side outputs (``SIDE_OUTPUTS``),
@@ -30,6 +31,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from clientmetrics.pipeline.core.alerts import LEAVING, end_with_clients, event_time
+from clientmetrics.pipeline.core.baselines import score_points
 from clientmetrics.pipeline.core.clients import (
     client_views,
     clients_table,
@@ -44,9 +46,12 @@ from clientmetrics.pipeline.core.rules import AlertRule
 from clientmetrics.pipeline.core.schemas import (
     ALERT_STATE_ARROW,
     ALERTS_ARROW,
+    BASELINE_STATE_ARROW,
     CARRIED,
     CLIENT_WINDOWS_ARROW,
     CLIENTS_ARROW,
+    COHORT_PARTIALS_ARROW,
+    COHORT_STATE_ARROW,
     INVENTORY_ARROW,
     PASS_INPUT_ARROW,
     POINTS_ARROW,
@@ -74,6 +79,9 @@ SIDE_OUTPUTS: dict[str, tuple[pa.Schema, Callable[[pa.Table], pa.ChunkedArray] |
     "retired_clients": (INVENTORY_ARROW, _column("last_seen")),
     "alerts": (ALERTS_ARROW, event_time),
     "rejected": (REJECTED_ARROW, _column("received_at")),
+    "baselines": (BASELINE_STATE_ARROW, None),
+    # Not state of the share: the driver merges them into the cohorts' (``baselines``).
+    "cohort_partials": (COHORT_PARTIALS_ARROW, None),
 }
 
 
@@ -97,6 +105,8 @@ class PassPlan:
     retire_before_us: int | None = None
     #: Points rows buffered before a file is written.
     flush_rows: int = 1_000_000
+    #: The cohorts' profiles as the previous batch left them (``COHORT_STATE_ARROW``).
+    cohorts: pa.Table | None = None
 
 
 @dataclass(slots=True)
@@ -112,7 +122,7 @@ class GroupResult:
 
 def instance_of(rows: pa.Table, tag: str | None) -> pa.Array | pa.ChunkedArray:
     """The client instance of each row: of a push or a state row (``tag``: its ``carried`` tag)."""
-    if tag == "series":
+    if tag in ("series", "baseline"):
         return series_instances(rows.column("series"))
     return rows.column("client_instance_id")
 
@@ -188,11 +198,15 @@ def process_group(rows: pa.Table, plan: PassPlan) -> GroupResult:
     series = merge_series(state["series"], series_lasts(points, order))
     inventory = merge_inventory(state["client"], client_views(pushes, points))
     kept, retired = retire(inventory, plan.retire_before_us)
+    baselines, partials = state["baseline"], COHORT_PARTIALS_ARROW.empty_table()
     if plan.rules:
+        cohorts = COHORT_STATE_ARROW.empty_table() if plan.cohorts is None else plan.cohorts
+        scored = score_points(points, order, baselines, cohorts, inventory, plan.rules)
+        baselines, partials = scored.state, scored.partials
         # Silences inside the batch end episodes as a batch boundary would (``lives``).
         gaps = silences(pushes, state["client"])
         events, still_open = alerts_by_life(
-            points, order, state["alert"], plan.rules, inventory, gaps
+            scored.points, order, state["alert"], plan.rules, inventory, gaps
         )
         # Instances that retire went silent long ago, whatever the clock.
         left, alert_state = end_with_clients(still_open, retired, plan.rules, LEAVING)
@@ -203,6 +217,7 @@ def process_group(rows: pa.Table, plan: PassPlan) -> GroupResult:
         gone = retired.column("client_instance_id")
         series = _without(series, gone, series_instances(series.column("series")))
         windows = _without(windows, gone, windows.column("client_instance_id"))
+        baselines = _without(baselines, gone, series_instances(baselines.column("series")))
     clients, ended, alert_state = judge_clients(kept, alert_state, plan.rules, plan.as_of_us)
     sides = {
         "windows": windows,
@@ -214,6 +229,8 @@ def process_group(rows: pa.Table, plan: PassPlan) -> GroupResult:
         "retired_clients": retired,
         "alerts": pa.concat_tables([events, ended]),
         "rejected": rejected,
+        "baselines": baselines,
+        "cohort_partials": partials,
     }
     changes_at = clock_changes_at(kept, plan.as_of_us)
     return GroupResult(points, sides, highest, changes_at)

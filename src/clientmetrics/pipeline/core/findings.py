@@ -17,6 +17,10 @@ becomes one rule per metric, named ``NAME/producer`` and ``NAME/consumer``
 A finding on a sum (a counter such as ``coordinator.rebalance.latency.total``)
 says ``on = "rate"``: its condition judges the counter's increase per second
 (``core/rates.py``), which a restart or a counter reset does not make negative.
+An out-of-profile finding says ``on = "profile"`` (the client's own recent
+history) or ``on = "cohort"`` (its cohort's): its condition judges how far each
+point lies from that baseline, in spreads (``core/baselines.py``), and it may
+read several metrics of one client kind.
 """
 
 from __future__ import annotations
@@ -29,14 +33,25 @@ from typing import Any
 
 from clientmetrics.errors import ConfigurationError
 
-__all__ = ["Finding", "catalogue", "finding_of", "finding_rules"]
+__all__ = ["JUDGED_COLUMNS", "Finding", "catalogue", "finding_of", "finding_rules"]
 
 _PREFIX = "org.apache.kafka."
 #: What a ``[finding.NAME]`` table of a rules file may set.
 OVERRIDE_KEYS = ("enabled", "condition")
 _DEFINITION_KEYS = ("summary", "meaning", "metrics", "condition", "suggestion")
-#: Optional in a catalogue entry, with its default: what the condition judges.
-_JUDGED = ("value", "rate")
+#: What a condition may judge (a catalogue entry's or a ``[[rule]]``'s ``on``, default
+#: ``value``), and the column of the points it reads: a gauge's value, a sum's rate per
+#: second (``core/rates.py``), or how far a point is from its client's own profile or its
+#: cohort's, in spreads (``core/baselines.py``).
+JUDGED_COLUMNS = {
+    "value": "value",
+    "rate": "rate_per_second",
+    "profile": "profile_score",
+    "cohort": "cohort_score",
+}
+_JUDGED = tuple(JUDGED_COLUMNS)
+#: What out-of-profile conditions judge: they may read several metrics of one client kind.
+BASELINED = ("profile", "cohort")
 
 
 @dataclass(frozen=True, slots=True)
@@ -49,14 +64,21 @@ class Finding:
     metrics: tuple[str, ...]
     condition: str
     suggestion: str
-    #: ``value`` (a gauge's), or ``rate`` (a sum's increase per second).
+    #: What the condition judges (``JUDGED_COLUMNS``).
     on: str = "value"
 
     def rules(self) -> tuple[tuple[str, str], ...]:
-        """(rule name, metric) per metric the finding reads."""
+        """(rule name, metric) per metric the finding reads.
+
+        ``NAME`` for one metric; ``NAME/producer`` and ``NAME/consumer`` for one
+        per client kind; ``NAME/producer.node.request.latency.avg`` (the metric
+        without ``org.apache.kafka.``) when a kind has several (out of profile).
+        """
         if len(self.metrics) == 1:
             return ((self.name, self.metrics[0]),)
-        return tuple((f"{self.name}/{_kind(metric)}", metric) for metric in self.metrics)
+        if len({_kind(metric) for metric in self.metrics}) == len(self.metrics):
+            return tuple((f"{self.name}/{_kind(metric)}", metric) for metric in self.metrics)
+        return tuple((f"{self.name}/{m.removeprefix(_PREFIX)}", m) for m in self.metrics)
 
 
 def _kind(metric: str) -> str:
@@ -84,7 +106,7 @@ def parse_catalogue(document: dict[str, Any]) -> tuple[Finding, ...]:
             or not all(isinstance(metric, str) and metric.startswith(_PREFIX) for metric in metrics)
         ):
             raise ConfigurationError(f"finding {name!r}: 'metrics' must name standard metrics")
-        if len({_kind(metric) for metric in metrics}) != len(metrics):
+        if on not in BASELINED and len({_kind(metric) for metric in metrics}) != len(metrics):
             raise ConfigurationError(f"finding {name!r}: one metric per client kind")
         texts = [raw[key] for key in ("summary", "meaning", "condition", "suggestion")]
         if not all(isinstance(text, str) and text for text in texts):

@@ -18,6 +18,10 @@ or as separate keys::
     for = "180s"
     strict = true                               # "more than": held longer than 180 s
 
+``on`` says what the condition judges: ``value`` (default), ``rate`` (a sum's
+increase per second), ``profile`` or ``cohort`` (the distance from the client's
+own recent history, or its cohort's, in spreads; ``core/baselines.py``).
+
 Optional top-level keys: ``webhook`` (a URL to POST new alerts to), ``sink``
 (a JSON-lines file; default ``DATA/alerts.jsonl``), ``alertmanager`` (a
 Prometheus Alertmanager's URL), and ``findings = true`` with ``[finding.NAME]``
@@ -34,7 +38,7 @@ from pathlib import Path
 from typing import Any
 
 from clientmetrics.errors import ConfigurationError
-from clientmetrics.pipeline.core.findings import finding_rules
+from clientmetrics.pipeline.core.findings import JUDGED_COLUMNS, finding_rules
 
 #: Comparison operators and the words that may stand for them.
 OPERATORS = {
@@ -93,9 +97,11 @@ class AlertRule:
     strict: bool
     #: The threshold's unit as written (informational: clients send no units).
     unit: str = ""
-    #: What the condition judges: the point's ``value``, or for a sum its ``rate``
-    #: per second since the series' previous point (``core/rates.py``: restarts and
-    #: counter resets start a new rate, never a negative one).
+    #: What the condition judges (``findings.JUDGED_COLUMNS``): the point's ``value``;
+    #: for a sum its ``rate`` per second since the series' previous point
+    #: (``core/rates.py``: restarts and counter resets start a new rate, never a
+    #: negative one); or its distance from the client's own ``profile`` or its
+    #: ``cohort``'s, in spreads (``core/baselines.py``).
     on: str = "value"
 
     @property
@@ -175,7 +181,7 @@ def parse_condition(text: str) -> tuple[str, float, str, float, bool]:
 
 
 #: The keys a ``[[rule]]`` table may have, and the top-level keys of a rules file.
-RULE_KEYS = ("name", "metric", "condition", "op", "threshold", "unit", "for", "strict")
+RULE_KEYS = ("name", "metric", "condition", "op", "threshold", "unit", "for", "strict", "on")
 FILE_KEYS = ("rule", "webhook", "sink", "alertmanager", "findings", "finding")
 
 
@@ -211,7 +217,10 @@ def _rule(index: int, raw: object) -> AlertRule:
     if not math.isfinite(threshold):
         # TOML spells nan and inf as floats (and 1e999 is inf): no measurement crosses them.
         raise ConfigurationError(f"rule {name!r}: the threshold must be a finite number")
-    return AlertRule(name, metric, op, threshold, duration, strict, unit)
+    on = raw.get("on", "value")
+    if on not in JUDGED_COLUMNS:
+        raise ConfigurationError(f"rule {name!r}: 'on' must be one of {', '.join(JUDGED_COLUMNS)}")
+    return AlertRule(name, metric, op, threshold, duration, strict, unit, on)
 
 
 def _seconds(value: object) -> float:

@@ -234,11 +234,55 @@ REJECTED_ARROW = pa.schema(
 )
 
 
+#: Per series a baseline judges, its own recent profile (carried state, ``core/baselines``):
+#: how many points it has learnt from, its first points while it learns (at most
+#: ``baselines.WARMUP``), their weighted mean and variance, how many consecutive points
+#: were out of profile, and the latest point's time.
+BASELINE_STATE_ARROW = pa.schema(
+    [
+        ("series", pa.string()),
+        ("baseline_count", pa.int64()),
+        ("baseline_warmup", pa.list_(pa.float64())),
+        ("baseline_mean", pa.float64()),
+        ("baseline_var", pa.float64()),
+        ("baseline_out", pa.int64()),
+        ("last_time", TIMESTAMP),
+    ]
+)
+
+#: One batch's points of a cohort's series (``cohort`` and ``key``: the series key
+#: without its instance), summed by one task, for the driver to merge (``core/baselines``).
+COHORT_PARTIALS_ARROW = pa.schema(
+    [
+        ("cohort", pa.string()),
+        ("key", pa.string()),
+        ("points", pa.int64()),
+        ("instances", pa.int64()),
+        ("total", pa.float64()),
+        ("total_squares", pa.float64()),
+        ("last_time", TIMESTAMP),
+    ]
+)
+
+#: Each cohort's profile per series key (state the driver keeps between batches).
+COHORT_STATE_ARROW = pa.schema(
+    [
+        ("cohort", pa.string()),
+        ("key", pa.string()),
+        ("points", pa.int64()),
+        ("members", pa.int64()),
+        ("mean", pa.float64()),
+        ("var", pa.float64()),
+        ("last_time", TIMESTAMP),
+    ]
+)
+
+
 def _carried_fields() -> list[pa.Field]:
     """The state schemas' columns, each once, less those the pushes already have."""
     seen = {*LABEL_COLUMNS, "payload", *ORIGIN_ARROW.names}
     fields = []
-    for schema in (SERIES_STATE_ARROW, WINDOW_STATE_ARROW, ALERT_STATE_ARROW, INVENTORY_ARROW):
+    for schema in CARRIED_SCHEMAS:
         for state_field in schema:
             if state_field.name not in seen:
                 seen.add(state_field.name)
@@ -246,9 +290,18 @@ def _carried_fields() -> list[pa.Field]:
     return fields
 
 
+#: The carried state's schemas, in the order of ``CARRIED``.
+CARRIED_SCHEMAS = (
+    SERIES_STATE_ARROW,
+    WINDOW_STATE_ARROW,
+    ALERT_STATE_ARROW,
+    INVENTORY_ARROW,
+    BASELINE_STATE_ARROW,
+)
+
 #: The input of one batch's pass: pushes (``carried`` null: labels and payload),
 #: and the carried state of their instances (``carried`` names the state:
-#: ``series``, ``window``, ``alert`` or ``client``).
+#: ``series``, ``window``, ``alert``, ``client`` or ``baseline``).
 PASS_INPUT_ARROW = pa.schema(
     [
         *(LANDING_ARROW.field(name) for name in LABEL_COLUMNS),
@@ -265,4 +318,5 @@ CARRIED = {
     "window": WINDOW_STATE_ARROW,
     "alert": ALERT_STATE_ARROW,
     "client": INVENTORY_ARROW,
+    "baseline": BASELINE_STATE_ARROW,
 }

@@ -35,6 +35,7 @@ from clientmetrics.pipeline.core.batch import PassPlan
 from clientmetrics.pipeline.core.rules import RuleSet
 from clientmetrics.pipeline.core.schemas import PROGRESS_ARROW
 from clientmetrics.pipeline.jobs import sources
+from clientmetrics.pipeline.jobs.cohorts import keep_cohorts, read_cohorts
 from clientmetrics.pipeline.jobs.notify import AlertNotifier
 from clientmetrics.pipeline.jobs.sources import KafkaSource
 from clientmetrics.pipeline.spark import passes
@@ -50,6 +51,7 @@ _STATE = (
     ("windows", "window", "windows"),
     ("alerts", "alert", "alert_state"),
     ("clients", "client", "inventory"),
+    ("baselines", "baseline", "baselines"),
 )
 #: The tables a batch appends to, by the pass's kind of rows.
 _APPENDED = ("points", "client_windows", "retired_clients", "alerts", "rejected")
@@ -164,6 +166,7 @@ class PipelineJob:
             # Each task moves it on to the newest push it reads (``spark.tasks``).
             as_of_us=_micros_or_none(previous_received),
             retire_before_us=_minus(previous_max, config.retention_seconds),
+            cohorts=read_cohorts(store, config.rules, batch_id),
         )
         store.clear(plan.staging)
         with self._stage("pass", batch_id):
@@ -184,6 +187,7 @@ class PipelineJob:
             for name, _, kind in _STATE:
                 store.adopt_state(written.get(kind, []), name, batch_id)
             store.replace_files(written.get("clients", []), "clients", batch_id)
+            keep_cohorts(store, plan.cohorts, written.get("cohort_partials", []), batch_id)
             highest = _latest(previous_max, *(row["max_event_time"] for row in rows))
             self._write_progress(highest, received, batch_id)
             self._announce([row["event"] for row in rows if row["kind"] == "alert_event"], batch_id)
