@@ -13,6 +13,7 @@ import os
 import queue
 import secrets
 import threading
+from collections import deque
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any, TypeVar
@@ -46,13 +47,22 @@ ANSWER_SLICE = 128
 
 class WalThread:
     """The WAL's one thread: runs file work in submission order, each call answered by
-    an asyncio future that the thread resolves with ``call_soon_threadsafe``.
+    an asyncio future of the loop that first ran it.
 
     ``run_in_executor`` on a one-thread pool did the same through a
     ``concurrent.futures`` future, its condition variable and a chained asyncio future:
     Python work on both sides, under the interpreter lock, for every group commit. At
     moderate load a commit carries one or two pushes, and that handoff was a large
     part of the event loop's core (``bench/wal_handoff.py``).
+
+    The thread tells the loop a call is done by writing a byte to a pipe the loop
+    reads, a system call made without the interpreter lock. ``call_soon_threadsafe``
+    woke the loop while the thread still held the lock: on a worker's one core the
+    woken loop took the core, waited for the lock, and gave the core back, two task
+    switches per group commit for nothing. For the same reason the thread runs as
+    ``SCHED_BATCH`` (Linux): woken by its queue or by its disk, it does not take the
+    core from the running loop, whose interpreter lock it needs anyway, but runs when
+    the loop waits (``bench/wal_handoff.py --busy``).
 
     The queue holds only what is under way: the exporter awaits each call before it
     makes the next of its kind (one batch write at a time, one probe at a time, a
@@ -62,37 +72,81 @@ class WalThread:
     def __init__(self, name: str) -> None:
         self._name = name
         self._queue: queue.SimpleQueue[_Call | None] = queue.SimpleQueue()
+        #: Finished calls, appended by the thread and settled by the loop.
+        self._done: deque[tuple[asyncio.Future[Any], object, BaseException | None]] = deque()
         self._thread: threading.Thread | None = None
+        self._loop: asyncio.AbstractEventLoop | None = None
+        self._pipe = (-1, -1)
 
     def run(self, fn: Callable[..., _T], *args: Any) -> asyncio.Future[_T]:
         """``fn(*args)`` on the thread, after everything run before it."""
         loop = asyncio.get_running_loop()
         if self._thread is None:
-            self._thread = threading.Thread(target=self._serve, name=self._name, daemon=True)
-            self._thread.start()
+            self._start(loop)
+        elif loop is not self._loop:
+            raise RuntimeError(f"{self._name} serves another event loop")
         future: asyncio.Future[_T] = loop.create_future()
-        self._queue.put((loop, future, fn, args))
+        self._queue.put((future, fn, args))
         return future
 
+    def _start(self, loop: asyncio.AbstractEventLoop) -> None:
+        self._pipe = os.pipe2(os.O_NONBLOCK | os.O_CLOEXEC)
+        self._loop = loop
+        loop.add_reader(self._pipe[0], self._settle_done)
+        self._thread = threading.Thread(target=self._serve, name=self._name, daemon=True)
+        self._thread.start()
+
     def _serve(self) -> None:
+        with contextlib.suppress(AttributeError, OSError):  # not Linux: as it is
+            os.sched_setscheduler(0, os.SCHED_BATCH, os.sched_param(0))
+        wake = self._pipe[1]
         while (call := self._queue.get()) is not None:
-            loop, future, fn, args = call
+            future, fn, args = call
             try:
                 result, error = fn(*args), None
             except BaseException as exc:  # handed to the awaiting task, which decides
                 result, error = None, exc
-            with contextlib.suppress(RuntimeError):  # a closed loop: nobody waits for it
-                loop.call_soon_threadsafe(_settle, future, result, error)
+            self._done.append((future, result, error))
+            with contextlib.suppress(BlockingIOError):  # full: the loop has wake-ups to read
+                os.write(wake, b"\0")
+
+    def _settle_done(self) -> None:
+        """On the loop: settle every finished call (after the wake-ups it read)."""
+        with contextlib.suppress(BlockingIOError):
+            os.read(self._pipe[0], 4096)
+        done = self._done
+        while done:
+            _settle(*done.popleft())
 
     def shutdown(self) -> None:
-        """Finish what was submitted, then stop the thread (blocks)."""
-        if self._thread is not None:
-            self._queue.put(None)
-            self._thread.join()
-            self._thread = None
+        """Finish what was submitted, then stop the thread (blocks; any thread). The
+        loop settles the last calls and closes the pipe when it next runs."""
+        if self._thread is None:
+            return
+        self._queue.put(None)
+        self._thread.join()
+        self._thread = None
+        loop = self._loop
+        try:
+            if loop is None or loop.is_closed():
+                raise RuntimeError("no loop")
+            loop.call_soon_threadsafe(self._close_pipe, loop)
+        except RuntimeError:  # the loop is gone: nobody waits for the answers
+            self._close_fds()
+
+    def _close_pipe(self, loop: asyncio.AbstractEventLoop) -> None:
+        loop.remove_reader(self._pipe[0])
+        self._settle_done()
+        self._close_fds()
+
+    def _close_fds(self) -> None:
+        for fd in self._pipe:
+            with contextlib.suppress(OSError):
+                os.close(fd)
+        self._pipe = (-1, -1)
 
 
-_Call = tuple[asyncio.AbstractEventLoop, "asyncio.Future[Any]", Callable[..., Any], tuple[Any, ...]]
+_Call = tuple["asyncio.Future[Any]", Callable[..., Any], tuple[Any, ...]]
 
 
 def _settle(future: asyncio.Future[Any], result: object, error: BaseException | None) -> None:
