@@ -16,8 +16,14 @@ alternating rounds:
 * **on the loop**: the write made by the event loop itself, no thread (the floor;
   not an option for a real disk, whose fsyncs take milliseconds).
 
+``--busy-us N``: the loop spends N µs of CPU on other work (other pushes) while each
+commit is under way, so that the thread's answer can find the loop holding the
+interpreter lock, as in a gateway under load; that work is subtracted from the
+figures.
+
 It prints the process's CPU time per commit (all threads: the loop's core pays for
-both sides of the handoff) and the ratio of the handoff's part to the baseline's.
+both sides of the handoff), its task switches per commit, and the ratio of the
+handoff's part to the baseline's.
 """
 
 from __future__ import annotations
@@ -25,6 +31,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import os
+import resource
 import statistics
 import sys
 import tempfile
@@ -42,8 +49,17 @@ FLAGS = os.O_WRONLY | os.O_CREAT | os.O_APPEND | os.O_CLOEXEC | os.O_DSYNC
 DATA = b"x" * 2000
 
 
-async def _round(way: str, fd: int, rate: float, seconds: float) -> float:
-    """CPU microseconds of this process per commit."""
+def _spin(seconds: float) -> None:
+    end = time.thread_time() + seconds
+    while time.thread_time() < end:
+        pass
+
+
+async def _round(
+    way: str, fd: int, rate: float, seconds: float, busy_us: float
+) -> tuple[float, float]:
+    """CPU microseconds of this process per commit (the busy work left out), and its
+    task switches per commit."""
     loop = asyncio.get_running_loop()
 
     def write() -> int:
@@ -55,9 +71,12 @@ async def _round(way: str, fd: int, rate: float, seconds: float) -> float:
         "baseline": lambda: loop.run_in_executor(pool, write),
         "WalThread": lambda: thread.run(write),
     }.get(way)
+    if commit is not None:
+        await commit()  # the thread is started, and its scheduling set, before the round
     count = 0
     due = time.perf_counter()
     cpu = time.process_time()
+    switches = _switches()
     end = due + seconds
     while due < end:
         due += 1 / rate
@@ -66,13 +85,22 @@ async def _round(way: str, fd: int, rate: float, seconds: float) -> float:
             await asyncio.sleep(wait)
         if commit is None:
             write()
+            _spin(busy_us / 1e6)
         else:
-            await commit()
+            pending = commit()
+            _spin(busy_us / 1e6)
+            await pending
         count += 1
     used = time.process_time() - cpu
+    switched = _switches() - switches
     pool.shutdown()
     thread.shutdown()
-    return used / count * 1e6
+    return used / count * 1e6 - busy_us, switched / count
+
+
+def _switches() -> int:
+    usage = resource.getrusage(resource.RUSAGE_SELF)
+    return usage.ru_nvcsw + usage.ru_nivcsw
 
 
 def main() -> None:
@@ -81,26 +109,40 @@ def main() -> None:
     parser.add_argument("--rate", type=float, default=1000.0, help="commits a second")
     parser.add_argument("--seconds", type=float, default=3.0, help="per round")
     parser.add_argument("--rounds", type=int, default=3)
+    parser.add_argument(
+        "--busy-us", type=float, default=0.0, help="loop CPU on other work per commit"
+    )
     args = parser.parse_args()
     sys.setswitchinterval(SWITCH_INTERVAL_S)
     if hasattr(os, "sched_setaffinity"):
         os.sched_setaffinity(0, {min(os.sched_getaffinity(0))})
     ways = ("baseline", "WalThread", "on the loop")
     figures: dict[str, list[float]] = {way: [] for way in ways}
+    switches: dict[str, list[float]] = {way: [] for way in ways}
     with tempfile.TemporaryDirectory(dir=args.dir) as tmp:
         fd = os.open(Path(tmp) / "wal", FLAGS, 0o600)
         try:
             for _ in range(args.rounds):
                 for way in ways:
-                    figures[way].append(uvloop.run(_round(way, fd, args.rate, args.seconds)))
+                    cpu, switched = uvloop.run(
+                        _round(way, fd, args.rate, args.seconds, args.busy_us)
+                    )
+                    figures[way].append(cpu)
+                    switches[way].append(switched)
         finally:
             os.close(fd)
     median = {way: statistics.median(values) for way, values in figures.items()}
     floor = median["on the loop"]
-    print(f"{args.rate:,.0f} commits/s, one core, {args.rounds} rounds of {args.seconds} s")
+    print(
+        f"{args.rate:,.0f} commits/s, one core, {args.rounds} rounds of {args.seconds} s, "
+        f"loop busy {args.busy_us:.0f} µs per commit; load average {os.getloadavg()[0]:.1f}"
+    )
     for way in ways:
         rounds = ", ".join(f"{v:.1f}" for v in figures[way])
-        print(f"{way:12s} {median[way]:7.1f} µs CPU per commit (rounds: {rounds})")
+        print(
+            f"{way:12s} {median[way]:7.1f} µs CPU per commit, "
+            f"{statistics.median(switches[way]):.2f} task switches (rounds: {rounds})"
+        )
     base = median["baseline"] - floor
     ours = median["WalThread"] - floor
     print(

@@ -25,6 +25,7 @@ from clientmetrics.exporters import (
 )
 from clientmetrics.exporters.landing import create
 from clientmetrics.exporters.landing_converter import Converter
+from clientmetrics.exporters.wal import SUFFIX, decode_segment
 
 
 @pytest.fixture
@@ -352,6 +353,53 @@ async def test_a_submitted_push_is_told_two_turns_after_its_fsync_returns(
     # The thread's answer wakes the loop (1), which wakes the commit task (2); the
     # pushes are told in that turn.
     assert told[0][0] == told[1][0] <= returned[0] + 2
+
+
+async def test_concurrent_pushes_are_answered_with_their_records_in_the_segment(
+    tmp_path: Path,
+    exporters: list[LandingExporter],
+    make_push: PushFactory,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Each of many concurrent pushes is answered only once its record is in the WAL
+    segment (read back at its answer, over the zeros the file was given ahead of the
+    records); they share group commits; a sealed segment ends at its last record."""
+    exporter = await _start(exporters, tmp_path, roll_seconds=3600)
+    wal = tmp_path / "landing" / ".wal"
+
+    async def push(i: int) -> None:
+        sent = make_push(i, payload=f"push-{i}".encode())
+        await exporter.export(sent)
+        [segment] = wal.glob(f"*/*{SUFFIX}")
+        contents = decode_segment(segment.read_bytes())
+        assert sent.payload in contents.columns.payload
+        assert contents.torn_bytes == 0
+
+    count = 300
+    await asyncio.gather(*(push(i) for i in range(count)))
+    assert exporter.stats.batches < count
+    [segment] = wal.glob(f"*/*{SUFFIX}")
+    contents = decode_segment(segment.read_bytes())
+    assert len(contents.columns) == count
+    assert segment.stat().st_size >= landing_wal.PREALLOCATE_FIRST_BYTES
+    assert contents.padding_bytes == segment.stat().st_size - contents.valid_bytes > 0
+    # Sealed (by flush): the zeros are cut off before the segment is converted.
+    converting = asyncio.Event()
+    convert = Converter.convert
+    seen: list[int] = []
+
+    async def held(self: object, loop: object, layout: object, path: Path) -> object:
+        seen.append(path.stat().st_size)
+        await converting.wait()
+        return await convert(self, loop, layout, path)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(Converter, "convert", held)
+    flushed = asyncio.create_task(exporter.flush(timeout_s=60))
+    await _wait_for(lambda: bool(seen))
+    converting.set()
+    await flushed
+    assert seen == [contents.valid_bytes]
+    assert read_landing(tmp_path).num_rows == count
 
 
 async def test_commits_wait_while_the_converter_is_a_backlog_behind(

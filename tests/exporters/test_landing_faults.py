@@ -137,3 +137,25 @@ async def test_failed_conversion_is_retried_until_the_rows_are_visible(
         assert exporter.counters()["landing_converting_ok"] == 1.0
     finally:
         await exporter.close(timeout_s=60)
+
+
+async def test_a_failed_group_commit_fails_every_push_of_its_group(
+    tmp_path: Path, disk: Disk, make_push: PushFactory
+) -> None:
+    """Pushes that share a group commit share its outcome: none of them is acknowledged
+    when its write fails (the gateway answers each THROTTLING_QUOTA_EXCEEDED)."""
+    exporter = LandingExporter(tmp_path, LandingOptions(commit_interval_ms=50))
+    await exporter.start()
+    try:
+        await exporter.export(make_push(0))
+        disk.full = True
+        group = [exporter.export(make_push(i)) for i in range(1, 41)]
+        results = await asyncio.gather(*group, return_exceptions=True)
+        assert all(isinstance(r, ExportError) for r in results), results
+        assert all("No space left" in str(r) for r in results)
+        assert exporter.stats.pushes == 1
+        disk.full = False
+        await _settle(exporter, ready=True, within_s=60)
+    finally:
+        await exporter.close(timeout_s=60)
+    assert read_landing(tmp_path).num_rows == 1

@@ -5,7 +5,7 @@ from __future__ import annotations
 import uuid
 
 from crc32c import crc32c
-from hypothesis import given
+from hypothesis import assume, given
 from hypothesis import strategies as st
 
 from clientmetrics.exporters.wal import MAGIC, decode_segment, encode_record
@@ -156,3 +156,29 @@ def test_a_record_decodes_back_to_its_push(push: AcceptedPush) -> None:
     header, body = record[: RECORD_HEADER.size], record[RECORD_HEADER.size :]
     assert check_record(header, body)
     assert decode_record(body) == push
+
+
+@given(st.lists(pushes, max_size=4), st.integers(1, 70_000))
+def test_zeros_after_the_records_are_padding_not_a_torn_tail(
+    batch: list[AcceptedPush], zeros: int
+) -> None:
+    """A live segment is zero-filled ahead of its records; a dead writer leaves it so."""
+    records = MAGIC + b"".join(encode_record(p) for p in batch)
+    contents = decode_segment(records + bytes(zeros))
+    assert _rows(records + bytes(zeros)) == [_expected(p) for p in batch]
+    assert (contents.valid_bytes, contents.padding_bytes, contents.torn_bytes) == (
+        len(records),
+        zeros,
+        0,
+    )
+
+
+@given(pushes, st.integers(1, 20))
+def test_a_torn_record_over_zeros_is_a_torn_tail(push: AcceptedPush, cut: int) -> None:
+    record = encode_record(push)
+    torn = record[: len(record) - cut]
+    # Missing bytes that were zeros anyway leave the record whole (its CRC says so).
+    assume(any(record[len(torn) :]))
+    contents = decode_segment(MAGIC + torn + bytes(4096))
+    assert len(contents.columns) == 0
+    assert (contents.padding_bytes, contents.torn_bytes) == (0, len(torn) + 4096)

@@ -7,7 +7,10 @@ field, the UTF-8 texts, and the payload (the rest of the body). The layout is
 derived from ``AcceptedPush``'s fields; a change to them changes the layout, so
 ``MAGIC`` must change with it (a test pins today's layout). A crash can leave a torn record at
 the tail; reading stops at the first record that is short or fails its CRC, and
-everything before it is intact because every acknowledged record was fsynced.
+everything before it is intact because every acknowledged record was fsynced. The
+writer zero-fills a segment ahead of its records (``landing_wal.PREALLOCATE_BYTES``)
+and cuts the zeros off when it seals it: zeros after the last record are padding
+(a segment of a writer that died), not a torn tail.
 """
 
 from __future__ import annotations
@@ -133,11 +136,13 @@ class SegmentContents:
     columns: Columns
     valid_bytes: int
     total_bytes: int
+    #: Zeros after the last intact record, up to the end: preallocated, never written.
+    padding_bytes: int = 0
 
     @property
     def torn_bytes(self) -> int:
-        """Bytes after the last intact record (a torn tail, dropped)."""
-        return self.total_bytes - self.valid_bytes
+        """Bytes after the last intact record that are not padding (a torn tail, dropped)."""
+        return self.total_bytes - self.valid_bytes - self.padding_bytes
 
 
 def decode_segment(data: bytes) -> SegmentContents:
@@ -162,7 +167,9 @@ def decode_segment(data: bytes) -> SegmentContents:
         offset = start + length
     for column, value in layout.missing:
         cols[column].extend([value] * len(cols))
-    return SegmentContents(cols, offset, end)
+    rest = end - offset
+    padding = rest if rest and data.count(0, offset) == rest else 0
+    return SegmentContents(cols, offset, end, padding)
 
 
 _Sinks = tuple[list[tuple[list[Any], Callable[[Any], Any] | None]], list[list[Any]], list[Any]]
