@@ -20,7 +20,7 @@ from clientmetrics.pipeline.core.schemas import (
     COHORT_PARTIALS_ARROW,
     COHORT_STATE_ARROW,
 )
-from clientmetrics.pipeline.core.series import SERIES_SEPARATOR
+from clientmetrics.pipeline.core.series import series_without_instance
 
 __all__ = ["COHORT_ROWS_MAX", "cohort_keys", "judge_cohorts", "merge_cohorts"]
 
@@ -59,13 +59,6 @@ def _array(column: pa.Array | pa.ChunkedArray) -> pa.Array:
     return column.combine_chunks() if isinstance(column, pa.ChunkedArray) else column
 
 
-def _series_keys(series: pa.Array | pa.ChunkedArray) -> pa.Array:
-    """The series keys without their instance (``metric|attributes``)."""
-    parts = pc.split_pattern(series, SERIES_SEPARATOR, max_splits=1)
-    key = pc.list_element(parts, 1)
-    return key.combine_chunks() if isinstance(key, pa.ChunkedArray) else key
-
-
 def judge_cohorts(
     points: pa.Table,
     rows: np.ndarray,
@@ -86,7 +79,7 @@ def judge_cohorts(
     taken = pa.array(rows, pa.int64())
     instances = points.column("client_instance_id").take(taken)
     of = pc.index_in(instances, inventory.column("client_instance_id"))
-    key = _series_keys(points.column("series").take(taken))
+    key = series_without_instance(points.column("series").take(taken))
     times, _ = micros(points.column("event_time").take(taken))
     value = x[rows]
     mine = [cohort.take(of) for cohort in cohort_keys(inventory)]

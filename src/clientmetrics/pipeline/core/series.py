@@ -78,6 +78,13 @@ def series_instances(series: pa.Array | pa.ChunkedArray) -> pa.Array | pa.Chunke
     return pc.list_element(pc.split_pattern(series, SERIES_SEPARATOR, max_splits=1), 0)
 
 
+def series_without_instance(series: pa.Array | pa.ChunkedArray) -> pa.Array:
+    """Each series key without its instance (``metric|attributes``): the key a cohort's
+    members share."""
+    key = pc.list_element(pc.split_pattern(series, SERIES_SEPARATOR, max_splits=1), 1)
+    return key.combine_chunks() if isinstance(key, pa.ChunkedArray) else key
+
+
 def series_attributes(series: str) -> str:
     """The attributes' text of one series key (``k=v,k=v``; empty when it has none)."""
     parts = series.split(SERIES_SEPARATOR, 2)
