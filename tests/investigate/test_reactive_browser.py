@@ -31,8 +31,10 @@ shows to docs/img/.
 
 from __future__ import annotations
 
+import json
 import os
 import re
+import subprocess
 import threading
 import time
 from collections.abc import Callable, Iterator
@@ -57,17 +59,16 @@ from clientmetrics.dashboard import Dashboard, DashboardConfig, DashboardServer
 from clientmetrics.dashboard.operators import OperatorConfig
 from clientmetrics.investigate.watches import instance_pattern
 from tests.dashboard.browser import CHROMIUM, CHROMIUM_ARGS
+from tests.investigate.terminal import CLIENT_ID, IDLE, Lines, idle_ratios
 from tests.kadmin import set_subscription
 from tests.kafka import kafka_broker
 from tests.peers.clients import java
 from tests.plain_flood import add_user
 from tests.plugin.conftest import EVERY_LABEL
-from tests.procs import MIN_DEADLINE_S, GatewayProcess, free_port
+from tests.procs import BIN, MIN_DEADLINE_S, GatewayProcess, free_port, wait_for
 
 pytestmark = [pytest.mark.kafka, pytest.mark.integration]
 
-CLIENT_ID = "lagging-consumer"
-IDLE = "org.apache.kafka.consumer.poll.idle.ratio.avg"
 USERS = {"alice": "alice-pw", "bob": "bob-pw", "app": "app-pw"}
 PLUGIN_TOPIC = "client-telemetry"
 CONFIG = """
@@ -105,6 +106,10 @@ class Way:
     #: The Java client's --property settings.
     java_properties: dict[str, str]
     dashboard: Callable[[], DashboardServer]
+    #: ``clientmetrics investigate`` options: where it connects as alice ...
+    connect: list[str]
+    #: ... and where it reads the pushes.
+    reads: list[str]
     stop: list[Callable[[], None]] = field(default_factory=list)
 
 
@@ -149,6 +154,7 @@ def gateway_way(name: str, kafka: KafkaBroker | None, tmp_path: Path) -> Way:
         sasl_mechanism="PLAIN", sasl_plain_username="alice", sasl_plain_password="alice-pw",
     )  # fmt: skip
     operators = OperatorConfig(enabled=True, bootstrap_server=gw.bootstrap)
+    alice = _command_config(tmp_path, "PLAIN", "plain.PlainLoginModule")
     sasl = {"security.protocol": "SASL_PLAINTEXT", "sasl.mechanism": "PLAIN"}
     java_props = {**sasl, "sasl.jaas.config": APP_JAAS}
     if kafka is None:
@@ -159,6 +165,8 @@ def gateway_way(name: str, kafka: KafkaBroker | None, tmp_path: Path) -> Way:
         {**sasl, "sasl.username": "app", "sasl.password": USERS["app"]},
         java_props,
         lambda: DashboardServer(Dashboard(DashboardConfig(gw.data_dir), operators=operators)),
+        ["--bootstrap-server", gw.bootstrap, "--command-config", str(alice)],
+        ["--data-dir", str(gw.data_dir)],
         [stop],
     )
 
@@ -180,13 +188,28 @@ def plugin_way(kafka: KafkaBroker, tmp_path: Path) -> Way:
         topic=PLUGIN_TOPIC,
     )  # fmt: skip
     (tmp_path / "dash").mkdir()
+    alice = _command_config(tmp_path, "SCRAM-SHA-512", "scram.ScramLoginModule")
     return Way(
         "plugin",
         plain(kafka),
         {},
         {},
         lambda: DashboardServer(Dashboard(DashboardConfig(tmp_path / "dash"), operators=operators)),
+        ["--bootstrap-server", kafka.bootstrap, "--command-config", str(alice)],
+        ["--topic", PLUGIN_TOPIC],
     )
+
+
+def _command_config(tmp_path: Path, mechanism: str, module: str) -> Path:
+    """alice's ``--command-config`` file (Java client properties)."""
+    path = tmp_path / "alice.properties"
+    path.write_text(
+        "security.protocol=SASL_PLAINTEXT\n"
+        f"sasl.mechanism={mechanism}\n"
+        f"sasl.jaas.config=org.apache.kafka.common.security.{module} required "
+        f'username="alice" password="{USERS["alice"]}";\n'
+    )
+    return path
 
 
 @pytest.fixture(params=["proxy", "standalone", "plugin"])
@@ -299,12 +322,8 @@ def test_reactive_example_in_the_browser(
         pytest.skip("needs Debian's chromium: apt-get install -y chromium")
     sync_api = pytest.importorskip("playwright.sync_api")
     url = dashboard.url
-    slow_args = ("--client-id", "lagging", "--role", "consumer", "--group", "lagging-group")
-    slow_args += ("--messages", "0", "--process-ms", "1000")
-    for key, value in way.java_properties.items():
-        slow_args += ("--property", f"{key}={value}")
     with (
-        java(way.bootstrap, tmp_path, *slow_args) as client,
+        java(way.bootstrap, tmp_path, *slow_consumer(way)) as client,
         sync_api.sync_playwright() as playwright,
     ):
         slow = client.instance_ids()["consumer"]
@@ -331,6 +350,15 @@ def test_reactive_example_in_the_browser(
             assert now == before
         finally:
             browser.close()
+
+
+def slow_consumer(way: Way) -> tuple[str, ...]:
+    """The Java peer's arguments: a consumer that spends a second on each poll's result."""
+    args = ("--client-id", "lagging", "--role", "consumer", "--group", "lagging-group")
+    args += ("--messages", "0", "--process-ms", "1000")
+    for key, value in way.java_properties.items():
+        args += ("--property", f"{key}={value}")
+    return args
 
 
 def refused(page: Any, url: str, way: Way) -> None:
@@ -391,3 +419,66 @@ def watch_narrow_stop(page: Any, way: Way, slow: str, fast: str, slow_before: st
     else:
         assert back.startswith(f"{slow} back on subscription_id={slow_before} ")
     shot(page, way, "investigate-stopped", "poll.idle.ratio")
+
+
+def investigate(way: Way, *args: str) -> subprocess.CompletedProcess[str]:
+    command = [str(BIN / "clientmetrics"), "investigate", *args, *way.connect]
+    return subprocess.run(command, capture_output=True, text=True, timeout=120, check=False)
+
+
+def found(way: Way) -> dict[str, dict[str, object]]:
+    """``investigate find`` by client id and address: the hits by instance."""
+    result = investigate(
+        way, "find", "--client-id", CLIENT_ID, "--source-address", "127.0.0.1",
+        *way.reads, "--output", "json",
+    )  # fmt: skip
+    assert result.returncode == 0, result.stderr
+    return {str(h["client_instance_id"]): h for h in json.loads(result.stdout)}
+
+
+@pytest.mark.parametrize("way", ["standalone", "plugin"], indirect=True)
+def test_reactive_example_in_a_terminal(healthy: None, way: Way, tmp_path: Path) -> None:
+    """The same example through ``clientmetrics investigate``, as alice. (Through the proxy
+    it is ``test_reactive_proxy.py``, before a Kafka of its own.)"""
+    with java(way.bootstrap, tmp_path, *slow_consumer(way)) as client:
+        slow = client.instance_ids()["consumer"]
+        hits: dict[str, dict[str, object]] = {}
+
+        def both_pushing() -> bool:
+            hits.update(found(way))
+            return len(hits) == 2 and all(h["state"] == "pushing" for h in hits.values())
+
+        wait_for(both_pushing, 90, what="two pushing instances found")
+        assert slow in hits
+        (fast,) = set(hits) - {slow}
+        assert "rdkafka" in str(hits[fast]["software"])
+        proc = subprocess.Popen(
+            [str(BIN / "clientmetrics"), "investigate", "watch", *way.connect, *way.reads,
+             "--client-id", CLIENT_ID, "--source-address", "127.0.0.1", "--interval", "1s",
+             "--expires", "10m"],
+            stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+        )  # fmt: skip
+        out = Lines(proc)
+        try:
+            name = out.until(lambda s: s.startswith("watching "), 60, "the watch").split()[1]
+            assert re.fullmatch(r"investigate\.alice\.[0-9]{8}T[0-9]{6}Z\.[0-9a-f]{8}", name)
+            assert name in investigate(way, "list").stdout
+            ratios = idle_ratios(out, [slow, fast], 3)
+            assert ratios[slow][-1] < 0.3, ratios
+            assert ratios[fast][-1] > 0.7, ratios
+
+            out.send(f"narrow {slow}")
+            out.until(lambda s: s.startswith("narrowed "), 30, "the narrowing")
+            idle_ratios(out, [slow], 3)
+
+            out.send("stop")
+            out.until(lambda s: s == f"deleted {name}", 30, "the delete")
+            back = out.until(lambda s: s.startswith("back "), 60, "the client going back")
+            assert back.split()[1] == slow, back
+            assert proc.wait(30) == 0
+        finally:
+            if proc.poll() is None:
+                proc.kill()
+                proc.wait()
+            print("\n".join(out.seen))  # the session, for a reader of -s output
+        assert name not in investigate(way, "list").stdout

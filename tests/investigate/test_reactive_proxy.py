@@ -19,11 +19,9 @@ so every push lands at the proxy, whose landing zone the live view follows.
 from __future__ import annotations
 
 import json
-import queue
 import re
 import subprocess
 import threading
-import time
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -32,6 +30,7 @@ from confluent_kafka import Consumer
 from peers.free_ports import free_port_block
 from peers.kafka import KafkaBroker
 
+from tests.investigate.terminal import CLIENT_ID, Lines, idle_ratios
 from tests.kadmin import set_subscription
 from tests.kafka import kafka_broker
 from tests.peers.clients import java, requested_metrics
@@ -39,13 +38,11 @@ from tests.procs import BIN, GatewayProcess, wait_for
 
 pytestmark = [pytest.mark.kafka, pytest.mark.integration]
 
-CLIENT_ID = "lagging-consumer"
 BASELINE = {
     "metrics": "org.apache.kafka.consumer.connection.creation.",
     "interval.ms": "1000",
     "match": f"client_id={CLIENT_ID}",
 }
-IDLE = "org.apache.kafka.consumer.poll.idle.ratio.avg"
 
 
 def investigate(gateway: GatewayProcess, *args: str) -> subprocess.CompletedProcess[str]:
@@ -62,38 +59,6 @@ def found(gateway: GatewayProcess) -> list[dict[str, object]]:
     assert result.returncode == 0, result.stderr
     hits: list[dict[str, object]] = json.loads(result.stdout)
     return hits
-
-
-class Lines:
-    """A running command's stdout, line by line, read on a thread."""
-
-    def __init__(self, proc: subprocess.Popen[str]) -> None:
-        self.proc = proc
-        self.lines: queue.Queue[str] = queue.Queue()
-        self.seen: list[str] = []
-        threading.Thread(target=self._read, daemon=True).start()
-
-    def _read(self) -> None:
-        assert self.proc.stdout is not None
-        for line in self.proc.stdout:
-            self.lines.put(line.rstrip("\n"))
-
-    def until(self, predicate: object, timeout: float, what: str) -> str:
-        deadline = time.monotonic() + timeout
-        while time.monotonic() < deadline:
-            try:
-                line = self.lines.get(timeout=0.5)
-            except queue.Empty:
-                continue
-            self.seen.append(line)
-            if predicate(line):  # type: ignore[operator]
-                return line
-        raise AssertionError(f"timed out after {timeout}s waiting for {what}: {self.seen[-10:]}")
-
-    def send(self, text: str) -> None:
-        assert self.proc.stdin is not None
-        self.proc.stdin.write(text + "\n")
-        self.proc.stdin.flush()
 
 
 @pytest.fixture(scope="module")
@@ -144,14 +109,6 @@ def healthy(gateway: GatewayProcess) -> Iterator[None]:
     consumer.close()
 
 
-def idle_ratio(line: str) -> tuple[str, float] | None:
-    """(instance, value) of a live line showing poll.idle.ratio.avg."""
-    parts = line.split()
-    if len(parts) >= 5 and parts[3] == IDLE:
-        return parts[1], float(parts[4])
-    return None
-
-
 def find_both(gateway: GatewayProcess, slow: str) -> dict[str, dict[str, object]]:
     """find by client id and source address: the two consumers, on the baseline."""
     last: list[list[dict[str, object]]] = [[]]
@@ -197,20 +154,6 @@ def start_watch(gateway: GatewayProcess) -> tuple[Lines, str]:
     (watch_line,) = [line for line in listed.stdout.splitlines() if name in line]
     assert "owner=operator" in watch_line
     return out, name
-
-
-def idle_ratios(out: Lines, instances: list[str], count: int) -> dict[str, list[float]]:
-    """The next ``count`` poll.idle.ratio.avg values shown for each of ``instances``."""
-    ratios: dict[str, list[float]] = {i: [] for i in instances}
-
-    def enough(line: str) -> bool:
-        point = idle_ratio(line)
-        if point is not None and point[0] in ratios:
-            ratios[point[0]].append(point[1])
-        return all(len(v) >= count for v in ratios.values())
-
-    out.until(enough, 90, f"idle ratios of {instances}")
-    return ratios
 
 
 def test_find_watch_narrow_stop(gateway: GatewayProcess, healthy: None, tmp_path: Path) -> None:

@@ -107,7 +107,7 @@ def test_unreadable_file_is_a_configuration_error(tmp_path: Path) -> None:
         (
             {"rule": [{"name": "x", "metrc": "m", "condition": "above 1 for 1 s"}]},
             "rule #0: unknown key 'metrc' (known: name, metric, condition, op, threshold, unit,"
-            " for, strict)",
+            " for, strict, on)",
         ),
         (
             {"rules": [{"name": "x", "metric": "m"}]},
