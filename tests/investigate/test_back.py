@@ -74,3 +74,16 @@ def test_a_narrowed_watch_matches_the_instance_in_both_forms_and_refuses_other_t
     assert compiled.valid
     with pytest.raises(ValueError, match="'nope' is not a client instance id"):
         instance_pattern("nope")
+
+
+def test_rows_without_the_plugins_optional_labels_are_matched_on_what_they_have() -> None:
+    """The broker plugin's default labels leave out node_id, the port and the software:
+    such a row is still matched on its client id, and never by a selector naming a
+    label it lacks (it used to stop the live view with ``int('None')``)."""
+    row: dict[str, object] = {
+        "client_instance_id": ME, "client_id": "app", "client_software_name": None,
+        "client_software_version": None, "client_source_address": "10.0.0.1",
+        "client_source_port": None, "principal": "User:app", "node_id": None,
+    }  # fmt: skip
+    assert SELECTION.matches(row)
+    assert not Selection({"client_software_name": ".*kafka.*"}, [PREFIX]).matches(row)

@@ -62,17 +62,32 @@ class LivePoint:
 
 
 def context_of(row: Mapping[str, object]) -> ClientContext:
-    """The ``ClientContext`` a landing row's labels describe (what ``match`` is tested on)."""
+    """The ``ClientContext`` a landing row's labels describe (what ``match`` is tested on).
+
+    A label the row lacks (the broker plugin writes only the labels it is configured
+    with) is empty text, or -1 for a number: it matches no selector that names it.
+    """
     return ClientContext(
         connection_id=0,
-        client_id=str(row["client_id"]),
-        client_software_name=str(row["client_software_name"]),
-        client_software_version=str(row["client_software_version"]),
-        client_source_address=str(row["client_source_address"]),
-        client_source_port=int(str(row["client_source_port"])),
-        principal=str(row["principal"]),
-        node_id=int(str(row["node_id"])),
+        client_id=_text(row.get("client_id")),
+        client_software_name=_text(row.get("client_software_name")),
+        client_software_version=_text(row.get("client_software_version")),
+        client_source_address=_text(row.get("client_source_address")),
+        client_source_port=_number(row.get("client_source_port")),
+        principal=_text(row.get("principal")),
+        node_id=_number(row.get("node_id")),
     )
+
+
+def _text(value: object) -> str:
+    return "" if value is None else str(value)
+
+
+def _number(value: object) -> int:
+    try:
+        return int(str(value))
+    except ValueError:
+        return -1
 
 
 class Selection:
