@@ -10,12 +10,12 @@ skipped with the reason; ``make test`` fetches everything first, so there they r
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from typing import Any
 
 import pytest
 from peers.free_ports import free_port_block
-from peers.kafka import KafkaBroker, PeerUnavailable, TlsFiles
+from peers.kafka import KafkaBroker, PeerUnavailable, Plugin, TlsFiles, clientmetrics_plugin
 
 from tests.procs import GatewayProcess
 from tests.tlsfiles import TestCA
@@ -64,3 +64,11 @@ def proxy_gateway(broker: KafkaBroker, data_dir: Any, toml: str = "") -> Iterato
     yield gateway
     assert gateway.stop() == 0
     assert gateway.tracebacks() == []
+
+
+def plugin_to_itself(port: int, topic: str, properties: Mapping[str, str] | None = None) -> Plugin:
+    """The clientmetrics plugin writing each push to ``topic`` on its own broker, whose
+    PLAINTEXT listener is ``port`` (chosen before the broker starts), with ``properties``
+    (names without ``clientmetrics.``)."""
+    settings = {"bootstrap.servers": f"127.0.0.1:{port}", "topic": topic}
+    return clientmetrics_plugin({**settings, **(properties or {})})
