@@ -63,3 +63,14 @@ def idle_ratios(out: Lines, instances: list[str], count: int) -> dict[str, list[
 
     out.until(enough, 90, f"idle ratios of {instances}")
     return ratios
+
+
+def compare_then_narrow(out: Lines, slow: str, fast: str) -> None:
+    """The watch shows the slow consumer's idle ratio near 0 and the healthy one's near
+    1; ``narrow`` keeps the slow one, whose points go on."""
+    ratios = idle_ratios(out, [slow, fast], 3)
+    assert ratios[slow][-1] < 0.3, ratios
+    assert ratios[fast][-1] > 0.7, ratios
+    out.send(f"narrow {slow}")
+    out.until(lambda s: s.startswith("narrowed "), 30, "the narrowing")
+    idle_ratios(out, [slow], 3)

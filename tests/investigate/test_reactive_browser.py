@@ -59,7 +59,7 @@ from clientmetrics.dashboard import Dashboard, DashboardConfig, DashboardServer
 from clientmetrics.dashboard.operators import OperatorConfig
 from clientmetrics.investigate.watches import instance_pattern
 from tests.dashboard.browser import CHROMIUM, CHROMIUM_ARGS
-from tests.investigate.terminal import CLIENT_ID, IDLE, Lines, idle_ratios
+from tests.investigate.terminal import CLIENT_ID, IDLE, Lines, compare_then_narrow
 from tests.kadmin import set_subscription
 from tests.kafka import kafka_broker
 from tests.peers.clients import java
@@ -463,13 +463,7 @@ def test_reactive_example_in_a_terminal(healthy: None, way: Way, tmp_path: Path)
             name = out.until(lambda s: s.startswith("watching "), 60, "the watch").split()[1]
             assert re.fullmatch(r"investigate\.alice\.[0-9]{8}T[0-9]{6}Z\.[0-9a-f]{8}", name)
             assert name in investigate(way, "list").stdout
-            ratios = idle_ratios(out, [slow, fast], 3)
-            assert ratios[slow][-1] < 0.3, ratios
-            assert ratios[fast][-1] > 0.7, ratios
-
-            out.send(f"narrow {slow}")
-            out.until(lambda s: s.startswith("narrowed "), 30, "the narrowing")
-            idle_ratios(out, [slow], 3)
+            compare_then_narrow(out, slow, fast)
 
             out.send("stop")
             out.until(lambda s: s == f"deleted {name}", 30, "the delete")

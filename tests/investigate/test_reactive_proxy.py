@@ -30,7 +30,7 @@ from confluent_kafka import Consumer
 from peers.free_ports import free_port_block
 from peers.kafka import KafkaBroker
 
-from tests.investigate.terminal import CLIENT_ID, Lines, idle_ratios
+from tests.investigate.terminal import CLIENT_ID, Lines, compare_then_narrow
 from tests.kadmin import set_subscription
 from tests.kafka import kafka_broker
 from tests.peers.clients import java, requested_metrics
@@ -166,13 +166,7 @@ def test_find_watch_narrow_stop(gateway: GatewayProcess, healthy: None, tmp_path
         before = {i: h["subscription_id"] for i, h in hits.items()}
         out, name = start_watch(gateway)
         try:
-            ratios = idle_ratios(out, [slow, fast], 3)
-            assert ratios[slow][-1] < 0.3, ratios
-            assert ratios[fast][-1] > 0.7, ratios
-
-            out.send(f"narrow {slow}")
-            out.until(lambda s: s.startswith("narrowed "), 30, "the narrowing")
-            idle_ratios(out, [slow], 3)
+            compare_then_narrow(out, slow, fast)
             # The subscription itself is narrowed: another client of that id gets the baseline.
             assert requested_metrics(gateway.port, CLIENT_ID) == [BASELINE["metrics"]]
 
