@@ -114,11 +114,11 @@ def test_one_point_back_in_profile_does_not_restart_a_departure() -> None:
     """A departure's points that fall back within the limit by chance: one alone is not
     judged (the episode from 20 fires at 23, 180 s on), two in a row end it."""
     steady = [_steady(m) for m in range(20)]
-    assert _in_batches_of_any_size(steady + [30.0, 30.0, 2.5, 30.0]) == [
+    assert _in_batches_of_any_size([*steady, 30.0, 30.0, 2.5, 30.0]) == [
         (PROFILE_RULE, "firing", "i-1", at(60 * 23), None)
     ]
     # Back twice in a row: the episode ends; out again, it starts again at 24.
-    assert _in_batches_of_any_size(steady + [30.0, 30.0, 2.5, 2.5, 30.0, 30.0]) == []
+    assert _in_batches_of_any_size([*steady, 30.0, 30.0, 2.5, 2.5, 30.0, 30.0]) == []
     # Out, back, out, back, out: never two back in a row; 120 s from 20 at 22.
     assert _in_batches_of_any_size(steady + [30.0, 2.5] * 2 + [30.0]) == [
         (PROFILE_RULE, "firing", "i-1", at(60 * 22), None)
