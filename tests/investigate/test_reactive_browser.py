@@ -266,7 +266,11 @@ def shot(page: Any, way: Way, name: str, metric: str = "") -> None:
     if SHOTS and way.name == "proxy":
         if page.query_selector("#filter"):
             page.fill("#filter", metric)
+        # The whole table, however wide its hits make it.
+        width = max(1400, page.evaluate("() => document.documentElement.scrollWidth"))
+        page.set_viewport_size({"width": width, "height": 900})
         page.screenshot(path=str(SHOTS / f"{name}.png"))
+        page.set_viewport_size({"width": 1400, "height": 900})
 
 
 def log_in(page: Any, url: str, user: str) -> None:
