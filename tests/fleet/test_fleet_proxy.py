@@ -404,3 +404,34 @@ def test_connection_records_on_the_topic_are_the_landed_ones(
     assert any(row[client_id] == "tp-kpy" and row[produced] == 1 for row in seen)
     assert proxy.metric("connection_records_produce_failures_total") == 0
     assert proxy.metric("connection_records_produced_total") >= len(seen)
+
+
+def test_records_read_by_a_share_consumer_are_counted_as_consumed(
+    proxy: GatewayProcess, tmp_path: Path
+) -> None:
+    """KIP-932: a Java share consumer reads through the proxy (ShareFetch); its consumed
+    records and bytes are the batches librdkafka produced, one record each, exactly."""
+    values = [bytes([97 + i % 26]) * (5 + 61 * i) for i in range(15)]  # 5 B to 859 B
+    rdkafka = Producer({"bootstrap.servers": proxy.bootstrap, "client.id": "sh-rdkafka"})
+    for value in values:
+        rdkafka.produce("sh-topic", value)
+        assert rdkafka.flush(60) == 0  # acknowledged before the next: one record a batch
+    expected = (len(values), sum(batch_bytes(None, v) for v in values))
+    with java(proxy.bootstrap, tmp_path, "--client-id", "sh-java", "--role", "share",
+              "--group", "sh-group", "--topic", "sh-topic", "--close") as reader:  # fmt: skip
+
+        def read_all() -> bool:
+            assert not reader.events("error"), reader.events("error")
+            rows = _usage(proxy.data_dir).get("sh-java-share-consumer", [])
+            return sum(r["consumed_records"] for r in rows) >= len(values)
+
+        wait_for(read_all, 240, what=f"the share consumer's {len(values)} records counted")
+        assert reader.stop(timeout=180) == 0, reader.log_tail()
+        assert reader.wait_event("done", 10)["consumed"] == len(values)
+    rows = _usage(proxy.data_dir)["sh-java-share-consumer"]
+    consumed = (sum(r["consumed_records"] for r in rows), sum(r["consumed_bytes"] for r in rows))
+    print("share consumer's usage:", consumed, "expected", expected)
+    assert consumed == expected
+    assert sum(r["consumed_batches"] for r in rows) == len(values)
+    assert sum(r["produced_records"] for r in rows) == 0
+    assert all(r["client_instance_id"] for r in rows)  # it pushes: its instance is known
