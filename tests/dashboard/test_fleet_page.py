@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import re
-from datetime import timedelta
+from datetime import datetime, timedelta
 from pathlib import Path
 
 import pyarrow.csv as pacsv
@@ -15,7 +15,7 @@ from clientmetrics.dashboard import Dashboard, DashboardConfig
 from clientmetrics.gateway.connection_log import write_records
 from clientmetrics.telemetry.connections import ClientKey, ConnectionTable, landed_connections
 from tests.dashboard.conftest import NOW
-from tests.dashboard.tables import CLIENTS_SCHEMA, client_row, write
+from tests.dashboard.tables import CLIENTS_SCHEMA, POINTS_SCHEMA, client_row, naive, write
 
 PUSHER = client_row(0, NOW)  # User:alice, librdkafka 2.16.1, app-00000
 ROW = re.compile(
@@ -94,6 +94,34 @@ def test_without_connection_records_the_page_says_it_sees_only_pushers(tmp_path:
     assert "2 clients: 2 pushes, 0 cannot push, 0 could, does not." in page
     # The software row is flagged from the known-defects table (fixed in 4.2.0).
     assert "<span class=defect>KAFKA-19747" in page
+    assert page.count("<td class=source>—</td>") == 2  # no points: no usage
+
+
+def test_without_a_proxy_usage_is_the_pushed_counters_growth_today(tmp_path: Path) -> None:
+    """The Java producer's record.send.total: 100 at the end of yesterday, 180 now:
+    80 records today (the day before is read for its last value)."""
+    write(tmp_path / "tables", "clients", [PUSHER], CLIENTS_SCHEMA)
+    name = "org.apache.kafka.producer.record.send.total"
+    instance = PUSHER["client_instance_id"]
+
+    def point(at: datetime, value: float) -> dict[str, object]:
+        return {"client_instance_id": instance, "client_id": PUSHER["client_id"],
+                "principal": PUSHER["principal"], "metric_name": name, "kind": "sum",
+                "temporality": "cumulative", "start_time": naive(NOW - timedelta(days=2)),
+                "event_time": naive(at), "received_at": naive(at), "attributes": [],
+                "series": f"{instance}|{name}|", "cumulative_value": value}  # fmt: skip
+
+    yesterday = NOW - timedelta(days=1)
+    write(tmp_path / "tables", "points", [point(yesterday - timedelta(hours=1), 60),
+          point(yesterday, 100)], POINTS_SCHEMA, day="2026-11-20")  # fmt: skip
+    write(tmp_path / "tables", "points", [point(NOW - timedelta(hours=1), 150),
+          point(NOW, 180)], POINTS_SCHEMA)  # fmt: skip
+    page = Dashboard(DashboardConfig(tmp_path), clock=NOW.timestamp).handle("/fleet").body.decode()
+    assert (
+        "<td class=produced>80 rec · — B</td><td class=consumed>—</td>"
+        "<td class=source>pushed metrics</td>"
+    ) in page
+    assert "Today: produced 80 rec · — B, consumed — (pushed metrics)." in page
     assert str((NOW - timedelta(seconds=1)).year) in page
 
 
