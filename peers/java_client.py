@@ -10,7 +10,8 @@ lines (``started``, ``instance`` with each client's instance id, ``done``, ``clo
     ids = client.instance_ids(timeout=60)      # {"producer": "0f1e...-..."}
     client.stop()                              # closes the clients: a terminating push
 
-Client ids are ``ID-producer`` and ``ID-consumer`` for ``--client-id ID``.
+Client ids are ``ID-producer`` and ``ID-consumer`` for ``--client-id ID``, and
+``ID-share-consumer`` for ``--role share`` (a KIP-932 share consumer of ``--group``).
 """
 
 from __future__ import annotations
@@ -63,6 +64,8 @@ def _roles(started: dict[str, object]) -> tuple[str, ...]:
     for option in options if isinstance(options, list) else ():
         if str(option).startswith("role="):
             role = str(option)[5:]
+    if role == "share":
+        return ("share-consumer",)
     return ("producer", "consumer") if role == "both" else (role,)
 
 

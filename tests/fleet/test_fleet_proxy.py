@@ -10,7 +10,6 @@ table and on the dashboard's page.
 
 from __future__ import annotations
 
-import re
 import time
 from collections.abc import Iterator
 from contextlib import ExitStack
@@ -28,7 +27,6 @@ from kafka import KafkaProducer
 from peers.kafka import KafkaBroker
 from peers.sarama_go import sarama_go
 
-from clientmetrics.dashboard import Dashboard, DashboardConfig, DashboardServer
 from clientmetrics.dashboard.inventory import with_landed_clients
 from clientmetrics.pipeline.core.decode import decode_pushes
 from clientmetrics.pipeline.core.fleet import fleet_table
@@ -45,7 +43,7 @@ from clientmetrics.telemetry.connections import (
     landed_connections,
     record_from_json,
 )
-from tests.dashboard.browser import CHROMIUM, CHROMIUM_ARGS
+from tests.fleet.fleet_page import amount, rows_in_browser
 from tests.kadmin import set_subscription
 from tests.kafka import kafka_broker, proxy_gateway
 from tests.landed import landed_table
@@ -191,7 +189,7 @@ def test_every_client_appears_once_with_its_coverage(proxy: GatewayProcess, tmp_
     assert produced["fl-off-producer"] == off.wait_event("delivered", 5)["acked"] == 42
     assert produced.get("fl-java-consumer", 0) == 0
     # The dashboard's page shows the same, in a real browser: one row per client.
-    shown = _rows_in_browser(proxy.data_dir)
+    shown = [(coverage, client) for coverage, client, *_ in rows_in_browser(proxy.data_dir)]
     for client_id, coverage in [
         *((c, "pushes") for c in PUSHING),
         ("fl-off-producer", "does_not"),
@@ -201,33 +199,6 @@ def test_every_client_appears_once_with_its_coverage(proxy: GatewayProcess, tmp_
         assert shown.count((coverage, client_id)) == 1, (client_id, shown)
     assert all(c != "fl-kpy" or cov == "cannot" for cov, c in shown)
     assert proxy.metric("connection_records_dropped_total") == 0
-
-
-def _rows_in_browser(data_dir: Path) -> list[tuple[str, str]]:
-    """(coverage, client.id) of every row of the fleet page, as Chromium renders it."""
-    server = DashboardServer(Dashboard(DashboardConfig(data_dir)))
-    server.start()
-    try:
-        if not CHROMIUM.exists():  # the page's HTML, where there is no browser
-            page = Dashboard(DashboardConfig(data_dir)).handle("/fleet").body.decode()
-            return re.findall(r"<tr class=(\w+) data-client-id='([^']*)'>", page)
-        sync_api = pytest.importorskip("playwright.sync_api")
-        with sync_api.sync_playwright() as playwright:
-            browser = playwright.chromium.launch(executable_path=str(CHROMIUM), args=CHROMIUM_ARGS)
-            try:
-                page = browser.new_page()
-                page.goto(f"{server.url}fleet")
-                page.wait_for_selector("table.fleet tbody tr")
-                rows = page.evaluate(
-                    "() => [...document.querySelectorAll('table.fleet tbody tr')]"
-                    ".map(r => [r.className, r.dataset.clientId, r.offsetHeight])"
-                )
-            finally:
-                browser.close()
-    finally:
-        server.stop()
-    assert all(height > 0 for _, _, height in rows), rows  # every row is laid out
-    return [(cls, client) for cls, client, _ in rows]
 
 
 def _produced_records(data_dir: Path) -> dict[str, int]:
@@ -364,6 +335,13 @@ def test_usage_per_instance_is_exactly_the_traffic(proxy: GatewayProcess, tmp_pa
         ("us-java-consumer", "consumed_bytes"),
     }
     assert all(abs(r["difference_pct"]) <= 5.0 for r in rows), rows
+    # The fleet page shows today's usage of each client: the same figures, from the proxy.
+    shown = {client: (p, c, source) for _, client, p, c, source in rows_in_browser(proxy.data_dir)}
+    for client_id, counted in expected.items():
+        produced, consumed, source = shown[client_id]
+        side = consumed if client_id.endswith("consumer") else produced
+        other = produced if client_id.endswith("consumer") else consumed
+        assert (amount(side), amount(other), source) == (counted, (0, 0), "proxy (exact)")
 
 
 def test_connection_records_on_the_topic_are_the_landed_ones(
@@ -404,3 +382,37 @@ def test_connection_records_on_the_topic_are_the_landed_ones(
     assert any(row[client_id] == "tp-kpy" and row[produced] == 1 for row in seen)
     assert proxy.metric("connection_records_produce_failures_total") == 0
     assert proxy.metric("connection_records_produced_total") >= len(seen)
+
+
+def test_records_read_by_a_share_consumer_are_counted_as_consumed(
+    proxy: GatewayProcess, tmp_path: Path
+) -> None:
+    """KIP-932: a Java share consumer reads through the proxy (ShareFetch); its consumed
+    records and bytes are the batches librdkafka produced, one record each, exactly."""
+    values = [bytes([97 + i % 26]) * (5 + 61 * i) for i in range(15)]  # 5 B to 859 B
+    rdkafka = Producer({"bootstrap.servers": proxy.bootstrap, "client.id": "sh-rdkafka"})
+    for value in values:
+        rdkafka.produce("sh-topic", value)
+        assert rdkafka.flush(60) == 0  # acknowledged before the next: one record a batch
+    expected = (len(values), sum(batch_bytes(None, v) for v in values))
+    with java(proxy.bootstrap, tmp_path, "--client-id", "sh-java", "--role", "share",
+              "--group", "sh-group", "--topic", "sh-topic", "--close") as reader:  # fmt: skip
+
+        def read_all() -> bool:
+            assert not reader.events("error"), reader.events("error")
+            rows = _usage(proxy.data_dir).get("sh-java-share-consumer", [])
+            return sum(r["consumed_records"] for r in rows) >= len(values)
+
+        wait_for(read_all, 240, what=f"the share consumer's {len(values)} records counted")
+        assert reader.stop(timeout=180) == 0, reader.log_tail()
+        assert reader.wait_event("done", 10)["consumed"] == len(values)
+    rows = _usage(proxy.data_dir)["sh-java-share-consumer"]
+    consumed = (sum(r["consumed_records"] for r in rows), sum(r["consumed_bytes"] for r in rows))
+    print("share consumer's usage:", consumed, "expected", expected)
+    assert consumed == expected
+    assert sum(r["consumed_batches"] for r in rows) == len(values)
+    assert sum(r["produced_records"] for r in rows) == 0
+    assert all(r["client_instance_id"] for r in rows)  # it pushes: its instance is known
+    shown = {client: (p, c, source) for _, client, p, c, source in rows_in_browser(proxy.data_dir)}
+    produced, consumed_shown, source = shown["sh-java-share-consumer"]
+    assert (amount(consumed_shown), amount(produced), source) == (expected, (0, 0), "proxy (exact)")

@@ -7,8 +7,10 @@ from datetime import UTC, datetime
 import pyarrow as pa
 import pytest
 
+from clientmetrics.pipeline.core.fleet import FLEET_ARROW
 from clientmetrics.pipeline.core.usage import (
     USAGE_ARROW,
+    fleet_usage,
     usage_agreement,
     usage_from_connections,
     usage_table,
@@ -84,3 +86,56 @@ def test_agreement_sets_the_sources_side_by_side() -> None:
         ("consumed_bytes", 147, 147),
     ]
     assert [r["difference_pct"] for r in agreement] == [0.0, pytest.approx(2.5), 0.0, 0.0]
+
+
+def _fleet_row(
+    client_id: str, instances: list[str], address: str = "10.0.0.7"
+) -> dict[str, object]:
+    return {"principal": "User:app", "client_id": client_id, "client_source_address": address,
+            "instances": instances}  # fmt: skip
+
+
+def test_each_fleet_row_gets_its_usage_of_the_day_proxy_first() -> None:
+    proxy = usage_from_connections(records_to_arrow(records()))  # type: ignore[arg-type]
+    pushed = [
+        {"day": "2026-11-21", "principal": "User:app", "client_id": "java",
+         "client_instance_id": JAVA, "produced_records": 39, "produced_bytes": None,
+         "consumed_records": None, "consumed_bytes": None, "source": "pushed_metrics"},
+        {"day": "2026-11-21", "principal": "User:app", "client_id": "lib",
+         "client_instance_id": "p", "produced_records": 7, "produced_bytes": None,
+         "consumed_records": None, "consumed_bytes": None, "source": "pushed_metrics"},
+    ]  # fmt: skip
+    usage = pa.concat_tables([proxy, pa.Table.from_pylist(pushed, schema=USAGE_ARROW)])
+    fleet = pa.Table.from_pylist(
+        [
+            _fleet_row("java", [JAVA]),
+            _fleet_row("sarama", []),
+            # Two rows of one client id: "twins"' unnamed connection belongs to neither.
+            _fleet_row("twins", ["a"]),
+            _fleet_row("twins", ["b"], address="10.0.0.8"),
+            _fleet_row("lib", ["p"]),
+            _fleet_row("idle", []),
+        ],
+        schema=FLEET_ARROW,
+    )
+    shown, unclaimed = fleet_usage(fleet, usage, "2026-11-21")
+    counted = {"consumed_records": 0, "consumed_bytes": 0}
+    assert shown == [
+        # The proxy's (exact) where it counted; the pushed metrics' are not added to it.
+        ("proxy", {"produced_records": 40, "produced_bytes": 4_000, **counted}),
+        ("proxy", {"produced_records": 10, "produced_bytes": 700, **counted}),
+        ("proxy", {"produced_records": 1, "produced_bytes": 100, **counted}),
+        ("proxy", {"produced_records": 2, "produced_bytes": 200, **counted}),
+        ("pushed_metrics", {"produced_records": 7}),
+        None,
+    ]
+    zero = {"produced_records": 0, "produced_bytes": 0}
+    assert unclaimed == {
+        "User:app": {"proxy": {**zero, "consumed_records": 5, "consumed_bytes": 500}}
+    }
+    # The next day: only java used anything.
+    shown, unclaimed = fleet_usage(fleet, usage, "2026-11-22")
+    assert shown[0] == ("proxy", {"produced_records": 2, "produced_bytes": 150,
+                                  "consumed_records": 3, "consumed_bytes": 330})  # fmt: skip
+    assert shown[1:] == [None] * 5
+    assert unclaimed == {}

@@ -136,7 +136,7 @@ class Dashboard:
             status = status if status in ("open", "resolved", "all") else "open"
             return html(pages.alerts_page(self.alerts(), status))
         if path == "/fleet":
-            return html(fleet_page(*self._fleet.fleet()))
+            return html(fleet_page(self._fleet.view()))
         if path == "/findings":
             return html(findings_page(self.alerts()))
         if path == "/software":

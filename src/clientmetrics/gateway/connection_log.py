@@ -39,7 +39,7 @@ from clientmetrics.telemetry.manager import ClientMetricsManager
 from clientmetrics.telemetry.push_arrow import partition
 from clientmetrics.wire import ApiKey, RequestHeader, response_header_version
 from clientmetrics.wire.errors import ProtocolError
-from clientmetrics.wire.fetch_walk import consumed
+from clientmetrics.wire.fetch_walk import consumed_by
 from clientmetrics.wire.headers import parse_response_header
 from clientmetrics.wire.produce_walk import produced
 from clientmetrics.wire.record_batches import Totals
@@ -114,12 +114,13 @@ class ConnectionLog:
         self._count(conn, 0, got)
 
     def fetched(self, conn: ConnectionState, header: RequestHeader, frame: bytes) -> None:
-        """Proxy mode: count what a relayed Fetch response carries (its batch headers)."""
+        """Proxy mode: count what a relayed Fetch or ShareFetch response carries (its
+        batch headers)."""
         try:
             _, offset = parse_response_header(
                 frame, response_header_version(header.api_key, header.api_version)
             )
-            got = consumed(frame, offset, header.api_version)
+            got = consumed_by(header.api_key, frame, offset, header.api_version)
         except ProtocolError:
             return  # the client judges it; nothing is counted
         if got[2]:

@@ -38,6 +38,7 @@ from clientmetrics.wire import (
     request_type,
 )
 from clientmetrics.wire.build import build
+from clientmetrics.wire.fetch_walk import COUNTED
 from clientmetrics.wire.headers import request_header_version
 from clientmetrics.wire.results import Answer, Close, Request
 from clientmetrics.wire.sasl import ListenerPolicy
@@ -82,7 +83,7 @@ class ProxyServer:
         self.guard = guard
         #: Told of every request forwarded (the connection records' usage counts).
         self.on_forward: Callable[[ConnectionState, Request], None] | None = None
-        #: Told of every Fetch response relayed, before any rewrite (the same).
+        #: Told of every Fetch and ShareFetch response relayed, before any rewrite (the same).
         self.on_fetched: Callable[[ConnectionState, RequestHeader, bytes], None] | None = None
         self._servers: dict[int | None, asyncio.Server] = {}
         self._opening: dict[int, asyncio.Lock] = {}
@@ -235,7 +236,7 @@ class _NodeUpstream:
         screen = None if guard is None else functools.partial(guard.screen_metadata, request)
         rewrite = rewriter_for(request.header, server._cluster, server._services.served, screen)
         fetched = server.on_fetched
-        if fetched is None or request.header.api_key != ApiKey.FETCH:
+        if fetched is None or request.header.api_key not in COUNTED:
             return rewrite
         return functools.partial(_counted, fetched, conn, request.header, rewrite)
 
@@ -247,8 +248,8 @@ def _counted(
     rewrite: Rewriter | None,
     frame: bytes,
 ) -> bytes | Awaitable[bytes]:
-    """A Fetch response: counted as it came (the hot path: a walk of its headers), then
-    rewritten if it must be."""
+    """A Fetch or ShareFetch response: counted as it came (the hot path: a walk of its
+    headers), then rewritten if it must be."""
     fetched(conn, header, frame)
     return frame if rewrite is None else rewrite(frame)
 

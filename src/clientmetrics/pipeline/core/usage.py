@@ -26,7 +26,9 @@ that does not send them has no usage here), all prefixed ``org.apache.kafka.``:
   The Java consumer counts its records' sizes, not their batches: 61 bytes of batch
   header fewer than the proxy per batch (and uncompressed sizes).
 
-``usage_agreement`` sets the two sources side by side where both counted a client.
+``usage_agreement`` sets the two sources side by side where both counted a client;
+``fleet_usage`` gives each fleet row (``fleet.fleet_table``) its usage on one day,
+from the same usage table the export writes.
 """
 
 from __future__ import annotations
@@ -44,7 +46,10 @@ from clientmetrics.telemetry.connections import BATCH_HEADER_BYTES
 __all__ = [
     "AGREEMENT_ARROW",
     "USAGE_ARROW",
+    "USAGE_MEASURES",
     "USAGE_METRICS",
+    "USAGE_POINT_COLUMNS",
+    "fleet_usage",
     "usage_agreement",
     "usage_from_connections",
     "usage_from_points",
@@ -60,6 +65,7 @@ USAGE_METRICS = {
     f"{_PREFIX}consumer.fetch.manager.bytes.consumed.total": ("consumed_bytes", False),
 }
 _COLUMNS = ("produced_records", "produced_bytes", "consumed_records", "consumed_bytes")
+USAGE_MEASURES = _COLUMNS
 #: The proxy's counts: the measures and the batches they came in (null from pushed metrics).
 _COUNTED = (*_COLUMNS, "produced_batches", "consumed_batches")
 _KEY = ("day", "principal", "client_id", "client_instance_id")
@@ -75,7 +81,7 @@ USAGE_ARROW = pa.schema(
         ("source", pa.string()),
     ]
 )
-_READ = (
+USAGE_POINT_COLUMNS = _READ = (
     "principal",
     "client_id",
     "client_instance_id",
@@ -212,3 +218,52 @@ def usage_agreement(usage: pa.Table) -> pa.Table:
                 | {"difference_pct": pct}
             )
     return pa.Table.from_pylist(out, schema=AGREEMENT_ARROW)
+
+
+#: What a fleet row's or principal's usage says: the four measures (None: not reported).
+Measures = dict[str, int | None]
+
+
+def _add(into: Measures, row: dict[str, Any]) -> None:
+    for name in _COLUMNS:
+        if row[name] is not None:
+            into[name] = (into.get(name) or 0) + int(row[name])
+
+
+def fleet_usage(
+    fleet: pa.Table, usage: pa.Table, day: str
+) -> tuple[list[tuple[str, Measures] | None], dict[str, dict[str, Measures]]]:
+    """Each fleet row's usage on ``day`` as (source, measures), None when it has none; and
+    per principal, per source, what no row claims.
+
+    A usage row is a fleet row's when its instance is one of the row's instances, or,
+    told no instance, when it is the only row of its principal and ``client_id``. A
+    row shows the proxy's count where the proxy counted it (exact), else its pushed
+    metrics'; a usage row no fleet row claims is its principal's alone.
+    """
+    rows = fleet.select(["principal", "client_id", "instances"]).to_pylist()
+    by_instance: dict[tuple[str, str], int] = {}
+    by_client: dict[tuple[str, str], list[int]] = defaultdict(list)
+    for index, row in enumerate(rows):
+        by_client[(row["principal"], row["client_id"])].append(index)
+        for instance in row["instances"] or []:
+            by_instance.setdefault((row["principal"], instance), index)
+    today = usage.filter(pc.equal(usage.column("day"), day)).to_pylist()
+    found: dict[int, dict[str, Measures]] = defaultdict(lambda: defaultdict(dict))
+    unclaimed: dict[str, dict[str, Measures]] = defaultdict(lambda: defaultdict(dict))
+    for used in today:
+        principal, instance = used["principal"], used["client_instance_id"]
+        at = by_instance.get((principal, instance)) if instance else None
+        same = by_client.get((principal, used["client_id"]), [])
+        if at is None and not instance and len(same) == 1:
+            at = same[0]
+        if at is None:
+            _add(unclaimed[principal][used["source"]], used)
+        else:
+            _add(found[at][used["source"]], used)
+    shown: list[tuple[str, Measures] | None] = []
+    for index in range(len(rows)):
+        sources = found.get(index, {})
+        source = "proxy" if "proxy" in sources else next(iter(sources), None)
+        shown.append(None if source is None else (source, dict(sources[source])))
+    return shown, {p: dict(s) for p, s in unclaimed.items()}

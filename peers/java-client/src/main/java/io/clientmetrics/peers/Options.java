@@ -16,14 +16,19 @@ import java.util.Set;
 public final class Options {
     /** Which clients to run. */
     public enum Role {
-        PRODUCER, CONSUMER, BOTH;
+        PRODUCER, CONSUMER, BOTH, SHARE;
 
         boolean producer() {
-            return this != CONSUMER;
+            return this == PRODUCER || this == BOTH;
         }
 
         boolean consumer() {
-            return this != PRODUCER;
+            return this == CONSUMER || this == BOTH;
+        }
+
+        /** A share consumer (KIP-932) of --group, alone. */
+        boolean share() {
+            return this == SHARE;
         }
     }
 
@@ -34,9 +39,11 @@ public final class Options {
         "  --command-config FILE      client properties (security...), as Kafka's tools take them",
         "  --property K=V             one more client property (repeatable)",
         "  --client-id ID             client.id base: ID-producer, ID-consumer (default java-peer)",
-        "  --role producer|consumer|both   which clients run (default both)",
+        "  --role producer|consumer|both|share   which clients run (default both); share: a\n"
+        + "                             KafkaShareConsumer of --group (KIP-932), reading from the\n"
+        + "                             earliest offset (the group's share.auto.offset.reset)",
         "  --topic NAME               topic produced to and consumed from (default peer-topic)",
-        "  --group NAME               the consumer's group.id (default peer-group)",
+        "  --group NAME               the consumer's (or share consumer's) group.id (default peer-group)",
         "  --messages N               records to produce (default 100; 0: none)",
         "  --rate N                   records per second at most (default 50)",
         "  --duration SECONDS         stop after this long (default 0: on 'stop' or EOF on stdin, or SIGTERM)",
@@ -182,7 +189,7 @@ public final class Options {
         try {
             return Role.valueOf(text.toUpperCase(Locale.ROOT));
         } catch (IllegalArgumentException e) {
-            throw new IllegalArgumentException("--role takes producer, consumer or both, got " + text);
+            throw new IllegalArgumentException("--role takes producer, consumer, both or share, got " + text);
         }
     }
 

@@ -15,12 +15,17 @@ import java.util.concurrent.CountDownLatch;
 import java.util.concurrent.TimeUnit;
 import java.util.concurrent.atomic.AtomicLong;
 import java.util.function.Function;
+import org.apache.kafka.clients.admin.Admin;
+import org.apache.kafka.clients.admin.AlterConfigOp;
+import org.apache.kafka.clients.admin.ConfigEntry;
 import org.apache.kafka.clients.consumer.ConsumerRecords;
+import org.apache.kafka.clients.consumer.KafkaShareConsumer;
 import org.apache.kafka.clients.consumer.KafkaConsumer;
 import org.apache.kafka.clients.producer.KafkaProducer;
 import org.apache.kafka.clients.producer.ProducerRecord;
 import org.apache.kafka.common.KafkaException;
 import org.apache.kafka.common.Uuid;
+import org.apache.kafka.common.config.ConfigResource;
 import org.apache.kafka.common.serialization.StringDeserializer;
 import org.apache.kafka.common.serialization.StringSerializer;
 
@@ -99,6 +104,9 @@ public final class TelemetryPeer {
         }
         if (options.role.consumer()) {
             start("consumer", () -> consume(common));
+        }
+        if (options.role.share()) {
+            start("share-consumer", () -> shareConsume(common));
         }
         if (options.durationSeconds > 0) {
             stop.await((long) (options.durationSeconds * 1000), TimeUnit.MILLISECONDS);
@@ -254,6 +262,47 @@ public final class TelemetryPeer {
         }
         emit("done", "role", "consumer", "consumed", consumed);
         finish("consumer", consumer::close);
+    }
+
+    /**
+     * A share consumer (KIP-932) of {@code --group}: the group first reads from the earliest
+     * offset (a group config, {@code share.auto.offset.reset}; its default is the latest), then
+     * each record is acknowledged as accepted when the next poll comes (implicit mode).
+     */
+    private void shareConsume(Properties common) {
+        Errors errors = new Errors("share-consumer");
+        ConfigResource group = new ConfigResource(ConfigResource.Type.GROUP, options.group);
+        AlterConfigOp earliest = new AlterConfigOp(
+            new ConfigEntry("share.auto.offset.reset", "earliest"), AlterConfigOp.OpType.SET);
+        try (Admin admin = Admin.create(common)) {
+            admin.incrementalAlterConfigs(Map.of(group, List.of(earliest))).all().get(60, TimeUnit.SECONDS);
+        } catch (Exception e) {
+            errors.report(e);
+            return;
+        }
+        Properties props = new Properties();
+        props.putAll(common);
+        props.put("client.id", options.clientId + "-share-consumer");
+        props.put("group.id", options.group);
+        props.put("key.deserializer", StringDeserializer.class.getName());
+        props.put("value.deserializer", StringDeserializer.class.getName());
+        props.put("enable.metrics.push", "true");
+        props.putAll(options.properties);
+        KafkaShareConsumer<String, String> consumer = new KafkaShareConsumer<>(props);
+        consumer.subscribe(List.of(options.topic));
+        Instance instance = new Instance("share-consumer", props, consumer::clientInstanceId);
+        long consumed = 0;
+        while (!stopped()) {
+            try {
+                consumed += consumer.poll(Duration.ofMillis(100)).count();
+            } catch (KafkaException e) {
+                errors.report(e);
+                sleep(100);
+            }
+            instance.poll(Duration.ofMillis(1));
+        }
+        emit("done", "role", "share-consumer", "consumed", consumed);
+        finish("share-consumer", consumer::close);
     }
 
     private void finish(String role, Runnable close) {

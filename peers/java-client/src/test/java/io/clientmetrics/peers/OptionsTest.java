@@ -45,6 +45,16 @@ class OptionsTest {
     }
 
     @Test
+    void theShareRoleRunsTheShareConsumerAlone() {
+        Options.Role share = Options.parse(new String[] {"--bootstrap", "h:1", "--role", "share"}).role;
+        assertEquals(Options.Role.SHARE, share);
+        assertTrue(share.share());
+        assertFalse(share.producer());
+        assertFalse(share.consumer());
+        assertFalse(Options.Role.BOTH.share());
+    }
+
+    @Test
     void severalClustersGetOneProducerEach() {
         Options o = Options.parse(new String[] {
             "--bootstrap", "a:1", "--bootstrap", "b:2", "--role", "producer"});
