@@ -15,6 +15,7 @@ and cuts the zeros off when it seals it: zeros after the last record are padding
 
 from __future__ import annotations
 
+import operator
 import struct
 import uuid
 from collections.abc import Callable
@@ -77,14 +78,19 @@ _LAYOUTS = {
 }
 
 
-def _packed(value: object) -> object:
-    return value.bytes if isinstance(value, uuid.UUID) else value
+# One C call each for the fields of a record (a getattr per field, and a check per
+# fixed field for a UUID, were ~5 % of a push on the event loop).
+_get_texts = operator.attrgetter(*_TEXT_NAMES)
+_get_fixed = operator.attrgetter(*_FIXED_NAMES)
+_UUID_AT = tuple(i for i, f in enumerate(_FIXED_FIELDS) if f.kind is Kind.UUID)
 
 
 def encode_record(push: AcceptedPush) -> bytes:
     """One framed WAL record holding every column of ``push``."""
-    texts = [getattr(push, name).encode() for name in _TEXT_NAMES]
-    fixed = [_packed(getattr(push, name)) for name in _FIXED_NAMES]
+    texts = [text.encode() for text in _get_texts(push)]
+    fixed = list(_get_fixed(push))
+    for i in _UUID_AT:
+        fixed[i] = fixed[i].bytes
     body = b"".join((_FIXED.pack(*fixed, *map(len, texts)), *texts, push.payload))
     return _HEADER.pack(len(body), crc32c.crc32c(body)) + body
 
