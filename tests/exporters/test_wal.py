@@ -83,6 +83,22 @@ def test_records_round_trip(batch: list[AcceptedPush]) -> None:
     assert contents.torn_bytes == 0
 
 
+def test_same_text_bytes_split_differently_stay_apart() -> None:
+    """The decoder decodes a run of texts once per segment: "ab" + "c" and "a" + "bc"
+    are the same bytes in a record and must still read as what was written."""
+    first = AcceptedPush(
+        1, uuid.uuid4(), 1, False, "ab", "c", "v", "h", 1, "p", 0, "L", "S", 0, 5, b"x"
+    )
+    second = AcceptedPush(
+        2, uuid.uuid4(), 1, False, "a", "bc", "v", "h", 1, "p", 0, "L", "S", 0, 5, b"y"
+    )
+    again = AcceptedPush(
+        3, uuid.uuid4(), 2, True, "ab", "c", "v", "h", 1, "p", 0, "L", "S", 0, 5, b""
+    )
+    data = MAGIC + encode_record(first) + encode_record(second) + encode_record(again)
+    assert _rows(data) == [_expected(first), _expected(second), _expected(again)]
+
+
 @given(st.lists(pushes, min_size=1, max_size=5), st.data())
 def test_any_truncation_keeps_exactly_the_whole_records(
     batch: list[AcceptedPush], data: st.DataObject

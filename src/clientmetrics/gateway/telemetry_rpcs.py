@@ -34,6 +34,8 @@ from clientmetrics.wire import (
     response_type,
 )
 from clientmetrics.wire.build import build
+from clientmetrics.wire.codec import write_entity
+from clientmetrics.wire.messages import frame_response
 from clientmetrics.wire.results import Answer, AnswerLater, Reply, Request
 
 log = structlog.get_logger("clientmetrics.gateway")
@@ -259,8 +261,9 @@ class TelemetryHandlers:
 
     @staticmethod
     def _pushed(header: RequestHeader, code: ErrorCode) -> bytes:
-        cls = response_type(header.api_key, header.api_version)
-        return encode_response(header, build(cls, {"throttle_time": 0, "error_code": code}))
+        # Only the correlation id differs between two answers of one version and code:
+        # the body is encoded once (building and encoding it was ~7 % of a push).
+        return frame_response(header, _push_body(header.api_key, header.api_version, code))
 
     @staticmethod
     def _reply(header: RequestHeader, values: dict[str, object]) -> bytes:
@@ -272,3 +275,10 @@ class TelemetryHandlers:
         blank = blank_entity(cls)
         defaults = {f.name: getattr(blank, f.name) for f in fields(blank)}
         return encode_response(header, build(cls, {**defaults, **values}))
+
+
+@functools.cache
+def _push_body(api_key: int, api_version: int, code: ErrorCode) -> bytes:
+    """A PushTelemetry response body with no throttle (bounded: served versions x codes)."""
+    cls = response_type(api_key, api_version)
+    return write_entity(build(cls, {"throttle_time": 0, "error_code": code}))
