@@ -210,14 +210,17 @@ def _run_workers(config: GatewayConfig, log_level: str, log_format: str) -> None
 
 
 def run_worker(config: GatewayConfig, log_level: str, log_format: str) -> None:
-    """One worker process: a gateway on the shared port; a bad start exits 1 in one line."""
+    """One worker process: a gateway on the shared port; a bad start exits in one line
+    with ``START_FAILED``, which the supervisor counts however long the start took."""
+    from clientmetrics.gateway.workers import START_FAILED
+
     try:
         _run(config, log_level, log_format, reuse_port=True)
     except ClientMetricsError as exc:
         structlog.get_logger("clientmetrics.gateway").error("worker_failed", error=str(exc))
-        sys.exit(1)
+        sys.exit(START_FAILED)
     except OSError as exc:
         structlog.get_logger("clientmetrics.gateway").error(
             "worker_failed", error=f"cannot listen on {config.listen}: {exc.strerror}"
         )
-        sys.exit(1)
+        sys.exit(START_FAILED)

@@ -1,9 +1,10 @@
 """``serve --workers N``: a supervisor process and N gateway workers sharing the port.
 
 The supervisor restarts a worker that dies, after a backoff that doubles while
-the worker keeps dying soon after its start; when one has failed to stay up
-``GIVE_UP_AFTER`` times in a row it stops the others and exits non-zero, so a
-service manager sees the failure. Workers die with the supervisor (see
+the worker keeps dying soon after its start or failing to start
+(``START_FAILED``); when one has failed to stay up ``GIVE_UP_AFTER`` times in a
+row it stops the others and exits non-zero, so a service manager sees the
+failure. Workers die with the supervisor (see
 ``clientmetrics.lifeline``); the supervisor forwards SIGTERM and SIGINT (stop)
 and SIGHUP (reload).
 """
@@ -31,6 +32,10 @@ log = structlog.get_logger("clientmetrics.gateway")
 HEALTHY_AFTER_S = 10.0
 FIRST_BACKOFF_S = 0.5
 MAX_BACKOFF_S = 10.0
+#: A worker's exit status when it could not start (its configuration, its store, its
+#: port): an early death however long the start took, so a loaded machine's slow start
+#: is not taken for a healthy run (sysexits' EX_CONFIG).
+START_FAILED = 78
 #: Consecutive early deaths of one worker after which the supervisor gives up.
 GIVE_UP_AFTER = 3
 STOP_TIMEOUT_S = 30.0
@@ -106,7 +111,7 @@ class Supervisor:
             slot.process.join()
             slot.process = None
             slot.exits.append(code)
-            if now - slot.started_at >= HEALTHY_AFTER_S:
+            if now - slot.started_at >= HEALTHY_AFTER_S and code != START_FAILED:
                 slot.early_deaths = 0
             slot.early_deaths += 1
             if slot.early_deaths > GIVE_UP_AFTER:
