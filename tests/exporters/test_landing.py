@@ -426,11 +426,14 @@ async def test_commits_wait_while_the_converter_is_a_backlog_behind(
     exporter = await _start(exporters, tmp_path, roll_bytes=1, commit_interval_ms=0)
     count = landing._SEALED_BACKLOG + 5
     pushes = []
+    through = landing._SEALED_BACKLOG + 2
     for i in range(count):
         pushes.append(asyncio.create_task(exporter.export(make_push(i))))
-        await asyncio.sleep(0.02)
+        if i < through:  # a commit of its own: the next push waits for this one's
+            await _wait_for(lambda n=i: exporter.stats.pushes > n)
     try:
-        assert exporter.stats.pushes == landing._SEALED_BACKLOG + 2
+        await asyncio.sleep(0.5)  # the rest had time to get through, and did not
+        assert exporter.stats.pushes == through
         assert [p.done() for p in pushes].count(False) == count - exporter.stats.pushes
     finally:
         converting.set()
