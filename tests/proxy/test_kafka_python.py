@@ -27,13 +27,21 @@ pytestmark = pytest.mark.integration
 
 def test_producer_and_consumer_group(proxy: ProxyGateway) -> None:
     topic = f"kp-{uuid.uuid4().hex[:8]}"
-    producer = KafkaProducer(bootstrap_servers=proxy.bootstrap, client_id="kp-prod", acks="all")
+    # The topic is created by the first produce: its partition may not have a leader yet
+    # (a retriable error), so the producer retries as any real one would; every send's
+    # result is checked, so a record the proxy lost fails here, not as a missing key.
+    producer = KafkaProducer(
+        bootstrap_servers=proxy.bootstrap, client_id="kp-prod", acks="all", retries=10
+    )
     sent = {}
+    futures = []
     for i in range(200):
         key, value = f"k{i}".encode(), f"v{i}".encode()
-        producer.send(topic, key=key, value=value, headers=[("n", str(i).encode())])
+        futures.append(producer.send(topic, key=key, value=value, headers=[("n", str(i).encode())]))
         sent[key] = (value, [("n", str(i).encode())])
-    producer.flush(20)
+    producer.flush(60)
+    for future in futures:
+        future.get(timeout=60)
     producer.close()
     consumer = KafkaConsumer(
         topic,
