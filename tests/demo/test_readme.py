@@ -233,6 +233,7 @@ def test_gitignore_covers_what_the_readme_creates(tmp_path: Path) -> None:
     assert not_ignored(tmp_path) == ["notes.txt"]
 
 
+@pytest.mark.timeout(900)  # every README block in turn: ~70 s quiet, over 300 s on a busy run
 def test_readme_blocks_run_in_order(scratch: Scratch) -> None:
     for block in readme_blocks():
         if block.lang == "toml" and block.mode == "config":
