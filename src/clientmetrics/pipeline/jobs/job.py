@@ -1,9 +1,9 @@
 """The pipeline job: pushes in (landed files or a Kafka topic), the tables out.
 
 ``run`` and ``stream`` are the same Structured Streaming query with one
-checkpoint (``sources``): ``run`` uses ``Trigger.AvailableNow`` (everything
+checkpoint (``spark.landing_source`` or ``sources``): ``run`` uses ``Trigger.AvailableNow`` (everything
 not yet processed, then stop), ``stream`` a processing-time trigger. The
-checkpoint holds what was read (the landing directory's processed files, or
+checkpoint holds what was read (the pipeline's manifests of landed files, or
 the topic's offsets), so a second ``run`` adds nothing and ``stream`` resumes
 where ``run`` (or a killed ``stream``) stopped.
 
