@@ -1,8 +1,9 @@
 """The pipeline job: pushes in (landed files or a Kafka topic), the tables out.
 
 ``run`` and ``stream`` are the same Structured Streaming query with one
-checkpoint (``spark.landing_source`` or ``sources``): ``run`` uses ``Trigger.AvailableNow`` (everything
-not yet processed, then stop), ``stream`` a processing-time trigger. The
+checkpoint (``spark.landing_source`` or ``sources``): ``run`` uses
+``Trigger.AvailableNow`` (everything not yet processed, then stop),
+``stream`` a processing-time trigger. The
 checkpoint holds what was read (the pipeline's manifests of landed files, or
 the topic's offsets), so a second ``run`` adds nothing and ``stream`` resumes
 where ``run`` (or a killed ``stream``) stopped.
@@ -19,6 +20,7 @@ makes a replayed batch produce exactly what the first try would have (see
 
 from __future__ import annotations
 
+import threading
 import time
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
@@ -27,6 +29,8 @@ from datetime import UTC, datetime, timedelta
 
 import pyarrow as pa
 import structlog
+from py4j.protocol import Py4JError  # type: ignore[import-untyped]
+from pyspark.errors import PySparkException
 from pyspark.sql import DataFrame, Row, SparkSession
 from pyspark.sql.streaming.query import StreamingQuery
 
@@ -150,7 +154,19 @@ class PipelineJob:
             writer = writer.trigger(availableNow=True)
         else:
             writer = writer.trigger(processingTime=f"{config.trigger_seconds} seconds")
+            # While the query starts (the source's first offsets), not in its first batch.
+            threading.Thread(target=self._warm, name="pipeline-warm-up", daemon=True).start()
         return writer.start()
+
+    def _warm(self) -> None:
+        started = time.perf_counter()
+        try:
+            passes.warm_workers(self._spark)
+        except (Py4JError, PySparkException, OSError) as exc:  # e.g. stopped meanwhile
+            # A warm-up that fails costs only its time: the first batch starts the workers.
+            _log.debug("pipeline warm-up failed", error=str(exc).splitlines()[0])
+            return
+        _log.debug("pipeline warm-up", seconds=round(time.perf_counter() - started, 3))
 
     def run(self) -> None:
         """Process everything not yet processed, then return."""
