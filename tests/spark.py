@@ -45,6 +45,7 @@ def spark_session(tmp_path_factory: pytest.TempPathFactory) -> Iterator[SparkSes
             "spark.local.dir": str(scratch / "local"),
             "spark.sql.warehouse.dir": str(scratch / "warehouse"),
         },
+        class_archive=False,  # a fresh clone would only pay for writing it
     )
     session.sparkContext.setLogLevel("ERROR")
     yield session

@@ -1,9 +1,10 @@
 """The pipeline job: pushes in (landed files or a Kafka topic), the tables out.
 
 ``run`` and ``stream`` are the same Structured Streaming query with one
-checkpoint (``sources``): ``run`` uses ``Trigger.AvailableNow`` (everything
-not yet processed, then stop), ``stream`` a processing-time trigger. The
-checkpoint holds what was read (the landing directory's processed files, or
+checkpoint (``spark.landing_source`` or ``sources``): ``run`` uses
+``Trigger.AvailableNow`` (everything not yet processed, then stop),
+``stream`` a processing-time trigger. The
+checkpoint holds what was read (the pipeline's manifests of landed files, or
 the topic's offsets), so a second ``run`` adds nothing and ``stream`` resumes
 where ``run`` (or a killed ``stream``) stopped.
 
@@ -19,6 +20,7 @@ makes a replayed batch produce exactly what the first try would have (see
 
 from __future__ import annotations
 
+import threading
 import time
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
@@ -27,6 +29,8 @@ from datetime import UTC, datetime, timedelta
 
 import pyarrow as pa
 import structlog
+from py4j.protocol import Py4JError  # type: ignore[import-untyped]
+from pyspark.errors import PySparkException
 from pyspark.sql import DataFrame, Row, SparkSession
 from pyspark.sql.streaming.query import StreamingQuery
 
@@ -37,11 +41,18 @@ from clientmetrics.pipeline.core.schemas import PROGRESS_ARROW
 from clientmetrics.pipeline.jobs import sources
 from clientmetrics.pipeline.jobs.cohorts import keep_cohorts, read_cohorts
 from clientmetrics.pipeline.jobs.notify import AlertNotifier
+from clientmetrics.pipeline.jobs.reach import topic_partitions
 from clientmetrics.pipeline.jobs.sources import KafkaSource
 from clientmetrics.pipeline.spark import passes
 from clientmetrics.pipeline.spark.files import absolute_location
+from clientmetrics.pipeline.spark.landing_source import landing_stream
 from clientmetrics.pipeline.spark.storage import TableStore
-from clientmetrics.pipeline.spark.tasks import ShareInput, rejected_counts, share_files
+from clientmetrics.pipeline.spark.tasks import (
+    ShareInput,
+    rejected_counts,
+    share_counts,
+    share_files,
+)
 
 _log = structlog.get_logger(__name__)
 
@@ -111,6 +122,8 @@ class PipelineJob:
         self.follow_ups: dict[str, int] = {"idle": 0, "judged": 0}
         #: Records and points left out (dead letters, ``core.rejects``), by reason.
         self.rejected: dict[str, int] = {}
+        #: The topic's partitions, once counted (``_shares``).
+        self._partitions: int | None = None
 
     @contextmanager
     def _stage(self, name: str, batch_id: int) -> Iterator[None]:
@@ -127,8 +140,12 @@ class PipelineJob:
         if config.kafka is not None:
             stream = sources.kafka_stream(self._spark, config.kafka)
         else:
-            stream = sources.landing_stream(
-                self._spark, config.input_path, config.max_files_per_trigger
+            stream = landing_stream(
+                self._spark,
+                config.input_path,
+                config.checkpoint_path,
+                self._landing_shares(),
+                config.max_files_per_trigger,
             )
         writer = (
             stream.writeStream.foreachBatch(self.process_batch)
@@ -139,7 +156,19 @@ class PipelineJob:
             writer = writer.trigger(availableNow=True)
         else:
             writer = writer.trigger(processingTime=f"{config.trigger_seconds} seconds")
+            # While the query starts (the source's first offsets), not in its first batch.
+            threading.Thread(target=self._warm, name="pipeline-warm-up", daemon=True).start()
         return writer.start()
+
+    def _warm(self) -> None:
+        started = time.perf_counter()
+        try:
+            passes.warm_workers(self._spark)
+        except (Py4JError, PySparkException, OSError) as exc:  # e.g. stopped meanwhile
+            # A warm-up that fails costs only its time: the first batch starts the workers.
+            _log.debug("pipeline warm-up failed", error=str(exc).splitlines()[0])
+            return
+        _log.debug("pipeline warm-up", seconds=round(time.perf_counter() - started, 3))
 
     def run(self) -> None:
         """Process everything not yet processed, then return."""
@@ -155,7 +184,7 @@ class PipelineJob:
         store, config = self._store, self._config
         previous_max, previous_received = self._progress(batch_id)
         with self._stage("input", batch_id):
-            found = self._input(pushes, batch_id)
+            count = self._shares(batch_id)
         watermark = _minus(previous_max, config.lateness_seconds)
         plan = PassPlan(
             staging=store.staging_path("pass", batch_id),
@@ -170,9 +199,9 @@ class PipelineJob:
         )
         store.clear(plan.staging)
         with self._stage("pass", batch_id):
-            inputs = self._share_inputs(found, batch_id)
+            inputs = self._share_inputs(count, filtered=config.kafka is None, batch_id=batch_id)
             if config.kafka is None:
-                rows = passes.run_share_pass(self._spark, inputs, plan).collect()
+                rows = passes.run_landing_pass(pushes, inputs, plan).collect()
             else:
                 rows = passes.run_records_pass(pushes, inputs, plan).collect()
             received = _latest(previous_received, *(row["max_received_at"] for row in rows))
@@ -194,20 +223,47 @@ class PipelineJob:
         store.clear(plan.staging)
         self.batches += 1
 
-    def _input(self, pushes: DataFrame, batch_id: int) -> _BatchInput:
-        """How many shares the pass has, and the landed files they read.
+    def _landing_shares(self) -> int:
+        """The landing pass's shares: the session's default parallelism (its cores).
 
-        Landed files hold every instance: each of the shares (as many as the
-        session's default parallelism: its cores) reads them all and keeps its
-        own; naming the files runs no Spark job. The Kafka source's partition
-        ``n`` is share ``n``: the partitions are counted in the batch's offsets.
+        Landed files hold every instance: each share reads them and keeps its
+        own, so more shares than cores would only read them more often.
+        """
+        return max(self._spark.sparkContext.defaultParallelism, 1)
+
+    def _shares(self, batch_id: int) -> int:
+        """How many shares the pass has: the landing source's, or the topic's partitions.
+
+        The Kafka source's partition ``n`` is share ``n``. The partitions are
+        counted once, by the topic's metadata (``reach.topic_partitions``),
+        where the project's client speaks the settings; else by the state the
+        previous batches left (its files are named by their share count).
         """
         kafka = self._config.kafka
         if kafka is None:
-            count = max(self._spark.sparkContext.defaultParallelism, 1)
-            return _BatchInput(count, tuple(sources.landed_files(pushes)), True)
-        count = sources.batch_partitions(self._config.checkpoint_path, batch_id, kafka.topic)
-        return _BatchInput(count, (), False)
+            return self._landing_shares()
+        if self._partitions is None:
+            try:
+                self._partitions = topic_partitions(
+                    kafka.bootstrap_servers, kafka.topic, kafka.properties
+                )
+            except ConfigurationError as exc:
+                self._partitions = self._shares_of_state(batch_id)
+                if self._partitions is None:
+                    raise ConfigurationError(
+                        f"cannot count the partitions of topic {kafka.topic}: the pipeline "
+                        f"asks with its own Kafka client, which does not speak these "
+                        f"settings ({exc}); give it PEM files and PLAIN or SCRAM"
+                    ) from exc
+        return self._partitions
+
+    def _shares_of_state(self, batch_id: int) -> int | None:
+        counts = {
+            count
+            for name, _, _ in _STATE
+            for count in share_counts(self._store.state_files(name, batch_id))
+        }
+        return counts.pop() if len(counts) == 1 else None
 
     def _follow_up(self, rows: list[Row], inputs: list[ShareInput], plan: PassPlan) -> list[Row]:
         """The pass's manifests, completed by a second job where a share needs one.
@@ -243,16 +299,16 @@ class PipelineJob:
         ]
         return [row for row in rows if row not in superseded] + more
 
-    def _share_inputs(self, found: _BatchInput, batch_id: int) -> list[ShareInput]:
-        """What each share's task reads: its pushes (landed files), and its carried state."""
-        count = found.count
+    def _share_inputs(self, count: int, *, filtered: bool, batch_id: int) -> list[ShareInput]:
+        """The carried state each share's task reads (``filtered``: the share's pushes
+        come mixed with other shares', as landed files are; its task keeps its own)."""
         state_by_share: dict[str, dict[int, list[str]] | None] = {}
         everything: dict[str, list[str]] = {}
         for name, tag, _ in _STATE:
             everything[tag] = self._store.state_files(name, batch_id)
             state_by_share[tag] = share_files(everything[tag], count)
         resharded = any(found is None for found in state_by_share.values())
-        if resharded and not found.filtered and any(everything.values()):
+        if resharded and not filtered and any(everything.values()):
             raise ConfigurationError(
                 f"the topic now has {count} partitions: the pipeline's state is kept by "
                 "partition, so the partition count of its topic must not change "
@@ -264,7 +320,7 @@ class PipelineJob:
                 tag: tuple(everything[tag] if resharded else (by_share or {}).get(share, []))
                 for tag, by_share in state_by_share.items()
             }
-            inputs.append(ShareInput(found.files, found.filtered, state, resharded))
+            inputs.append(ShareInput((), filtered, state, resharded))
         return inputs
 
     def _progress(self, batch_id: int) -> tuple[datetime | None, datetime | None]:
@@ -301,18 +357,6 @@ class PipelineJob:
         if lines and not self._store.exists(marker):
             self._notifier.notify_lines(sorted(lines))
             self._store.mark(marker)
-
-
-@dataclass(frozen=True, slots=True)
-class _BatchInput:
-    """What the pass must know of a micro-batch before it runs."""
-
-    #: How many shares the pass has (tasks; Kafka partitions).
-    count: int
-    #: Landed files every share reads (none for the Kafka source).
-    files: tuple[str, ...]
-    #: Whether the pushes a share reads hold other shares' too (landed files do).
-    filtered: bool
 
 
 def _check_shares(rows: Sequence[Row], count: int) -> None:

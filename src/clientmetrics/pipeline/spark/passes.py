@@ -2,10 +2,11 @@
 
 Spark does no rule here, and no row of a push goes through a shuffle:
 
-* ``run_share_pass`` — the batch's pass over landed files: one task per
-  share of the client instances, each reading its share's pushes and
-  carried state with pyarrow (``tasks.pass_share``), so an instance's pushes
-  and state meet in one task;
+* ``run_landing_pass`` — the batch's pass over landed files: one task per
+  share of the client instances (a row of the landing source's batch names
+  the files it reads), each reading its share's pushes and carried state
+  with pyarrow (``tasks.pass_share``), so an instance's pushes and state
+  meet in one task;
 * ``run_records_pass`` — the batch's pass over the Kafka source's records:
   records are keyed by instance, so a partition holds whole instances and
   its task is that share's pass as it is (``tasks.pass_records``; the
@@ -21,6 +22,7 @@ Each returns the manifests (``files.MANIFEST_ARROW``) of what its tasks wrote.
 from __future__ import annotations
 
 from collections.abc import Iterator, Mapping, Sequence
+from dataclasses import replace
 from functools import partial
 
 import pyarrow as pa
@@ -75,15 +77,29 @@ def _shares_job(
     return ranged.mapInArrow(partial(_share_task, plan, tuple(work), count), MANIFEST)
 
 
-def run_share_pass(
-    spark: SparkSession, inputs: Sequence[tasks.ShareInput], plan: PassPlan
-) -> DataFrame:
-    """The batch's pass (``tasks.pass_share``), share ``n`` reading ``inputs[n]``.
+def _landing_task(
+    plan: PassPlan,
+    inputs: Sequence[tasks.ShareInput],
+    batches: Iterator[pa.RecordBatch],
+) -> Iterator[pa.RecordBatch]:
+    for batch in batches:
+        for row in batch.to_pylist():
+            share, count = row["share"], row["shares"]
+            if count != len(inputs):
+                raise RuntimeError(f"the batch has {count} shares, the pass {len(inputs)}")
+            given = replace(inputs[share], pushes=tuple(row["files"]))
+            yield tasks.pass_share(given, plan, share, count, _attempt())
 
-    No rows go through Spark: the tasks' manifests come back.
+
+def run_landing_pass(
+    batch: DataFrame, inputs: Sequence[tasks.ShareInput], plan: PassPlan
+) -> DataFrame:
+    """The batch's pass over landed files (``tasks.pass_share``): share ``n`` reads the
+    files its row of the landing source's batch names, and the state ``inputs[n]`` names.
+
+    No rows of pushes go through Spark: the tasks' manifests come back.
     """
-    work = [(share, PASS, given) for share, given in enumerate(inputs)]
-    return _shares_job(spark, work, len(inputs), plan)
+    return batch.mapInArrow(partial(_landing_task, plan, tuple(inputs)), MANIFEST)
 
 
 def _records_task(
@@ -103,6 +119,24 @@ def run_records_pass(
     """
     task = partial(_records_task, plan, dict(enumerate(inputs)))
     return records.select(*RECORDS_ARROW.names).mapInArrow(task, MANIFEST)
+
+
+def _warm(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
+    # Unpickling this function imported this module, so the tasks' code and the core.
+    for _ in batches:
+        pass
+    return iter(())
+
+
+def warm_workers(spark: SparkSession) -> None:
+    """Start a Python worker per core with the pass's code imported, as a pass task would.
+
+    A stream's first batch otherwise pays for it (starting the workers and
+    importing pyarrow, numpy, pandas and the core: seconds on a cold
+    machine); Spark reuses an idle worker for the next task.
+    """
+    count = max(spark.sparkContext.defaultParallelism, 1)
+    spark.range(count, numPartitions=count).mapInArrow(_warm, MANIFEST).collect()
 
 
 def run_followup(

@@ -155,6 +155,11 @@ def share_files(paths: Sequence[str], count: int) -> dict[int, list[str]] | None
     return found
 
 
+def share_counts(paths: Sequence[str]) -> set[int]:
+    """The share counts state files were written with (their names say it)."""
+    return {int(found.group(1)) for path in paths if (found := _SHARE_NAME.search(path))}
+
+
 @dataclass(frozen=True, slots=True)
 class ShareInput:
     """What one pass task reads: its pushes, and the carried state it starts from."""
@@ -273,6 +278,12 @@ def pass_records(
     if len(partitions) != 1:
         raise ValueError(f"a pass task got the records of partitions {partitions}, not one")
     share = int(partitions[0])
+    if share not in inputs:
+        raise ValueError(
+            f"a record of partition {share} of a topic counted with {count} partitions: the "
+            "partition count of the pipeline's topic must not change (start again with a new "
+            "checkpoint and tables)"
+        )
     screened = screen_records(records)
     pushes = screened.kept.select(PASS_PUSHES.names)
     received = _newest(pushes)
