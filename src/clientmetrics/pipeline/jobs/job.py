@@ -50,7 +50,6 @@ from clientmetrics.pipeline.spark.storage import TableStore
 from clientmetrics.pipeline.spark.tasks import (
     ShareInput,
     rejected_counts,
-    share_counts,
     share_files,
 )
 
@@ -184,7 +183,7 @@ class PipelineJob:
         store, config = self._store, self._config
         previous_max, previous_received = self._progress(batch_id)
         with self._stage("input", batch_id):
-            count = self._shares(batch_id)
+            count = self._shares()
         watermark = _minus(previous_max, config.lateness_seconds)
         plan = PassPlan(
             staging=store.staging_path("pass", batch_id),
@@ -231,13 +230,13 @@ class PipelineJob:
         """
         return max(self._spark.sparkContext.defaultParallelism, 1)
 
-    def _shares(self, batch_id: int) -> int:
+    def _shares(self) -> int:
         """How many shares the pass has: the landing source's, or the topic's partitions.
 
         The Kafka source's partition ``n`` is share ``n``. The partitions are
-        counted once, by the topic's metadata (``reach.topic_partitions``),
-        where the project's client speaks the settings; else by the state the
-        previous batches left (its files are named by their share count).
+        counted once, by the topic's metadata: asked by the project's client
+        (``reach.topic_partitions``), or by Kafka's Java admin client where the
+        settings are ones only Java speaks (a JKS trust store, GSSAPI).
         """
         kafka = self._config.kafka
         if kafka is None:
@@ -247,23 +246,9 @@ class PipelineJob:
                 self._partitions = topic_partitions(
                     kafka.bootstrap_servers, kafka.topic, kafka.properties
                 )
-            except ConfigurationError as exc:
-                self._partitions = self._shares_of_state(batch_id)
-                if self._partitions is None:
-                    raise ConfigurationError(
-                        f"cannot count the partitions of topic {kafka.topic}: the pipeline "
-                        f"asks with its own Kafka client, which does not speak these "
-                        f"settings ({exc}); give it PEM files and PLAIN or SCRAM"
-                    ) from exc
+            except ConfigurationError:
+                self._partitions = sources.java_topic_partitions(self._spark, kafka)
         return self._partitions
-
-    def _shares_of_state(self, batch_id: int) -> int | None:
-        counts = {
-            count
-            for name, _, _ in _STATE
-            for count in share_counts(self._store.state_files(name, batch_id))
-        }
-        return counts.pop() if len(counts) == 1 else None
 
     def _follow_up(self, rows: list[Row], inputs: list[ShareInput], plan: PassPlan) -> list[Row]:
         """The pass's manifests, completed by a second job where a share needs one.

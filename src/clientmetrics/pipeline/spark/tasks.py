@@ -155,11 +155,6 @@ def share_files(paths: Sequence[str], count: int) -> dict[int, list[str]] | None
     return found
 
 
-def share_counts(paths: Sequence[str]) -> set[int]:
-    """The share counts state files were written with (their names say it)."""
-    return {int(found.group(1)) for path in paths if (found := _SHARE_NAME.search(path))}
-
-
 @dataclass(frozen=True, slots=True)
 class ShareInput:
     """What one pass task reads: its pushes, and the carried state it starts from."""
