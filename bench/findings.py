@@ -12,8 +12,9 @@ a ``cohort-outlier`` client is a new instance that starts at its onset.
 
 Reported per fault kind: recall (faulty clients whose finding fired after the
 onset, of those with at least 4 pushes after it), onset-to-finding delay in
-push intervals (median and max), and false findings (firing events on clients
-with no fault) per 1,000 client-hours. Healthy clients get one-push blips
+push intervals (median, 95th percentile, max, and the share within 3), and
+false findings (firing events on clients with no fault) per 1,000
+client-hours. Healthy clients get one-push blips
 (``--blips``, a chance per push) so the false-finding figure means something:
 the simulator's healthy values alone never come near a threshold.
 
@@ -65,6 +66,13 @@ BLIPS = {
     "record.error.rate": 2.0,
     "failed.authentication.rate": 0.5,
 }
+
+
+def _p95(values: list[float]) -> float:
+    """The 95th percentile (inclusive: a value seen, for few values)."""
+    return (
+        statistics.quantiles(values, n=20, method="inclusive")[-1] if len(values) > 1 else values[0]
+    )
 
 
 def _fleet(
@@ -186,16 +194,6 @@ def run(
         scores = per_kind.setdefault(client.fault, {"found": [], "delays": []})
         hits = [at for name, at in fired.get(instance, []) if name == wanted and at >= onset]
         scores["found"].append(1.0 if hits else 0.0)
-        if not hits and __import__("os").environ.get("DBG"):
-            print(
-                "MISS",
-                instance,
-                client.fault,
-                client.kind,
-                onset,
-                fired.get(instance),
-                file=sys.stderr,
-            )
         if hits:
             scores["delays"].append((min(hits) - onset).total_seconds() / interval)
     client_hours = healthy * steps * interval / 3600
@@ -211,7 +209,11 @@ def run(
                 "delay_median_intervals": round(statistics.median(s["delays"]), 2)
                 if s["delays"]
                 else None,
+                "delay_p95_intervals": round(_p95(s["delays"]), 2) if s["delays"] else None,
                 "delay_max_intervals": round(max(s["delays"]), 2) if s["delays"] else None,
+                "within_3_intervals": round(statistics.fmean(d <= 3 for d in s["delays"]), 3)
+                if s["delays"]
+                else None,
             }
             for kind, s in sorted(per_kind.items())
         },

@@ -11,11 +11,20 @@ import pytest
 
 
 @pytest.fixture(scope="session")
-def spark(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Any]:
+def shared_spark(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Any]:
     """One Spark session for the whole run (tests/spark.py); pyspark is imported on first use."""
     from tests.spark import spark_session
 
     yield from spark_session(tmp_path_factory)
+
+
+@pytest.fixture
+def spark(shared_spark: Any) -> Iterator[Any]:
+    """The shared session, left with no query or job of the test running on."""
+    from tests.spark import left_clean
+
+    yield shared_spark
+    left_clean(shared_spark)
 
 
 @pytest.fixture

@@ -23,6 +23,24 @@ KAFKA_SOURCE_MISSING: list[str] = []
 
 def spark_session(tmp_path_factory: pytest.TempPathFactory) -> Iterator[SparkSession]:
     """Build the session (with the Kafka connector's jars when they are here), yield, stop."""
+    session = _build(tmp_path_factory)
+    yield session
+    session.stop()
+
+
+def left_clean(session: SparkSession) -> None:
+    """After a test: no query of it runs on, no job of it holds the two cores.
+
+    A test stopped by its timeout inside a call into the JVM leaves that call
+    running there (a streaming query, a job): the next test on this worker would
+    wait for cores it holds, and time out in turn.
+    """
+    for query in session.streams.active:
+        query.stop()
+    session.sparkContext.cancelAllJobs()
+
+
+def _build(tmp_path_factory: pytest.TempPathFactory) -> SparkSession:
     scratch = tmp_path_factory.mktemp("spark")
     os.environ["SPARK_LOCAL_IP"] = "127.0.0.1"
     os.environ["PYSPARK_PYTHON"] = sys.executable
@@ -48,5 +66,4 @@ def spark_session(tmp_path_factory: pytest.TempPathFactory) -> Iterator[SparkSes
         class_archive=False,  # a fresh clone would only pay for writing it
     )
     session.sparkContext.setLogLevel("ERROR")
-    yield session
-    session.stop()
+    return session

@@ -200,3 +200,21 @@ def test_an_episode_keeps_why_it_resolved_whatever_the_order_of_its_events() -> 
         assert (alert.is_open, alert.resolution) == (False, "terminated")
     (still,) = episodes(table.slice(0, 1))
     assert (still.is_open, still.resolution) == (True, None)
+
+
+def test_a_java_coordinator_connection_is_named_and_explained_on_a_chart() -> None:
+    """Kafka 4.4's Java client reports its group coordinator connection as ``node-+1``
+    (decoded ``+1``): the chart's line says what it is, beside broker 1's own line."""
+    from clientmetrics.dashboard.series import COORDINATOR_HINT, _label, _Sample, build_charts
+    from clientmetrics.pipeline.core.series import SERIES_SEPARATOR
+
+    def sample(label: str, value: float) -> _Sample:
+        return _Sample("lat", "ms", "gauge", label, 1.0, value)
+
+    keys = [SERIES_SEPARATOR.join(("i1", "lat", f"node.id={n}")) for n in ("1", "+1", "-1")]
+    labels = [_label(key, "lat", False) for key in keys]
+    assert labels == ["node.id=1", "coordinator node.id=1", "bootstrap"]
+    (chart,) = build_charts(sample(label, 5.0) for label in labels)
+    hints = {line.label: line.hint for line in chart.lines}
+    assert hints["coordinator node.id=1"] == COORDINATOR_HINT
+    assert hints["node.id=1"] == ""

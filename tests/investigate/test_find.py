@@ -94,3 +94,23 @@ def test_the_subscriptions_each_client_matches() -> None:
                                                           subscriptions=subs)}  # fmt: skip
     assert hits[A].subscriptions == ("all", "apps", "there")
     assert hits[B].subscriptions == ("all", "there")
+
+
+def test_metric_names_of_the_latest_push_only() -> None:
+    """Without a subscription id (the broker plugin's records) what tells a client back on
+    its old subscription is what its latest push carries: 3 names watched, then 2."""
+    names = ["org.apache.kafka.consumer." + n for n in ("a", "b", "c")]
+
+    def push(ago_s: float, count: int) -> dict[str, Any]:
+        when_ns = int((NOW - timedelta(seconds=ago_s)).timestamp() * 1e9)
+        data = build_metrics_data([gauge(n, 1.0, time_unix_nano=when_ns) for n in names[:count]])
+        return row(A, ago_s, subscription_id=None, payload=data.SerializeToString())
+
+    assert [
+        h.last_push_metrics
+        for h in find_clients(table(push(20, 3), push(10, 2)), Query(), now_ms=NOW_MS)
+    ] == [2]
+    assert [
+        h.last_push_metrics
+        for h in find_clients(table(push(20, 2), push(10, 3)), Query(), now_ms=NOW_MS)
+    ] == [3]

@@ -313,10 +313,11 @@ def test_java_node_strings_are_the_broker_ids_librdkafka_and_franz_go_send() -> 
         ("node_id", 1),  # franz-go
         ("node_id", "node--1"),  # Java, the bootstrap connection
         ("node.id", -1),  # librdkafka, the coordinator
+        ("node_id", "node-+1"),  # Java 4.4, its group coordinator connection to broker 1
     ]
     rows = _decode(*(_payload(latency(k, v)) for k, v in forms))
     assert [r["attributes"] for r in rows] == [
-        [("node.id", v)] for v in ("1", "1", "1", "-1", "-1")
+        [("node.id", v)] for v in ("1", "1", "1", "-1", "-1", "+1")
     ]
     # Only that label's values, and only a whole "node-<integer>", are rewritten.
     rows = _decode(

@@ -86,11 +86,12 @@ def _hits(hits: Sequence[ClientHit]) -> str:
             h.client_instance_id, h.client_id, h.software, h.principal,
             ",".join(h.source_addresses), h.group or "-", h.state, f"{last}Z",
             ",".join(h.metric_types) or "-", _or_dash(h.subscription_id),
-            ",".join(h.subscriptions) or "-",
+            ",".join(h.subscriptions) or "-", str(h.last_push_metrics),
         )  # fmt: skip
         rows.append("<tr class=hit>" + "".join(f"<td>{escape(c)}</td>" for c in cells) + "</tr>")
     head = ("instance", "client.id", "software", "principal", "addresses", "group", "state",
-            "last push", "types", "subscription id", "subscriptions")  # fmt: skip
+            "last push", "types", "subscription id", "subscriptions",
+            "metrics in last push")  # fmt: skip
     header = "".join(f"<th>{h}</th>" for h in head)
     return (
         f"<p id=found>{len(hits)} client instance(s)</p><table id=hits><thead><tr>{header}"

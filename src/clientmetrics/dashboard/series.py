@@ -23,6 +23,7 @@ import pyarrow.compute as pc
 
 from clientmetrics.dashboard.svg import Line
 from clientmetrics.dashboard.tables import TableReader
+from clientmetrics.pipeline.core.brokers import broker_of
 from clientmetrics.pipeline.core.decode import decode_pushes
 from clientmetrics.pipeline.core.rates import fresh_rates, series_state_of
 from clientmetrics.pipeline.core.schemas import (
@@ -82,6 +83,12 @@ BOOTSTRAP_HINT = (
     "it knew which broker answers there; clients report that connection's metrics under "
     "node id -1, beside a series per broker they then used."
 )
+#: The Java client's connection to its group coordinator (``node.id=+1``: broker 1).
+COORDINATOR_LABEL = "coordinator"
+COORDINATOR_HINT = (
+    "coordinator: the Java client's connection to its group coordinator, a second "
+    "connection to that broker beside its node.id=N series (the client names it +N)."
+)
 #: The legend of a chart's one unlabelled line when it is a rate, not the metric's value.
 RATE_LABEL = "per second"
 
@@ -91,14 +98,28 @@ def _label(series: str, metric: str, is_sum: bool) -> str:
     # unlabelled line is named for what it shows (a sum's rate is not its "total").
     attributes = series_attributes(series)
     if attributes:
-        if BOOTSTRAP_ATTRIBUTE in attributes.split(","):
+        parts = attributes.split(",")
+        if BOOTSTRAP_ATTRIBUTE in parts:
             return attributes.replace(BOOTSTRAP_ATTRIBUTE, BOOTSTRAP_LABEL, 1)
-        return attributes
+        return ",".join(_coordinator(part) for part in parts)
     return RATE_LABEL if is_sum else metric.rsplit(".", 1)[-1]
 
 
-def _is_bootstrap(label: str) -> bool:
-    return BOOTSTRAP_LABEL in label.split(",")
+def _coordinator(part: str) -> str:
+    """``node.id=+1`` as ``coordinator node.id=1``; any other attribute as it is."""
+    key, _, value = part.partition("=")
+    if key == "node.id" and broker_of(value) != value:
+        return f"{COORDINATOR_LABEL} node.id={broker_of(value)}"
+    return part
+
+
+def _hint(label: str) -> str:
+    parts = label.split(",")
+    if BOOTSTRAP_LABEL in parts:
+        return BOOTSTRAP_HINT
+    if any(part.startswith(COORDINATOR_LABEL + " ") for part in parts):
+        return COORDINATOR_HINT
+    return ""
 
 
 def rate_unit(unit: str) -> str:
@@ -150,7 +171,7 @@ def build_charts(samples: Iterable[_Sample]) -> list[Chart]:
     charts = []
     for metric in sorted(grouped, key=_chart_order):
         lines = tuple(
-            Line(label, tuple(sorted(points)), BOOTSTRAP_HINT if _is_bootstrap(label) else "")
+            Line(label, tuple(sorted(points)), _hint(label))
             for label, points in sorted(grouped[metric].items())
         )
         unit, is_rate = meta[metric]

@@ -180,7 +180,7 @@ def find(
         click.echo(
             f"{h.client_instance_id}  {h.client_id}  {h.software}  {h.principal}  "
             f"{','.join(h.source_addresses)}  group={h.group or '-'}  {h.state}  last={last}Z  "
-            f"types={','.join(h.metric_types) or '-'}  "
+            f"types={','.join(h.metric_types) or '-'}  metrics={h.last_push_metrics}  "
             f"subscriptions={','.join(h.subscriptions) or '-'}"
         )
 

@@ -83,6 +83,9 @@ class ClientHit:
     """``pushing``, ``silent`` (no push for 3 intervals) or ``gone`` (said goodbye)."""
     metric_types: tuple[str, ...]
     """Client types its metrics are of (``consumer``, ``producer``), from metric names."""
+    #: Metric names in its latest push: what tells one subscription's pushes from
+    #: another's where records carry no subscription id (the broker plugin's).
+    last_push_metrics: int = 0
     subscriptions: tuple[str, ...] = field(default=())
 
 
@@ -104,7 +107,7 @@ def find_clients(
         latest[instance] = row
         addresses.setdefault(instance, set()).add(str(row["client_source_address"]))
     chosen = {i: r for i, r in latest.items() if query.row_ok(r)}
-    groups, types = _from_payloads(ordered, set(chosen))
+    groups, types, last_names = _from_payloads(ordered, set(chosen))
     if query.group is not None:
         chosen = {i: r for i, r in chosen.items() if groups.get(i) == query.group}
     compiled = [PatternCache().compile_subscription(s) for s in subscriptions]
@@ -128,6 +131,7 @@ def find_clients(
                 subscription_id=_int_or_none(row["subscription_id"]),
                 state=_state(row, now_ms),
                 metric_types=tuple(sorted(types.get(instance, ()))),
+                last_push_metrics=len(last_names.get(instance, ())),
                 subscriptions=matched,
             )
         )
@@ -152,25 +156,32 @@ def _state(row: Mapping[str, object], now_ms: int) -> str:
 
 def _from_payloads(
     rows: pa.Table, instances: set[str]
-) -> tuple[dict[str, str], dict[str, set[str]]]:
-    """Per instance, its group (a resource attribute) and its metrics' client types."""
+) -> tuple[dict[str, str], dict[str, set[str]], dict[str, set[str]]]:
+    """Per instance, its group (a resource attribute), its metrics' client types and the
+    metric names of its latest push (``rows`` oldest first)."""
     if not instances:
-        return {}, {}
+        return {}, {}, {}
     mine = rows.filter(pc.is_in(rows.column("client_instance_id"), pa.array(sorted(instances))))
     points = decode_pushes(mine).select(
-        ["client_instance_id", "metric_name", "resource_attributes"]
+        ["client_instance_id", "received_at", "metric_name", "resource_attributes"]
     )
     groups: dict[str, str] = {}
     types: dict[str, set[str]] = {}
+    latest: dict[str, tuple[object, set[str]]] = {}
     for point in points.to_pylist():
         instance = point["client_instance_id"]
+        at, names = latest.get(instance, (None, set()))
+        if at != point["received_at"]:  # a later push: the names start again
+            at, names = point["received_at"], set()
+            latest[instance] = (at, names)
+        names.add(str(point["metric_name"]))
         for key, value in point["resource_attributes"] or []:
             if key in GROUP_KEYS and value:
                 groups[instance] = value
         parts = str(point["metric_name"]).split(".")
         if parts[:3] == ["org", "apache", "kafka"] and len(parts) > 3:
             types.setdefault(instance, set()).add(parts[3])
-    return groups, types
+    return groups, types, {instance: names for instance, (_, names) in latest.items()}
 
 
 def subscriptions_from(configs: Mapping[str, Mapping[str, str | None]]) -> Sequence[Subscription]:

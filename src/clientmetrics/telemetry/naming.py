@@ -17,6 +17,7 @@ from collections.abc import Mapping
 __all__ = [
     "ATTRIBUTE_ALIASES",
     "ATTRIBUTE_VALUES",
+    "COORDINATOR",
     "TELEMETRY_PREFIX",
     "telemetry_attributes",
     "telemetry_name",
@@ -36,7 +37,12 @@ ATTRIBUTE_ALIASES = {"node_id": "node.id"}
 #: downstream. librdkafka and franz-go send the broker's integer id; the Java client sends
 #: its connection id, ``node-<id>`` (``node--1`` for a bootstrap connection), a string.
 #: Decoded, all three are the id's decimal text: ``node-1`` and ``1`` are one series.
-ATTRIBUTE_VALUES = {"node.id": (r"^node-(-?[0-9]+)$", r"\1")}
+#: The Java client's connection to its group coordinator is ``node-+<broker id>`` (Kafka
+#: 4's ``GroupCoordinatorNode`` names it ``+`` and the id): decoded ``+1``, a series of
+#: its own beside broker 1's other connection, about the same broker (``COORDINATOR``).
+ATTRIBUTE_VALUES = {"node.id": (r"^node-([-+]?[0-9]+)$", r"\1")}
+#: A decoded ``node.id`` of the Java client's group coordinator connection starts so.
+COORDINATOR = "+"
 
 
 def _clean(value: str, joiner: str) -> str:

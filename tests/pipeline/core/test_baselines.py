@@ -84,19 +84,45 @@ def _events(engine: EnginePass, batches: list[list[tuple[str, int, float]]]) -> 
 
 def test_a_sustained_departure_from_the_clients_own_history_fires_and_a_blip_does_not() -> None:
     values = [_steady(m) for m in range(20)] + [30.0] + [_steady(m) for m in range(21, 30)]
-    values += [30.0] * 4 + [2.5]
-    rule = "out-of-profile/producer.node.request.latency.avg"
-    for per_batch in (len(values), 1):  # one batch, or one point per batch: the same events
+    # Out from 30; the first point back (34) is not judged, the second (35) resolves.
+    values += [30.0] * 4 + [2.5, 2.5]
+    assert _in_batches_of_any_size(values) == [
+        (PROFILE_RULE, "firing", "i-1", at(60 * 32), None),
+        (PROFILE_RULE, "resolved", "i-1", at(60 * 32), at(60 * 35)),
+    ]
+
+
+PROFILE_RULE = "out-of-profile/producer.node.request.latency.avg"
+
+
+def _in_batches_of_any_size(values: list[float]) -> list[Any]:
+    """The events of one client's points, one a minute: in one batch, or one per batch."""
+    found = []
+    for per_batch in (len(values), 1):
         engine = EnginePass(_rules("out-of-profile"), _inventory(["i-1"]))
         minutes = list(enumerate(values))
         batches = [
             [("i-1", m, v) for m, v in minutes[start : start + per_batch]]
             for start in range(0, len(minutes), per_batch)
         ]
-        assert _events(engine, batches) == [
-            (rule, "firing", "i-1", at(60 * 32), None),
-            (rule, "resolved", "i-1", at(60 * 32), at(60 * 34)),
-        ]
+        found.append(_events(engine, batches))
+    assert found[0] == found[1]
+    return found[0]
+
+
+def test_one_point_back_in_profile_does_not_restart_a_departure() -> None:
+    """A departure's points that fall back within the limit by chance: one alone is not
+    judged (the episode from 20 fires at 23, 180 s on), two in a row end it."""
+    steady = [_steady(m) for m in range(20)]
+    assert _in_batches_of_any_size([*steady, 30.0, 30.0, 2.5, 30.0]) == [
+        (PROFILE_RULE, "firing", "i-1", at(60 * 23), None)
+    ]
+    # Back twice in a row: the episode ends; out again, it starts again at 24.
+    assert _in_batches_of_any_size([*steady, 30.0, 30.0, 2.5, 2.5, 30.0, 30.0]) == []
+    # Out, back, out, back, out: never two back in a row; 120 s from 20 at 22.
+    assert _in_batches_of_any_size(steady + [30.0, 2.5] * 2 + [30.0]) == [
+        (PROFILE_RULE, "firing", "i-1", at(60 * 22), None)
+    ]
 
 
 def test_a_new_client_has_no_profile_of_its_own_until_it_learnt_one() -> None:
@@ -110,10 +136,10 @@ def test_a_level_held_for_an_hour_becomes_the_new_profile() -> None:
     values = [_steady(m) for m in range(20)] + [30.0] * (RELEARN + 5)
     found = _events(engine, [[("i-1", m, v) for m, v in enumerate(values)]])
     # Fired on the third point out; the RELEARN-th point out resets the level, so the
-    # next one is in profile and resolves it.
+    # next two are in profile: the first is not judged, the second resolves it.
     assert [row[1:] for row in found] == [
         ("firing", "i-1", at(60 * 22), None),
-        ("resolved", "i-1", at(60 * 22), at(60 * (20 + RELEARN))),
+        ("resolved", "i-1", at(60 * 22), at(60 * (21 + RELEARN))),
     ]
 
 
@@ -137,6 +163,21 @@ def test_a_new_instance_unlike_its_cohort_is_out_of_cohort() -> None:
     ]
     rule = "out-of-cohort/producer.node.request.latency.avg"
     assert _events(engine, batches) == [(rule, "firing", "i-new", at(60 * 12), None)]
+
+
+def test_one_point_back_within_its_cohort_does_not_restart_a_departure() -> None:
+    """The newcomer's third point falls within its cohort: not judged, so the episode
+    from 10 fires at 13 (one point per batch: the flag is carried between batches)."""
+    members = [f"i-{n}" for n in range(6)]
+    engine = EnginePass(_rules("out-of-cohort"), _inventory([*members, "i-new"]))
+    batches = [[(i, m, _steady(m + n)) for n, i in enumerate(members)] for m in range(10)]
+    newcomer = {10: 30.0, 11: 30.0, 12: 2.5, 13: 30.0}
+    batches += [
+        [*((i, m, _steady(m + n)) for n, i in enumerate(members)), ("i-new", m, value)]
+        for m, value in newcomer.items()
+    ]
+    rule = "out-of-cohort/producer.node.request.latency.avg"
+    assert _events(engine, batches) == [(rule, "firing", "i-new", at(60 * 13), None)]
 
 
 def test_a_cohort_needs_members_and_clients_of_other_cohorts_are_not_judged_by_it() -> None:

@@ -113,3 +113,12 @@ def test_a_slow_broker_for_many_clients_is_no_host_incident() -> None:
     events = [_event(c, "3", "firing", 60) for c in "abcde"]
     assert HostSweep().feed(events) == []
     assert [i["node_id"] for i in BrokerSweep().feed(events)] == ["3"]
+
+
+def test_a_java_coordinator_connection_is_about_its_broker() -> None:
+    """Kafka 4.4's Java client names its group coordinator connection ``+1`` (broker 1):
+    slow there, it counts for broker 1; -1 (librdkafka's coordinator) for no broker."""
+    sweep = BrokerSweep(min_clients=2)
+    assert sweep.feed([_event("a", "+1", "firing", 120), _event("c", "-1", "firing", 120)]) == []
+    (fired,) = sweep.feed([_event("b", "1", "firing", 130)])
+    assert (fired["node_id"], fired["clients"]) == ("1", 2)

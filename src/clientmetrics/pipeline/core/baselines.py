@@ -46,14 +46,14 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from clientmetrics.pipeline.core.alerts import measured, rule_matches
-from clientmetrics.pipeline.core.arrays import filled, floats
+from clientmetrics.pipeline.core.arrays import filled, flags, floats, runs
 from clientmetrics.pipeline.core.cohorts import judge_cohorts
 from clientmetrics.pipeline.core.profiles import learn
 from clientmetrics.pipeline.core.rules import AlertRule
 from clientmetrics.pipeline.core.schemas import BASELINE_STATE_ARROW, COHORT_PARTIALS_ARROW
 from clientmetrics.pipeline.core.series import ACCUMULATING, SeriesOrder
 
-__all__ = ["Scored", "score_points"]
+__all__ = ["Scored", "forgive", "score_points"]
 
 
 @dataclass(slots=True)
@@ -115,8 +115,69 @@ def score_points(
         rows = order.rows[chosen[order.rows]]
         codes = order.codes[chosen[order.rows]]
         series = points.column("series").take(pa.array(rows, pa.int64()))
+        carried = state
         state = learn(series, codes, x[rows], own_limit[rows], points, rows, state, profile)
         partials = judge_cohorts(points, rows, x, peer_limit, cohorts, inventory, cohort)
+        state = _forgiving(series, codes, rows, carried, state, (profile, own_limit),
+                           (cohort, peer_limit))  # fmt: skip
     scored = points.append_column("profile_score", pa.array(profile, mask=np.isnan(profile)))
     scored = scored.append_column("cohort_score", pa.array(cohort, mask=np.isnan(cohort)))
     return Scored(scored, state.cast(BASELINE_STATE_ARROW), partials)
+
+
+def forgive(
+    scores: np.ndarray, limit: np.ndarray, rows: np.ndarray, codes: np.ndarray, was_out: np.ndarray
+) -> np.ndarray:
+    """One point back in profile does not end a departure: it is not judged (null).
+
+    A real departure still has points that fall back within the limit by
+    chance (a latency ×8 with a healthy spread of a third of its level: about
+    one point in fifty), and each would end the episode and restart the time
+    its condition must hold. So a point in profile right after a point out of
+    it is left unjudged, neither ending nor continuing the episode; a second
+    one in a row ends it. ``rows`` are the scored points grouped by series
+    (``codes``) in time order; ``was_out`` says, per series, whether its
+    latest judged point before the batch was out. Returns the same after it.
+    """
+    score = scores[rows]
+    judged = np.flatnonzero(np.isfinite(score))
+    out = score[judged] > limit[rows[judged]]
+    first, last = runs(codes)
+    group = np.repeat(np.arange(len(first)), last - first + 1)[judged]
+    starts = np.ones(len(judged), dtype=bool)
+    starts[1:] = group[1:] != group[:-1]
+    before = np.empty(len(judged), dtype=bool)
+    before[1:] = out[:-1]
+    before[starts] = was_out[group[starts]]
+    scores[rows[judged[~out & before]]] = np.nan
+    latest = was_out.copy()
+    ends = np.append(starts[1:], True)[: len(judged)]
+    latest[group[ends]] = out[ends]
+    return latest
+
+
+def _forgiving(
+    series: pa.Array | pa.ChunkedArray,
+    codes: np.ndarray,
+    rows: np.ndarray,
+    carried: pa.Table,
+    state: pa.Table,
+    *kinds: tuple[np.ndarray, np.ndarray],
+) -> pa.Table:
+    """``forgive`` each kind's scores, its per-series flag carried in ``state``."""
+    first, _ = runs(codes)
+    heads = series.take(pa.array(first, pa.int64())) if len(first) else pa.array([], pa.string())
+    found = pc.index_in(heads, carried.column("series"))
+    latest = []
+    for name, (scores, limit) in zip(("profile_out", "cohort_out"), kinds, strict=True):
+        was = flags(carried.column(name).take(found))
+        latest.append(forgive(scores, limit, rows, codes, was))
+    at = pc.index_in(state.column("series"), heads)
+    where = filled(at, -1).astype(np.int64)
+    for name, flag in zip(("profile_out", "cohort_out"), latest, strict=True):
+        new = flags(state.column(name))
+        new[where >= 0] = flag[where[where >= 0]]
+        state = state.set_column(
+            state.schema.get_field_index(name), name, pa.array(new, pa.bool_())
+        )
+    return state

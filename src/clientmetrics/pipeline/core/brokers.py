@@ -28,6 +28,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from clientmetrics.pipeline.core.findings import finding_of
+from clientmetrics.telemetry.naming import COORDINATOR
 
 __all__ = ["BROKER_FINDING", "HOST_FINDING", "MIN_CLIENTS", "MIN_NODES", "BrokerSweep", "HostSweep"]
 
@@ -46,10 +47,18 @@ _NOT_A_BROKER = {"-1", ""}
 
 
 def node_of(event: Mapping[str, Any]) -> str | None:
-    """The broker a per-client event is about: its point's ``node.id`` (or ``node_id``)."""
+    """The broker a per-client event is about: its point's ``node.id`` (or ``node_id``).
+
+    The Java client's group coordinator connection (``+1``) is about that broker (1).
+    """
     attributes = event.get("attributes") or {}
     node = attributes.get("node.id", attributes.get("node_id"))
-    return None if node is None or str(node) in _NOT_A_BROKER else str(node)
+    return None if node is None or str(node) in _NOT_A_BROKER else broker_of(str(node))
+
+
+def broker_of(node: str) -> str:
+    """The broker id a decoded ``node.id`` names (``+1``, a coordinator connection: 1)."""
+    return node.removeprefix(COORDINATOR)
 
 
 def _moment(event: Mapping[str, Any]) -> str:

@@ -6,7 +6,7 @@ in profile moves an exponentially weighted mean and variance by ``ALPHA``, its
 pull bounded to ``CLIP`` spreads. A point out of profile does not move it (a
 departure must not become its own reference), until ``RELEARN`` consecutive
 points were out: then their level is the client's new profile. The state is
-one ``BASELINE_STATE_ARROW`` row per series.
+one ``BASELINE_STATE_ARROW`` row per series a profile or cohort rule names.
 """
 
 from __future__ import annotations
@@ -113,7 +113,6 @@ def learn(
         count[learning] += 1
         done = learning[count[learning] == WARMUP]
         mean[done], var[done] = _robust(early[done])
-    own = np.isfinite(limit[first]) if len(first) else np.zeros(0, dtype=bool)
     kept_early = [
         None if n >= WARMUP else row[:n].tolist() for n, row in zip(count, early, strict=True)
     ]
@@ -126,7 +125,10 @@ def learn(
             "baseline_var": pa.array(var, pa.float64()),
             "baseline_out": pa.array(out, pa.int64()),
             "last_time": timestamps(times[last]),
+            # ``baselines.forgive`` sets these after both kinds judged the batch.
+            "profile_out": state.column("profile_out").take(found),
+            "cohort_out": state.column("cohort_out").take(found),
         }
-    ).filter(pa.array(own))
+    )
     kept = state.filter(pc.invert(pc.is_in(state.column("series"), latest.column("series"))))
     return pa.concat_tables([kept.cast(BASELINE_STATE_ARROW), latest.cast(BASELINE_STATE_ARROW)])

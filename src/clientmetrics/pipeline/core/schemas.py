@@ -247,6 +247,10 @@ BASELINE_STATE_ARROW = pa.schema(
         ("baseline_var", pa.float64()),
         ("baseline_out", pa.int64()),
         ("last_time", TIMESTAMP),
+        # Whether the series' latest judged point was out of profile, of its cohort
+        # (``baselines.forgive``: one point back in does not end a departure yet).
+        ("profile_out", pa.bool_()),
+        ("cohort_out", pa.bool_()),
     ]
 )
 
