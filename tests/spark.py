@@ -63,7 +63,6 @@ def _build(tmp_path_factory: pytest.TempPathFactory) -> SparkSession:
             "spark.local.dir": str(scratch / "local"),
             "spark.sql.warehouse.dir": str(scratch / "warehouse"),
         },
-        class_archive=False,  # a fresh clone would only pay for writing it
     )
     session.sparkContext.setLogLevel("ERROR")
     return session

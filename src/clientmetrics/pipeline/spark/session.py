@@ -21,7 +21,6 @@ from pyspark.sql import SparkSession
 
 from clientmetrics import lifeline
 from clientmetrics.errors import ConfigurationError
-from clientmetrics.pipeline.spark.class_archive import archive_options
 
 #: C1-only JIT and serial GC start a short-lived driver JVM about a second sooner.
 FAST_START_JAVA_OPTIONS = "-XX:TieredStopAtLevel=1 -XX:+UseSerialGC -XX:-UsePerfData"
@@ -98,8 +97,6 @@ def build_session(
     master: str | None = None,
     app_name: str = "clientmetrics-pipeline",
     conf: dict[str, str] | None = None,
-    *,
-    class_archive: bool = True,
 ) -> SparkSession:
     """A Spark session for the pipeline (UTC session time zone, Arrow enabled).
 
@@ -111,16 +108,12 @@ def build_session(
     built from one image. Elsewhere, ship a packed environment with
     ``--conf spark.archives=env.tar.gz#env --conf
     spark.pyspark.python=./env/bin/python`` (docs/pipeline.md).
-
-    ``class_archive``: start the driver's JVM with the class archive
-    (``class_archive``), written by the first run.
     """
     ensure_java()
     settings = {**local_defaults(master), **(conf or {})}
     # Our log4j2 settings first, so that a -Dlog4j2.configurationFile given in conf wins.
     java_options = settings.get("spark.driver.extraJavaOptions", "")
-    archive = archive_options(os.environ["JAVA_HOME"], java_options) if class_archive else ""
-    settings["spark.driver.extraJavaOptions"] = f"{LOG4J_OPTION} {archive} {java_options}".strip()
+    settings["spark.driver.extraJavaOptions"] = f"{LOG4J_OPTION} {java_options}".strip()
     if master is not None and master.startswith("local"):
         # The hostname may resolve to loopback; keep every port on it instead of eth0.
         os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
