@@ -29,8 +29,6 @@ from datetime import UTC, datetime, timedelta
 
 import pyarrow as pa
 import structlog
-from py4j.protocol import Py4JError  # type: ignore[import-untyped]
-from pyspark.errors import PySparkException
 from pyspark.sql import DataFrame, Row, SparkSession
 from pyspark.sql.streaming.query import StreamingQuery
 
@@ -163,9 +161,11 @@ class PipelineJob:
         started = time.perf_counter()
         try:
             passes.warm_workers(self._spark)
-        except (Py4JError, PySparkException, OSError) as exc:  # e.g. stopped meanwhile
+        except Exception as exc:  # best effort, on a thread of its own
             # A warm-up that fails costs only its time: the first batch starts the workers.
-            _log.debug("pipeline warm-up failed", error=str(exc).splitlines()[0])
+            # The session may be stopped under it (Ctrl-C during the start), which fails
+            # in py4j, in pyspark or on a context already gone: never a traceback.
+            _log.debug("pipeline warm-up failed", error=(str(exc).splitlines() or [""])[0])
             return
         _log.debug("pipeline warm-up", seconds=round(time.perf_counter() - started, 3))
 
