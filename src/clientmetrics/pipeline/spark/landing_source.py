@@ -77,7 +77,7 @@ class _Share(InputPartition):
 
 
 def listed(input_path: str) -> list[str]:
-    """The landed files under ``input_path`` (``date=*/hour=*/*.parquet``), oldest first,
+    """The landed files under ``input_path`` (``LANDED_FILES``), oldest first,
     named as ``input_path`` names them (a URI stays one).
 
     Names beginning with ``.`` or ``_`` are not data (docs/landing.md).
