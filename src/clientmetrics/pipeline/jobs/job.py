@@ -1,10 +1,9 @@
 """The pipeline job: pushes in (landed files or a Kafka topic), the tables out.
 
 ``run`` and ``stream`` are the same Structured Streaming query with one
-checkpoint (``spark.landing_source`` or ``sources``): ``run`` uses
-``Trigger.AvailableNow`` (everything not yet processed, then stop),
-``stream`` a processing-time trigger. The
-checkpoint holds what was read (the pipeline's manifests of landed files, or
+checkpoint (``sources``): ``run`` uses ``Trigger.AvailableNow`` (everything
+not yet processed, then stop), ``stream`` a processing-time trigger. The
+checkpoint holds what was read (the landing directory's processed files, or
 the topic's offsets), so a second ``run`` adds nothing and ``stream`` resumes
 where ``run`` (or a killed ``stream``) stopped.
 
@@ -43,13 +42,8 @@ from clientmetrics.pipeline.jobs.reach import topic_partitions
 from clientmetrics.pipeline.jobs.sources import KafkaSource
 from clientmetrics.pipeline.spark import passes
 from clientmetrics.pipeline.spark.files import absolute_location
-from clientmetrics.pipeline.spark.landing_source import landing_stream
 from clientmetrics.pipeline.spark.storage import TableStore
-from clientmetrics.pipeline.spark.tasks import (
-    ShareInput,
-    rejected_counts,
-    share_files,
-)
+from clientmetrics.pipeline.spark.tasks import ShareInput, rejected_counts, share_files
 
 _log = structlog.get_logger(__name__)
 
@@ -119,7 +113,7 @@ class PipelineJob:
         self.follow_ups: dict[str, int] = {"idle": 0, "judged": 0}
         #: Records and points left out (dead letters, ``core.rejects``), by reason.
         self.rejected: dict[str, int] = {}
-        #: The topic's partitions, once counted (``_shares``).
+        #: The topic's partitions, once counted (``_topic_partitions``).
         self._partitions: int | None = None
 
     @contextmanager
@@ -137,12 +131,8 @@ class PipelineJob:
         if config.kafka is not None:
             stream = sources.kafka_stream(self._spark, config.kafka)
         else:
-            stream = landing_stream(
-                self._spark,
-                config.input_path,
-                config.checkpoint_path,
-                self._landing_shares(),
-                config.max_files_per_trigger,
+            stream = sources.landing_stream(
+                self._spark, config.input_path, config.max_files_per_trigger
             )
         writer = (
             stream.writeStream.foreachBatch(self.process_batch)
@@ -183,7 +173,7 @@ class PipelineJob:
         store, config = self._store, self._config
         previous_max, previous_received = self._progress(batch_id)
         with self._stage("input", batch_id):
-            count = self._shares()
+            found = self._input(pushes)
         watermark = _minus(previous_max, config.lateness_seconds)
         plan = PassPlan(
             staging=store.staging_path("pass", batch_id),
@@ -198,9 +188,9 @@ class PipelineJob:
         )
         store.clear(plan.staging)
         with self._stage("pass", batch_id):
-            inputs = self._share_inputs(count, filtered=config.kafka is None, batch_id=batch_id)
+            inputs = self._share_inputs(found, batch_id)
             if config.kafka is None:
-                rows = passes.run_landing_pass(pushes, inputs, plan).collect()
+                rows = passes.run_share_pass(self._spark, inputs, plan).collect()
             else:
                 rows = passes.run_records_pass(pushes, inputs, plan).collect()
             received = _latest(previous_received, *(row["max_received_at"] for row in rows))
@@ -222,25 +212,23 @@ class PipelineJob:
         store.clear(plan.staging)
         self.batches += 1
 
-    def _landing_shares(self) -> int:
-        """The landing pass's shares: the session's default parallelism (its cores).
+    def _input(self, pushes: DataFrame) -> _BatchInput:
+        """How many shares the pass has, and the landed files they read.
 
-        Landed files hold every instance: each share reads them and keeps its
-        own, so more shares than cores would only read them more often.
+        Landed files hold every instance: each of the shares (as many as the
+        session's default parallelism: its cores) reads them all and keeps its
+        own; naming the files runs no Spark job. The Kafka source's partition
+        ``n`` is share ``n``.
         """
-        return max(self._spark.sparkContext.defaultParallelism, 1)
+        if self._config.kafka is None:
+            count = max(self._spark.sparkContext.defaultParallelism, 1)
+            return _BatchInput(count, tuple(sources.landed_files(pushes)), True)
+        return _BatchInput(self._topic_partitions(self._config.kafka), (), False)
 
-    def _shares(self) -> int:
-        """How many shares the pass has: the landing source's, or the topic's partitions.
-
-        The Kafka source's partition ``n`` is share ``n``. The partitions are
-        counted once, by the topic's metadata: asked by the project's client
-        (``reach.topic_partitions``), or by Kafka's Java admin client where the
-        settings are ones only Java speaks (a JKS trust store, GSSAPI).
-        """
-        kafka = self._config.kafka
-        if kafka is None:
-            return self._landing_shares()
+    def _topic_partitions(self, kafka: KafkaSource) -> int:
+        """The topic's partitions, counted once by its metadata: asked by the project's
+        client (``reach.topic_partitions``), or by Kafka's Java admin client where the
+        settings are ones only Java speaks (a JKS trust store, GSSAPI)."""
         if self._partitions is None:
             try:
                 self._partitions = topic_partitions(
@@ -284,16 +272,16 @@ class PipelineJob:
         ]
         return [row for row in rows if row not in superseded] + more
 
-    def _share_inputs(self, count: int, *, filtered: bool, batch_id: int) -> list[ShareInput]:
-        """The carried state each share's task reads (``filtered``: the share's pushes
-        come mixed with other shares', as landed files are; its task keeps its own)."""
+    def _share_inputs(self, found: _BatchInput, batch_id: int) -> list[ShareInput]:
+        """What each share's task reads: its pushes (landed files), and its carried state."""
+        count = found.count
         state_by_share: dict[str, dict[int, list[str]] | None] = {}
         everything: dict[str, list[str]] = {}
         for name, tag, _ in _STATE:
             everything[tag] = self._store.state_files(name, batch_id)
             state_by_share[tag] = share_files(everything[tag], count)
         resharded = any(found is None for found in state_by_share.values())
-        if resharded and not filtered and any(everything.values()):
+        if resharded and not found.filtered and any(everything.values()):
             raise ConfigurationError(
                 f"the topic now has {count} partitions: the pipeline's state is kept by "
                 "partition, so the partition count of its topic must not change "
@@ -305,7 +293,7 @@ class PipelineJob:
                 tag: tuple(everything[tag] if resharded else (by_share or {}).get(share, []))
                 for tag, by_share in state_by_share.items()
             }
-            inputs.append(ShareInput((), filtered, state, resharded))
+            inputs.append(ShareInput(found.files, found.filtered, state, resharded))
         return inputs
 
     def _progress(self, batch_id: int) -> tuple[datetime | None, datetime | None]:
@@ -342,6 +330,18 @@ class PipelineJob:
         if lines and not self._store.exists(marker):
             self._notifier.notify_lines(sorted(lines))
             self._store.mark(marker)
+
+
+@dataclass(frozen=True, slots=True)
+class _BatchInput:
+    """What the pass must know of a micro-batch before it runs."""
+
+    #: How many shares the pass has (tasks; Kafka partitions).
+    count: int
+    #: Landed files every share reads (none for the Kafka source).
+    files: tuple[str, ...]
+    #: Whether the pushes a share reads hold other shares' too (landed files do).
+    filtered: bool
 
 
 def _check_shares(rows: Sequence[Row], count: int) -> None:

@@ -1,8 +1,8 @@
-"""The pipeline's Kafka source as a Structured Streaming query.
+"""The pipeline's two sources as Structured Streaming queries: landed files, or a Kafka topic.
 
-(The landing directory's source is ``spark.landing_source``: the pass's tasks
-read the files it names.)
-
+* **landing** (the embedded default) — Spark's file source over the landing
+  directory names each micro-batch's new files (its checkpoint is the
+  processed-files manifest); the pass's tasks read the files themselves.
 * **kafka** — Spark's Kafka source (the connector jars, ``spark.connector``)
   reads the topic the topic exporter and the broker plugin write; offsets
   live in the checkpoint. Records are keyed by client instance, so a Kafka
@@ -28,10 +28,25 @@ from typing import Any
 
 from py4j.protocol import Py4JError  # type: ignore[import-untyped]
 from pyspark.sql import DataFrame, SparkSession
+from pyspark.sql import functions as F
+from pyspark.sql.types import DateType, IntegerType, StructField, StructType
 
 from clientmetrics.client.properties import CONNECT_TIMEOUT_S, PROTOCOLS, parse_bootstrap
 from clientmetrics.errors import ConfigurationError
+from clientmetrics.pipeline.core.schemas import LANDING_ARROW
+from clientmetrics.pipeline.spark.passes import spark_schema
 from clientmetrics.telemetry.otlp import TELEMETRY_TOPIC as DEFAULT_TOPIC
+
+#: The column naming each push's landed file.
+LANDED_FILE = "landed_file"
+
+_LANDING = StructType(
+    [
+        *spark_schema(LANDING_ARROW).fields,
+        StructField("date", DateType()),
+        StructField("hour", IntegerType()),
+    ]
+)
 
 _JAAS_MODULES = {
     "PLAIN": "org.apache.kafka.common.security.plain.PlainLoginModule",
@@ -116,6 +131,41 @@ def kafka_stream(spark: SparkSession, source: KafkaSource) -> DataFrame:
     for key, value in consumer_options(source.properties).items():
         reader = reader.option(f"kafka.{key}", value)
     return reader.load()
+
+
+def landing_stream(
+    spark: SparkSession, input_path: str, max_files_per_trigger: int | None
+) -> DataFrame:
+    """Each new landed file's pushes, as their file's name (the pass's tasks read the files)."""
+    # The partition columns are part of the schema: a stream started on an
+    # empty landing directory would otherwise not know them, and fail when
+    # the first date=/hour= directory appears.
+    reader = spark.readStream.schema(_LANDING)
+    if max_files_per_trigger:
+        reader = reader.option("maxFilesPerTrigger", max_files_per_trigger)
+    landed = reader.parquet(input_path)
+    return landed.select(F.col("_metadata.file_path").alias(LANDED_FILE))
+
+
+def landed_files(pushes: DataFrame) -> list[str]:
+    """A landing batch's files.
+
+    They are in the plan Spark made of the batch (the file scan's
+    partitions), so no Spark job has to read them; where that plan cannot be
+    reached (another Spark), one small job collects the files' names.
+    """
+    try:
+        scan = pushes._jdf.queryExecution().logical().rdd()
+        names = {f.filePath().toString() for p in scan.partitions() for f in p.files()}
+    except (AttributeError, Py4JError):
+        return landed_files_by_job(pushes)
+    return sorted(names)
+
+
+def landed_files_by_job(pushes: DataFrame) -> list[str]:
+    """A landing batch's files, collected by a Spark job."""
+    named = F.col(LANDED_FILE) if LANDED_FILE in pushes.columns else F.col("_metadata.file_path")
+    return sorted(row[0] for row in pushes.select(named).distinct().collect())
 
 
 def java_topic_partitions(

@@ -2,11 +2,10 @@
 
 Spark does no rule here, and no row of a push goes through a shuffle:
 
-* ``run_landing_pass`` — the batch's pass over landed files: one task per
-  share of the client instances (a row of the landing source's batch names
-  the files it reads), each reading its share's pushes and carried state
-  with pyarrow (``tasks.pass_share``), so an instance's pushes and state
-  meet in one task;
+* ``run_share_pass`` — the batch's pass over landed files: one task per
+  share of the client instances, each reading its share's pushes and
+  carried state with pyarrow (``tasks.pass_share``), so an instance's pushes
+  and state meet in one task;
 * ``run_records_pass`` — the batch's pass over the Kafka source's records:
   records are keyed by instance, so a partition holds whole instances and
   its task is that share's pass as it is (``tasks.pass_records``; the
@@ -22,7 +21,6 @@ Each returns the manifests (``files.MANIFEST_ARROW``) of what its tasks wrote.
 from __future__ import annotations
 
 from collections.abc import Iterator, Mapping, Sequence
-from dataclasses import replace
 from functools import partial
 
 import pyarrow as pa
@@ -77,29 +75,15 @@ def _shares_job(
     return ranged.mapInArrow(partial(_share_task, plan, tuple(work), count), MANIFEST)
 
 
-def _landing_task(
-    plan: PassPlan,
-    inputs: Sequence[tasks.ShareInput],
-    batches: Iterator[pa.RecordBatch],
-) -> Iterator[pa.RecordBatch]:
-    for batch in batches:
-        for row in batch.to_pylist():
-            share, count = row["share"], row["shares"]
-            if count != len(inputs):
-                raise RuntimeError(f"the batch has {count} shares, the pass {len(inputs)}")
-            given = replace(inputs[share], pushes=tuple(row["files"]))
-            yield tasks.pass_share(given, plan, share, count, _attempt())
-
-
-def run_landing_pass(
-    batch: DataFrame, inputs: Sequence[tasks.ShareInput], plan: PassPlan
+def run_share_pass(
+    spark: SparkSession, inputs: Sequence[tasks.ShareInput], plan: PassPlan
 ) -> DataFrame:
-    """The batch's pass over landed files (``tasks.pass_share``): share ``n`` reads the
-    files its row of the landing source's batch names, and the state ``inputs[n]`` names.
+    """The batch's pass (``tasks.pass_share``), share ``n`` reading ``inputs[n]``.
 
-    No rows of pushes go through Spark: the tasks' manifests come back.
+    No rows go through Spark: the tasks' manifests come back.
     """
-    return batch.mapInArrow(partial(_landing_task, plan, tuple(inputs)), MANIFEST)
+    work = [(share, PASS, given) for share, given in enumerate(inputs)]
+    return _shares_job(spark, work, len(inputs), plan)
 
 
 def _records_task(
