@@ -246,7 +246,7 @@ def main() -> None:
         background.start()
         if args.cold:
             query, spark = _cold(
-                args, spark_of, lambda spark: Job(spark, config), watch, gateway.port
+                args, spark_of, lambda spark: Job(spark, config), watch, gateway.port, stages
             )
         else:
             spark = spark_of()
@@ -318,7 +318,12 @@ def _progress_through(query: Any, line_at: float, wait: float = 60.0) -> list[An
 
 
 def _cold(
-    args: argparse.Namespace, spark_of: Any, job_of: Any, watch: SinkWatch, port: int
+    args: argparse.Namespace,
+    spark_of: Any,
+    job_of: Any,
+    watch: SinkWatch,
+    port: int,
+    stages: dict[int, dict[str, float]],
 ) -> tuple[Any, Any]:
     """An unhealthy client pushes, then Spark starts: its first alert, and where the time went."""
     started = time.time()
@@ -342,6 +347,17 @@ def _cold(
         f" Spark session {session_s:.2f} s, first batch {first:.2f} s, "
         f"{batches} batches up to the alert)"
     )
+    if progress:
+        spark_ms = progress[0]["durationMs"]
+        print(
+            "  first batch, Spark's steps: "
+            + ", ".join(f"{name} {ms / 1000:.2f} s" for name, ms in sorted(spark_ms.items()))
+        )
+        ours = stages.get(int(progress[0]["batchId"]), {})
+        print(
+            "  first batch, the job's stages: "
+            + ", ".join(f"{name} {secs:.2f} s" for name, secs in ours.items())
+        )
     return query, spark
 
 

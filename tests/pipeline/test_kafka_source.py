@@ -7,6 +7,8 @@ tool reads (a Java properties file, ``--command-config``).
 from __future__ import annotations
 
 import json
+import shutil
+import subprocess
 from collections.abc import Iterator
 from datetime import datetime
 from pathlib import Path
@@ -18,8 +20,10 @@ from confluent_kafka.admin import AdminClient, NewTopic
 from peers.kafka import KafkaBroker
 from pyspark.sql import SparkSession
 
+from clientmetrics.errors import ConfigurationError
 from clientmetrics.pipeline.core.rejects import counts_by_reason
 from clientmetrics.pipeline.jobs.job import PipelineJob
+from clientmetrics.pipeline.jobs.reach import topic_partitions
 from clientmetrics.pipeline.jobs.sources import KafkaSource
 from tests.kafka import kafka_broker
 from tests.pipeline.conftest import KAFKA_SOURCE_MISSING
@@ -93,6 +97,50 @@ def test_the_golden_pushes_from_a_topic_make_the_golden_tables(
     shares = {p.name.split("-")[2] for p in state.rglob("part-*.parquet")}
     assert shares <= {"00000", "00001", "00002"}
     assert len(shares) > 1
+
+
+def _jks_trust_store(broker: KafkaBroker, tmp_path: Path) -> Path:
+    """The broker's CA in a JKS trust store (keytool comes with the JDK Kafka runs on)."""
+    assert broker.tls is not None
+    store = tmp_path / "trust.jks"
+    keytool = shutil.which("keytool")
+    assert keytool is not None, "keytool (the JDK's) is not on PATH"
+    subprocess.run(
+        [keytool, "-importcert", "-noprompt", "-alias", "ca", "-file", str(broker.tls.ca),
+         "-keystore", str(store), "-storetype", "JKS", "-storepass", "changeit"],
+        check=True, capture_output=True, timeout=120,
+    )  # fmt: skip
+    return store
+
+
+def test_a_fresh_start_with_a_jks_trust_store_runs_its_batches(
+    spark_kafka: SparkSession, broker: KafkaBroker, tmp_path: Path
+) -> None:
+    # The project's client does not read JKS, so it cannot count the topic's
+    # partitions; a fresh start (no state to tell) stopped at its first batch.
+    topic = _topic(broker, "jks", 2)
+    source = _source(broker, topic)
+    properties = {**source.properties, "ssl.truststore.type": "JKS"}
+    properties["ssl.truststore.location"] = str(_jks_trust_store(broker, tmp_path))
+    properties["ssl.truststore.password"] = "changeit"
+    source = KafkaSource(broker.bootstrap, topic, properties)
+    with pytest.raises(ConfigurationError, match="JKS"):
+        topic_partitions(broker.bootstrap, topic, properties)
+    config = golden_config(tmp_path, kafka=source)
+    first, second = golden_batches()[:2]
+    for pushes in (first, second):  # a fresh start, then a restart
+        produce(Producer(broker.client_config()), topic, landing_table(pushes))
+        job = PipelineJob(spark_kafka, config)
+        job.run()
+        assert job.batches == 1
+        if pushes is first:
+            clients = read_table(tmp_path / "tables", "clients").column("client_instance_id")
+            assert {str(i) for i in clients.to_pylist()} == {
+                str(p.client_instance_id) for p in first
+            }
+    # Two partitions, two shares: the state is named by the count the Java client gave.
+    state = tmp_path / "tables" / "_state" / "series"
+    assert {p.name.split("-")[1] for p in state.rglob("part-*.parquet")} == {"00002"}
 
 
 #: Columns holding a push's receipt time: the topic carries milliseconds (as the gateway

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import json
 import os
-from collections.abc import Callable
 from dataclasses import replace
 from pathlib import Path
 from typing import Any
@@ -12,138 +11,17 @@ from typing import Any
 import click
 
 from clientmetrics.cli_options import (
-    DEFAULT_DATA_DIR,
     CommandError,
-    DescribedDefault,
-    data_dir_option,
-    log_options,
 )
 from clientmetrics.client.properties import read_properties
 from clientmetrics.errors import ClientMetricsError, ConfigurationError
 from clientmetrics.logs import configure_logging
+from clientmetrics.pipeline.cli_options import pipeline_options
 from clientmetrics.pipeline.core.rules import RuleSet, load_rules
 from clientmetrics.pipeline.run_summary import RunSummary, summarise_run, table_files
 from clientmetrics.pipeline.spark.files import absolute_location
 from clientmetrics.pipeline.stopping import StartUp, await_or_stop
-from clientmetrics.telemetry.otlp import TELEMETRY_TOPIC as DEFAULT_TOPIC
 from clientmetrics.telemetry.push_arrow import landed_pushes
-
-
-def _options(function: Callable[..., Any]) -> Callable[..., Any]:
-    decorators = [
-        data_dir_option(
-            "The gateway's data directory (landing zone and default outputs).",
-            default=DEFAULT_DATA_DIR,
-        ),
-        click.option(
-            "--master",
-            cls=DescribedDefault,
-            show_default="local[*], or the one spark-submit was given",
-            help="Spark master.",
-        ),
-        click.option(
-            "--input",
-            "input_path",
-            cls=DescribedDefault,
-            show_default="DATA/landing/pushes",
-            help="Landed pushes (a local path or any Hadoop URL).",
-        ),
-        click.option(
-            "--output",
-            "output_path",
-            cls=DescribedDefault,
-            show_default="DATA/tables",
-            help="Tables root.",
-        ),
-        click.option(
-            "--checkpoint",
-            cls=DescribedDefault,
-            show_default="DATA/checkpoints/pipeline",
-            help="Checkpoint shared by run and stream (what was processed).",
-        ),
-        click.option(
-            "--rules",
-            type=click.Path(dir_okay=False, exists=True, path_type=Path),
-            help="Alert rules (TOML).",
-        ),
-        click.option(
-            "--alert-sink",
-            cls=DescribedDefault,
-            show_default="the rules file's sink, else DATA/alerts.jsonl",
-            help="JSON-lines file new alerts are appended to.",
-        ),
-        click.option("--webhook", help="POST new alerts to this URL (overrides the rules file)."),
-        click.option(
-            "--alertmanager",
-            metavar="URL",
-            help="Deliver alerts and findings to this Prometheus Alertmanager (its v2 API; "
-            "overrides the rules file).",
-        ),
-        click.option(
-            "--window-seconds",
-            type=click.IntRange(min=1),
-            default=60,
-            show_default=True,
-            help="Length of the per-client windows (client_windows table).",
-        ),
-        click.option(
-            "--lateness-seconds",
-            type=click.IntRange(min=0),
-            default=60,
-            show_default=True,
-            help="How late a push may arrive and still count in its window (watermark).",
-        ),
-        click.option(
-            "--max-files-per-trigger",
-            type=click.IntRange(min=1),
-            cls=DescribedDefault,
-            show_default="no limit",
-            help="Landed files read per micro-batch.",
-        ),
-        click.option(
-            "--source",
-            type=click.Choice(["landing", "kafka"]),
-            default="landing",
-            show_default=True,
-            help="Read pushes from the landing directory or from a Kafka topic.",
-        ),
-        click.option(
-            "--bootstrap-servers",
-            metavar="HOST:PORT,...",
-            help="The topic's cluster (--source kafka).",
-        ),
-        click.option(
-            "--topic",
-            default=DEFAULT_TOPIC,
-            show_default=True,
-            help="The topic the topic exporter or the broker plugin writes (--source kafka).",
-        ),
-        click.option(
-            "--command-config",
-            type=click.Path(dir_okay=False, exists=True, path_type=Path),
-            help="Kafka client properties (security.protocol, sasl.*, ssl.*), as for"
-            " kafka-client-metrics (--source kafka).",
-        ),
-        click.option(
-            "--max-offsets-per-trigger",
-            type=click.IntRange(min=1),
-            cls=DescribedDefault,
-            show_default="no limit",
-            help="Records read per micro-batch (--source kafka).",
-        ),
-        click.option(
-            "--retention-seconds",
-            type=click.IntRange(min=1),
-            default=7 * 86_400,
-            show_default=True,
-            help="Drop the carried state of instances silent this long (event time).",
-        ),
-        click.option("--conf", multiple=True, help="Extra Spark setting KEY=VALUE (repeatable)."),
-        log_options("warning"),
-    ]
-    for decorator in reversed(decorators):
-        function = decorator(function)
-    return function
 
 
 def _config(options: dict[str, Any], trigger_seconds: float, flush_windows: bool) -> Any:
@@ -288,7 +166,7 @@ def pipeline() -> None:
 
 
 @pipeline.command()
-@_options
+@pipeline_options
 @click.option(
     "--flush-windows",
     is_flag=True,
@@ -313,7 +191,7 @@ def run(flush_windows: bool, as_json: bool, **options: Any) -> None:
 
 
 @pipeline.command()
-@_options
+@pipeline_options
 @click.option(
     "--trigger-seconds",
     type=click.FloatRange(min=0),

@@ -19,6 +19,7 @@ makes a replayed batch produce exactly what the first try would have (see
 
 from __future__ import annotations
 
+import threading
 import time
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
@@ -37,6 +38,7 @@ from clientmetrics.pipeline.core.schemas import PROGRESS_ARROW
 from clientmetrics.pipeline.jobs import sources
 from clientmetrics.pipeline.jobs.cohorts import keep_cohorts, read_cohorts
 from clientmetrics.pipeline.jobs.notify import AlertNotifier
+from clientmetrics.pipeline.jobs.reach import topic_partitions
 from clientmetrics.pipeline.jobs.sources import KafkaSource
 from clientmetrics.pipeline.spark import passes
 from clientmetrics.pipeline.spark.files import absolute_location
@@ -111,6 +113,8 @@ class PipelineJob:
         self.follow_ups: dict[str, int] = {"idle": 0, "judged": 0}
         #: Records and points left out (dead letters, ``core.rejects``), by reason.
         self.rejected: dict[str, int] = {}
+        #: The topic's partitions, once counted (``_topic_partitions``).
+        self._partitions: int | None = None
 
     @contextmanager
     def _stage(self, name: str, batch_id: int) -> Iterator[None]:
@@ -139,7 +143,21 @@ class PipelineJob:
             writer = writer.trigger(availableNow=True)
         else:
             writer = writer.trigger(processingTime=f"{config.trigger_seconds} seconds")
+            # While the query starts (the source's first offsets), not in its first batch.
+            threading.Thread(target=self._warm, name="pipeline-warm-up", daemon=True).start()
         return writer.start()
+
+    def _warm(self) -> None:
+        started = time.perf_counter()
+        try:
+            passes.warm_workers(self._spark)
+        except Exception as exc:  # best effort, on a thread of its own
+            # A warm-up that fails costs only its time: the first batch starts the workers.
+            # The session may be stopped under it (Ctrl-C during the start), which fails
+            # in py4j, in pyspark or on a context already gone: never a traceback.
+            _log.debug("pipeline warm-up failed", error=(str(exc).splitlines() or [""])[0])
+            return
+        _log.debug("pipeline warm-up", seconds=round(time.perf_counter() - started, 3))
 
     def run(self) -> None:
         """Process everything not yet processed, then return."""
@@ -155,7 +173,7 @@ class PipelineJob:
         store, config = self._store, self._config
         previous_max, previous_received = self._progress(batch_id)
         with self._stage("input", batch_id):
-            found = self._input(pushes, batch_id)
+            found = self._input(pushes)
         watermark = _minus(previous_max, config.lateness_seconds)
         plan = PassPlan(
             staging=store.staging_path("pass", batch_id),
@@ -194,20 +212,31 @@ class PipelineJob:
         store.clear(plan.staging)
         self.batches += 1
 
-    def _input(self, pushes: DataFrame, batch_id: int) -> _BatchInput:
+    def _input(self, pushes: DataFrame) -> _BatchInput:
         """How many shares the pass has, and the landed files they read.
 
         Landed files hold every instance: each of the shares (as many as the
         session's default parallelism: its cores) reads them all and keeps its
         own; naming the files runs no Spark job. The Kafka source's partition
-        ``n`` is share ``n``: the partitions are counted in the batch's offsets.
+        ``n`` is share ``n``.
         """
-        kafka = self._config.kafka
-        if kafka is None:
+        if self._config.kafka is None:
             count = max(self._spark.sparkContext.defaultParallelism, 1)
             return _BatchInput(count, tuple(sources.landed_files(pushes)), True)
-        count = sources.batch_partitions(self._config.checkpoint_path, batch_id, kafka.topic)
-        return _BatchInput(count, (), False)
+        return _BatchInput(self._topic_partitions(self._config.kafka), (), False)
+
+    def _topic_partitions(self, kafka: KafkaSource) -> int:
+        """The topic's partitions, counted once by its metadata: asked by the project's
+        client (``reach.topic_partitions``), or by Kafka's Java admin client where the
+        settings are ones only Java speaks (a JKS trust store, GSSAPI)."""
+        if self._partitions is None:
+            try:
+                self._partitions = topic_partitions(
+                    kafka.bootstrap_servers, kafka.topic, kafka.properties
+                )
+            except ConfigurationError:
+                self._partitions = sources.java_topic_partitions(self._spark, kafka)
+        return self._partitions
 
     def _follow_up(self, rows: list[Row], inputs: list[ShareInput], plan: PassPlan) -> list[Row]:
         """The pass's manifests, completed by a second job where a share needs one.

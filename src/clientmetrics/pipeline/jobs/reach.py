@@ -17,6 +17,9 @@ upstream), and says what is wrong in one line (``Unreachable``).
   credentials, a missing topic and a topic the principal may not describe
   each get their line. Settings this client does not speak (a JKS trust store,
   GSSAPI) leave the check at "some bootstrap server accepts TCP".
+
+The same metadata says how many partitions the topic has: the Kafka source's
+shares (``topic_partitions``).
 """
 
 from __future__ import annotations
@@ -43,7 +46,7 @@ from clientmetrics.client.properties import CONNECT_TIMEOUT_S, parse_bootstrap
 from clientmetrics.errors import ClientMetricsError, ConfigurationError
 from clientmetrics.wire import ApiKey, ErrorCode, request_type
 
-__all__ = ["CONNECT_TIMEOUT_S", "Unreachable", "check_kafka", "check_master"]
+__all__ = ["CONNECT_TIMEOUT_S", "Unreachable", "check_kafka", "check_master", "topic_partitions"]
 
 
 class Unreachable(ClientMetricsError):
@@ -141,17 +144,30 @@ def check_kafka(
     """``Unreachable`` unless a bootstrap server answers, as the consumer would log in,
     and names ``topic`` in its metadata, all within ``timeout_s``."""
     try:
-        config = AdminConfig.from_properties(
-            bootstrap, {**properties, "client.id": "clientmetrics-pipeline"}, timeout_s
-        )
+        topic_partitions(bootstrap, topic, properties, timeout_s)
     except ConfigurationError:
         # Settings only Java speaks: the consumer will judge them; here, reachability.
         _check_tcp(bootstrap, timeout_s)
-        return
+
+
+def topic_partitions(
+    bootstrap: str,
+    topic: str,
+    properties: Mapping[str, str],
+    timeout_s: float = CONNECT_TIMEOUT_S,
+) -> int:
+    """How many partitions ``topic`` has, asked as the consumer would log in.
+
+    ``Unreachable`` as ``check_kafka`` says; ``ConfigurationError`` for settings
+    this client does not speak (a JKS trust store, GSSAPI).
+    """
+    config = AdminConfig.from_properties(
+        bootstrap, {**properties, "client.id": "clientmetrics-pipeline"}, timeout_s
+    )
     try:
         # The connection has timeout_s, shared by the bootstrap servers; this backstop
         # bounds the whole check (a slow connect, then the metadata request) close to it.
-        asyncio.run(asyncio.wait_for(_check_topic(config, topic), timeout_s + _BACKSTOP_S))
+        return asyncio.run(asyncio.wait_for(_check_topic(config, topic), timeout_s + _BACKSTOP_S))
     except TimeoutError:
         raise Unreachable(
             f"cannot reach the Kafka cluster at {bootstrap}: no answer within "
@@ -165,7 +181,7 @@ def check_kafka(
         raise Unreachable(f"cannot read topic {topic} from {bootstrap}: {exc}") from exc
 
 
-async def _check_topic(config: AdminConfig, topic: str) -> None:
+async def _check_topic(config: AdminConfig, topic: str) -> int:
     conn = await BrokerConnection.connect(config)
     try:
         response = await conn.request(ApiKey.METADATA, lambda v: _metadata_request(v, topic))
@@ -179,6 +195,8 @@ async def _check_topic(config: AdminConfig, topic: str) -> None:
             )
         if code is not ErrorCode.NONE:
             raise AdminError(code)
+        return len(found.partitions)
+    raise AdminError(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, f"no metadata for topic {topic}")
 
 
 def _metadata_request(version: int, topic: str) -> Any:

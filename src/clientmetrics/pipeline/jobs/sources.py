@@ -11,23 +11,29 @@
 The Kafka client's settings are the ones the admin tool reads
 (``--command-config``: Java client properties), given to Spark's consumer as
 ``kafka.<name>``; librdkafka's spellings of the common ones are translated.
+
+How many partitions the topic has (the pass's shares) is asked of its
+metadata by the project's own client where it speaks the settings
+(``reach.topic_partitions``), else by Kafka's Java admin client in the
+driver's JVM (``java_topic_partitions``), the client library the consumer
+itself runs, with the consumer's settings: a JKS trust store and GSSAPI
+included.
 """
 
 from __future__ import annotations
 
-import json
 from collections.abc import Mapping
 from dataclasses import dataclass, field
+from typing import Any
 
 from py4j.protocol import Py4JError  # type: ignore[import-untyped]
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 from pyspark.sql.types import DateType, IntegerType, StructField, StructType
 
-from clientmetrics.client.properties import PROTOCOLS, parse_bootstrap
+from clientmetrics.client.properties import CONNECT_TIMEOUT_S, PROTOCOLS, parse_bootstrap
 from clientmetrics.errors import ConfigurationError
 from clientmetrics.pipeline.core.schemas import LANDING_ARROW
-from clientmetrics.pipeline.spark.files import open_uri
 from clientmetrics.pipeline.spark.passes import spark_schema
 from clientmetrics.telemetry.otlp import TELEMETRY_TOPIC as DEFAULT_TOPIC
 
@@ -162,20 +168,42 @@ def landed_files_by_job(pushes: DataFrame) -> list[str]:
     return sorted(row[0] for row in pushes.select(named).distinct().collect())
 
 
-def batch_partitions(checkpoint: str, batch_id: int, topic: str) -> int:
-    """How many partitions the topic has in this batch, from the query's offset log.
+def java_topic_partitions(
+    spark: SparkSession, source: KafkaSource, timeout_s: float = 3 * CONNECT_TIMEOUT_S
+) -> int:
+    """How many partitions the topic has, asked by Kafka's Java admin client.
 
-    Spark writes a batch's offsets (every partition's, idle ones included)
-    before it runs the batch, and a replay reads the same ones.
+    It runs in the driver's JVM, from the connector's ``kafka-clients`` jar,
+    with the settings Spark's consumer gets: whatever the consumer can log in
+    with, this can. ``ConfigurationError`` (one line) when it cannot.
     """
-    filesystem, path = open_uri(f"{checkpoint.rstrip('/')}/offsets/{batch_id}")
+    jvm: Any = spark.sparkContext._jvm
+    settings = {**consumer_options(source.properties), "client.id": "clientmetrics-pipeline"}
+    settings["bootstrap.servers"] = source.bootstrap_servers
+    properties = jvm.java.util.Properties()
+    for key, value in settings.items():
+        properties.setProperty(key, value)
     try:
-        with filesystem.open_input_stream(path) as stream:
-            lines = stream.read().decode("utf-8").splitlines()
-    except OSError as exc:
-        raise ConfigurationError(f"no offsets for batch {batch_id} in {checkpoint}") from exc
-    for line in reversed(lines):
-        offsets = json.loads(line) if line.startswith("{") else {}
-        if topic in offsets:
-            return len(offsets[topic])
-    raise ConfigurationError(f"the offsets of batch {batch_id} do not name topic {topic}")
+        admin = jvm.org.apache.kafka.clients.admin.AdminClient.create(properties)
+        try:
+            topics = admin.describeTopics(jvm.java.util.Collections.singletonList(source.topic))
+            seconds = jvm.java.util.concurrent.TimeUnit.SECONDS
+            described = topics.allTopicNames().get(int(timeout_s), seconds)
+            return int(described.get(source.topic).partitions().size())
+        finally:
+            admin.close(jvm.java.time.Duration.ofSeconds(5))
+    except Py4JError as exc:
+        raise ConfigurationError(
+            f"cannot count the partitions of topic {source.topic} at "
+            f"{source.bootstrap_servers}: {_java_reason(exc)}"
+        ) from exc
+
+
+def _java_reason(exc: Py4JError) -> str:
+    """The innermost Java exception's line (an ``ExecutionException`` wraps the cause)."""
+    java = getattr(exc, "java_exception", None)
+    if java is None:
+        return str(exc).strip().splitlines()[0]
+    while java.getCause() is not None:
+        java = java.getCause()
+    return f"{java.getClass().getSimpleName()}: {java.getMessage()}"

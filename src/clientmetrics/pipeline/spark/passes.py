@@ -105,6 +105,24 @@ def run_records_pass(
     return records.select(*RECORDS_ARROW.names).mapInArrow(task, MANIFEST)
 
 
+def _warm(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
+    # Unpickling this function imported this module, so the tasks' code and the core.
+    for _ in batches:
+        pass
+    return iter(())
+
+
+def warm_workers(spark: SparkSession) -> None:
+    """Start a Python worker per core with the pass's code imported, as a pass task would.
+
+    A stream's first batch otherwise pays for it (starting the workers and
+    importing pyarrow, numpy, pandas and the core: seconds on a cold
+    machine); Spark reuses an idle worker for the next task.
+    """
+    count = max(spark.sparkContext.defaultParallelism, 1)
+    spark.range(count, numPartitions=count).mapInArrow(_warm, MANIFEST).collect()
+
+
 def run_followup(
     spark: SparkSession,
     passes: Mapping[int, tasks.ShareInput],

@@ -273,6 +273,12 @@ def pass_records(
     if len(partitions) != 1:
         raise ValueError(f"a pass task got the records of partitions {partitions}, not one")
     share = int(partitions[0])
+    if share not in inputs:
+        raise ValueError(
+            f"a record of partition {share} of a topic counted with {count} partitions: the "
+            "partition count of the pipeline's topic must not change (start again with a new "
+            "checkpoint and tables)"
+        )
     screened = screen_records(records)
     pushes = screened.kept.select(PASS_PUSHES.names)
     received = _newest(pushes)
