@@ -115,11 +115,9 @@ def score_points(
         rows = order.rows[chosen[order.rows]]
         codes = order.codes[chosen[order.rows]]
         series = points.column("series").take(pa.array(rows, pa.int64()))
-        carried = state
         state = learn(series, codes, x[rows], own_limit[rows], points, rows, state, profile)
         partials = judge_cohorts(points, rows, x, peer_limit, cohorts, inventory, cohort)
-        state = _forgiving(series, codes, rows, carried, state, (profile, own_limit),
-                           (cohort, peer_limit))  # fmt: skip
+        state = _forgiving(series, codes, rows, state, (profile, own_limit), (cohort, peer_limit))
     scored = points.append_column("profile_score", pa.array(profile, mask=np.isnan(profile)))
     scored = scored.append_column("cohort_score", pa.array(cohort, mask=np.isnan(cohort)))
     return Scored(scored, state.cast(BASELINE_STATE_ARROW), partials)
@@ -160,23 +158,20 @@ def _forgiving(
     series: pa.Array | pa.ChunkedArray,
     codes: np.ndarray,
     rows: np.ndarray,
-    carried: pa.Table,
     state: pa.Table,
     *kinds: tuple[np.ndarray, np.ndarray],
 ) -> pa.Table:
-    """``forgive`` each kind's scores, its per-series flag carried in ``state``."""
+    """``forgive`` each kind's scores, its per-series flag carried in ``state`` (which
+    ``learn`` left holding every scored series, with the flags the batch found)."""
     first, _ = runs(codes)
     heads = series.take(pa.array(first, pa.int64())) if len(first) else pa.array([], pa.string())
-    found = pc.index_in(heads, carried.column("series"))
-    latest = []
+    found = pc.index_in(heads, state.column("series"))
+    where = filled(pc.index_in(state.column("series"), heads), -1).astype(np.int64)
+    mine = where >= 0
     for name, (scores, limit) in zip(("profile_out", "cohort_out"), kinds, strict=True):
-        was = flags(carried.column(name).take(found))
-        latest.append(forgive(scores, limit, rows, codes, was))
-    at = pc.index_in(state.column("series"), heads)
-    where = filled(at, -1).astype(np.int64)
-    for name, flag in zip(("profile_out", "cohort_out"), latest, strict=True):
+        latest = forgive(scores, limit, rows, codes, flags(state.column(name).take(found)))
         new = flags(state.column(name))
-        new[where >= 0] = flag[where[where >= 0]]
+        new[mine] = latest[where[mine]]
         state = state.set_column(
             state.schema.get_field_index(name), name, pa.array(new, pa.bool_())
         )
