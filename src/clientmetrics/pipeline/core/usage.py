@@ -64,10 +64,9 @@ USAGE_METRICS = {
     f"{_PREFIX}consumer.fetch.manager.records.consumed.total": ("consumed_records", False),
     f"{_PREFIX}consumer.fetch.manager.bytes.consumed.total": ("consumed_bytes", False),
 }
-_COLUMNS = ("produced_records", "produced_bytes", "consumed_records", "consumed_bytes")
-USAGE_MEASURES = _COLUMNS
+USAGE_MEASURES = ("produced_records", "produced_bytes", "consumed_records", "consumed_bytes")
 #: The proxy's counts: the measures and the batches they came in (null from pushed metrics).
-_COUNTED = (*_COLUMNS, "produced_batches", "consumed_batches")
+_COUNTED = (*USAGE_MEASURES, "produced_batches", "consumed_batches")
 _KEY = ("day", "principal", "client_id", "client_instance_id")
 
 USAGE_ARROW = pa.schema(
@@ -81,7 +80,7 @@ USAGE_ARROW = pa.schema(
         ("source", pa.string()),
     ]
 )
-USAGE_POINT_COLUMNS = _READ = (
+USAGE_POINT_COLUMNS = (
     "principal",
     "client_id",
     "client_instance_id",
@@ -97,7 +96,7 @@ USAGE_POINT_COLUMNS = _READ = (
 def usage_from_points(points: pa.Table) -> pa.Table:
     """Usage per day, principal, client id and instance (``USAGE_ARROW``) from points."""
     wanted = pc.is_in(points.column("metric_name"), pa.array(list(USAGE_METRICS)))
-    rows = points.filter(pc.fill_null(wanted, False)).select(list(_READ)).to_pylist()
+    rows = points.filter(pc.fill_null(wanted, False)).select(list(USAGE_POINT_COLUMNS)).to_pylist()
     # (series, column) -> day -> [key, min, max, started that day]
     days: dict[tuple[Any, ...], dict[str, list[Any]]] = defaultdict(dict)
     for row in rows:
@@ -123,7 +122,7 @@ def usage_from_points(points: pa.Table) -> pa.Table:
             previous = high
     out = [
         dict(zip(_KEY, key, strict=True))
-        | {name: round(used[name]) if name in used else None for name in _COLUMNS}
+        | {name: round(used[name]) if name in used else None for name in USAGE_MEASURES}
         | {"source": "pushed_metrics"}
         for key, used in sorted(totals.items())
     ]
@@ -204,7 +203,7 @@ def usage_agreement(usage: pa.Table) -> pa.Table:
     out = []
     for key in sorted(by_source["proxy"].keys() & by_source["pushed_metrics"].keys()):
         proxy, pushed = by_source["proxy"][key], by_source["pushed_metrics"][key]
-        for name in _COLUMNS:
+        for name in USAGE_MEASURES:
             if pushed[name] is None:
                 continue  # the client does not report it
             counted = proxy[name]
@@ -225,7 +224,7 @@ Measures = dict[str, int | None]
 
 
 def _add(into: Measures, row: dict[str, Any]) -> None:
-    for name in _COLUMNS:
+    for name in USAGE_MEASURES:
         if row[name] is not None:
             into[name] = (into.get(name) or 0) + int(row[name])
 
