@@ -24,6 +24,8 @@ import pyarrow.parquet as pq
 import pytest
 from confluent_kafka import Consumer, Producer
 from kafka import KafkaProducer
+from kafka.admin import NewTopic
+from kafka.errors import KafkaError
 from peers.kafka import KafkaBroker
 from peers.sarama_go import sarama_go
 
@@ -44,7 +46,7 @@ from clientmetrics.telemetry.connections import (
     record_from_json,
 )
 from tests.fleet.fleet_page import amount, rows_in_browser
-from tests.kadmin import set_subscription
+from tests.kadmin import admin, set_subscription
 from tests.kafka import kafka_broker, proxy_gateway
 from tests.landed import landed_table
 from tests.peers.clients import franz, java, names, rows_by_client, running
@@ -416,3 +418,43 @@ def test_records_read_by_a_share_consumer_are_counted_as_consumed(
     shown = {client: (p, c, source) for _, client, p, c, source in rows_in_browser(proxy.data_dir)}
     produced, consumed_shown, source = shown["sh-java-share-consumer"]
     assert (amount(consumed_shown), amount(produced), source) == (expected, (0, 0), "proxy (exact)")
+
+
+def test_a_batch_the_broker_refused_is_not_produced(
+    proxy: GatewayProcess, kafka: KafkaBroker
+) -> None:
+    """Produced is what the broker acknowledged (a batch refused and sent again, as a
+    NOT_LEADER_OR_FOLLOWER is, counts once). Kafka refuses a batch too large for its
+    topic's ``max.message.bytes`` (MESSAGE_TOO_LARGE) and one older than its
+    ``message.timestamp.before.max.ms`` (INVALID_TIMESTAMP): neither counts. The one
+    batch Kafka took counts once."""
+    with admin(kafka.bootstrap) as client:
+        client.create_topics([
+            NewTopic("ack-small", 1, 1, topic_configs={"max.message.bytes": "512"}),
+            NewTopic("ack-old", 1, 1, topic_configs={"message.timestamp.before.max.ms": "60000"}),
+            NewTopic("ack-ok", 1, 1),
+        ])  # fmt: skip
+    # Not idempotent: an idempotent kafka-python producer is done after a refused batch.
+    kp = KafkaProducer(
+        bootstrap_servers=proxy.bootstrap, client_id="ack-kpy", acks="all",
+        enable_idempotence=False,
+    )  # fmt: skip
+    day_ago = int(time.time() * 1000) - 86_400_000
+    try:
+        for topic, value, at in (("ack-small", b"b" * 2048, None), ("ack-old", b"r", day_ago)):
+            with pytest.raises(KafkaError) as refused:
+                kp.send(topic, value, timestamp_ms=at).get(timeout=60)
+            print(topic, "refused:", type(refused.value).__name__)
+        kp.send("ack-ok", b"c" * 10).get(timeout=60)
+    finally:
+        kp.close()
+    expected = (1, batch_bytes(None, b"c" * 10), 1)
+
+    def counted() -> bool:
+        # Answers are counted as they come, so the refused batches' (earlier, on the
+        # same connection to the one broker) would be in by the time the last one is.
+        rows = _usage(proxy.data_dir).get("ack-kpy", [])
+        got = tuple(sum(r[f"produced_{m}"] for r in rows) for m in ("records", "bytes", "batches"))
+        return got == expected
+
+    wait_for(counted, 60, what=f"ack-kpy's usage (records, bytes, batches) = {expected}")

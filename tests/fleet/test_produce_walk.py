@@ -2,13 +2,19 @@
 
 from __future__ import annotations
 
+import importlib
 import struct
 import uuid
 
 import pytest
 
+from clientmetrics.wire import ErrorCode
+from clientmetrics.wire.build import build
+from clientmetrics.wire.codec import write_entity
 from clientmetrics.wire.errors import ProtocolError
-from clientmetrics.wire.produce_walk import produced
+from clientmetrics.wire.produce_walk import acknowledged, produced, produced_parts
+
+TOPIC_ID = uuid.UUID("6ba7b810-9dad-11d1-80b4-00c04fd430c8")
 
 
 def batch(records: int, body: int = 20) -> bytes:
@@ -27,15 +33,16 @@ def uvarint(n: int) -> bytes:
             return out
 
 
-def request(version: int, partitions: list[bytes | None]) -> bytes:
+def request(version: int, partitions: list[bytes | None], topic: str = "t") -> bytes:
     flexible = version >= 9
     out = uvarint(0) if flexible else struct.pack(">h", -1)  # no transactional id
     out += struct.pack(">hi", -1, 30_000)
     out += uvarint(2) if flexible else struct.pack(">i", 1)  # one topic
     if version >= 13:
-        out += uuid.uuid4().bytes
+        out += TOPIC_ID.bytes
     else:
-        out += uvarint(2) + b"t" if flexible else struct.pack(">h", 1) + b"t"
+        name = topic.encode()
+        out += uvarint(len(name) + 1) + name if flexible else struct.pack(">h", len(name)) + name
     out += uvarint(len(partitions) + 1) if flexible else struct.pack(">i", len(partitions))
     for index, records in enumerate(partitions):
         out += struct.pack(">i", index)
@@ -63,3 +70,48 @@ def test_a_request_that_ends_early_or_an_unknown_version_is_refused() -> None:
         produced(frame, 6, 2)
     # A partial batch at the end is not counted (the broker judges it).
     assert produced(request(8, [batch(2) + batch(4)[:40]]), 6, 8) == (2, 81, 1)
+
+
+def response(version: int, codes: dict[int, ErrorCode], topic: str = "t") -> bytes:
+    """A Produce response body as Kafka's schema writes it (kio), one topic, a
+    partition per ``codes`` entry; refused ones carry a record error and a message."""
+    refused = [{"batch_index": 0, "batch_index_error_message": "refused"}]
+    partitions = [
+        {
+            "index": index,
+            "error_code": code,
+            "base_offset": 40 + index,
+            "log_start_offset": 0,
+            "record_errors": () if code == ErrorCode.NONE else refused,
+            "error_message": None if code == ErrorCode.NONE else "not the leader",
+            "current_leader": {"leader_id": 2, "leader_epoch": 7},
+        }
+        for index, code in codes.items()
+    ]
+    topic_key = {"topic_id": TOPIC_ID} if version >= 13 else {"name": topic}
+    body = {"responses": [{**topic_key, "partition_responses": partitions}], "throttle_time": 0}
+    schema = importlib.import_module(f"kio.schema.produce.v{version}.response").ProduceResponse
+    return b"HEAD" + write_entity(build(schema, body, blank=True))
+
+
+@pytest.mark.parametrize("version", [3, 5, 8, 9, 10, 12, 13])
+def test_only_the_partitions_the_broker_acknowledged_count(version: int) -> None:
+    """Partition 1 refused (NOT_LEADER_OR_FOLLOWER): its 5 records are not produced;
+    a partition the request did not carry counts nothing, whatever its code."""
+    sent = produced_parts(request(version, [batch(3), batch(5, body=100), batch(1)]), 6, version)
+    codes = {0: ErrorCode.NONE, 1: ErrorCode.NOT_LEADER_OR_FOLLOWER, 2: ErrorCode.NONE}
+    assert acknowledged(response(version, codes), 4, version, sent) == (4, 81 + 81, 2)
+    all_ok = dict.fromkeys(range(4), ErrorCode.NONE)
+    assert acknowledged(response(version, all_ok), 4, version, sent) == (9, 81 + 161 + 81, 3)
+    other = {0: ErrorCode.NONE}
+    assert acknowledged(response(version, other, topic="u"), 4, version, sent) == (
+        (3, 81, 1) if version >= 13 else (0, 0, 0)  # v13 names topics by id
+    )
+
+
+def test_a_response_that_ends_early_counts_nothing() -> None:
+    sent = produced_parts(request(9, [batch(3)]), 6, 9)
+    whole = response(9, {0: ErrorCode.NONE})
+    assert acknowledged(whole, 4, 9, sent) == (3, 81, 1)
+    with pytest.raises(ProtocolError):
+        acknowledged(whole[:12], 4, 9, sent)

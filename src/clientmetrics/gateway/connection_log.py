@@ -11,6 +11,7 @@ connections are counted too, the table is drained and its records (at most
 from __future__ import annotations
 
 import asyncio
+import functools
 import os
 import uuid
 from collections.abc import Callable, Mapping
@@ -39,11 +40,11 @@ from clientmetrics.telemetry.manager import ClientMetricsManager
 from clientmetrics.telemetry.push_arrow import partition
 from clientmetrics.wire import ApiKey, RequestHeader, response_header_version
 from clientmetrics.wire.errors import ProtocolError
-from clientmetrics.wire.fetch_walk import consumed_by
+from clientmetrics.wire.fetch_walk import COUNTED, consumed_by
 from clientmetrics.wire.headers import parse_response_header
-from clientmetrics.wire.produce_walk import produced
+from clientmetrics.wire.produce_walk import Parts, acknowledged, produced_parts, total
 from clientmetrics.wire.record_batches import Totals
-from clientmetrics.wire.results import Request
+from clientmetrics.wire.results import NO_RESPONSE, Request
 
 log = structlog.get_logger("clientmetrics.gateway")
 
@@ -102,20 +103,38 @@ class ConnectionLog:
         since = self._opened.pop(conn.connection_id, None)
         self.table.observe(self._key(conn), now_ms(), since_ms=since, usage=self._taken(conn))
 
-    def forwarded(self, conn: ConnectionState, request: Request) -> None:
-        """Proxy mode: count what a forwarded Produce request carries (its batch headers)."""
+    def sent(self, conn: ConnectionState, request: Request) -> Callable[[bytes], None] | None:
+        """Proxy mode: a request going upstream. A Produce request's batches count once
+        the broker acknowledged their partition (a refused batch sent again counts
+        once; acks=0: as sent, nothing answers); a Fetch or ShareFetch response's
+        batches count as relayed. Each is walked off its headers."""
         header = request.header
+        if header.api_key in COUNTED:
+            return functools.partial(self._fetched, conn, header)
         if header.api_key != ApiKey.PRODUCE:
-            return
+            return None
         try:
-            got = produced(request.frame, request.offset, header.api_version)
+            parts = produced_parts(request.frame, request.offset, header.api_version)
         except ProtocolError:
-            return  # the broker judges it; nothing is counted
+            return None  # the broker judges it; nothing is counted
+        if request.id == NO_RESPONSE:
+            self._count(conn, 0, total(parts))
+            return None
+        return functools.partial(self._acknowledged, conn, header, parts)
+
+    def _acknowledged(
+        self, conn: ConnectionState, header: RequestHeader, parts: Parts, frame: bytes
+    ) -> None:
+        try:
+            _, offset = parse_response_header(
+                frame, response_header_version(header.api_key, header.api_version)
+            )
+            got = acknowledged(frame, offset, header.api_version, parts)
+        except ProtocolError:
+            return  # the client judges it; nothing is counted
         self._count(conn, 0, got)
 
-    def fetched(self, conn: ConnectionState, header: RequestHeader, frame: bytes) -> None:
-        """Proxy mode: count what a relayed Fetch or ShareFetch response carries (its
-        batch headers)."""
+    def _fetched(self, conn: ConnectionState, header: RequestHeader, frame: bytes) -> None:
         try:
             _, offset = parse_response_header(
                 frame, response_header_version(header.api_key, header.api_version)
@@ -123,10 +142,11 @@ class ConnectionLog:
             got = consumed_by(header.api_key, frame, offset, header.api_version)
         except ProtocolError:
             return  # the client judges it; nothing is counted
-        if got[2]:
-            self._count(conn, 3, got)
+        self._count(conn, 3, got)
 
     def _count(self, conn: ConnectionState, at: int, got: Totals) -> None:
+        if not got[2] or conn.connection_id not in self._opened:
+            return  # nothing, or an answer that came after its connection was counted
         counts = self._usage.setdefault(conn.connection_id, [0] * len(NO_USAGE))
         for i, value in enumerate(got, at):
             counts[i] += value

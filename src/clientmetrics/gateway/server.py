@@ -307,8 +307,7 @@ class Gateway:
             login=self.config.upstream_security.login,
         )
         if self._connection_log is not None:
-            self._proxy.on_forward = self._connection_log.forwarded
-            self._proxy.on_fetched = self._connection_log.fetched
+            self._proxy.usage = self._connection_log
         await self._proxy.start()
         self.port = self._proxy.port
         self.ports[self.config.listeners[0].name] = self.port

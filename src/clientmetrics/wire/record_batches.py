@@ -104,6 +104,12 @@ class Walk:
         else:
             self.skip_string()
 
+    def topic(self, by_id: bool) -> bytes:
+        """A topic's name, or its 16-byte id where the version names topics by id: its bytes."""
+        start = self.pos
+        self.skip_topic(by_id)
+        return bytes(self.data[start : self.pos])
+
     def batches(self) -> Totals:
         """A nullable ``records`` field: (records, bytes, batches) of its whole batches."""
         length = self.uvarint() - 1 if self.flexible else self.int32()

@@ -13,7 +13,7 @@ import asyncio
 import contextlib
 import functools
 from collections.abc import Awaitable, Callable, Sequence
-from typing import Any
+from typing import Any, Protocol
 
 import structlog
 
@@ -38,14 +38,21 @@ from clientmetrics.wire import (
     request_type,
 )
 from clientmetrics.wire.build import build
-from clientmetrics.wire.fetch_walk import COUNTED
 from clientmetrics.wire.headers import request_header_version
-from clientmetrics.wire.results import Answer, Close, Request
+from clientmetrics.wire.results import NO_RESPONSE, Answer, Close, Request
 from clientmetrics.wire.sasl import ListenerPolicy
 
 log = structlog.get_logger("clientmetrics.gateway.proxy")
 
 _PROBE_METADATA_VERSION = 4  # old enough for any broker since 0.11, still in Kafka 4
+
+
+class UsageCounter(Protocol):
+    """Counts what each client produces and consumes through the proxy."""
+
+    def sent(self, conn: ConnectionState, request: Request) -> Callable[[bytes], None] | None:
+        """``request`` is going upstream: what to tell its answer's frame (before any
+        rewrite), if anything. Told too of a request never answered (acks=0)."""
 
 
 class ProxyServer:
@@ -81,10 +88,8 @@ class ProxyServer:
         self._login = login
         self._client_login = login if clients_log_in else None
         self.guard = guard
-        #: Told of every request forwarded (the connection records' usage counts).
-        self.on_forward: Callable[[ConnectionState, Request], None] | None = None
-        #: Told of every Fetch and ShareFetch response relayed, before any rewrite (the same).
-        self.on_fetched: Callable[[ConnectionState, RequestHeader, bytes], None] | None = None
+        #: Told of every request forwarded, and of its answer (the connection records' usage).
+        self.usage: UsageCounter | None = None
         self._servers: dict[int | None, asyncio.Server] = {}
         self._opening: dict[int, asyncio.Lock] = {}
         self.port = 0
@@ -226,31 +231,26 @@ class _NodeUpstream:
         )
 
     def refuse(self, conn: ConnectionState, request: Request) -> Answer | Close | None:
-        if self._server.on_forward is not None:  # every forwarded request passes here
-            self._server.on_forward(conn, request)
-        guard = self._server.guard
-        return None if guard is None else guard.refuse(conn, request)
+        guard, usage = self._server.guard, self._server.usage
+        refusal = None if guard is None else guard.refuse(conn, request)
+        if refusal is None and usage is not None and request.id == NO_RESPONSE:
+            usage.sent(conn, request)  # forwarded, never answered (the rest: rewriter_for)
+        return refusal
 
     def rewriter_for(self, conn: ConnectionState, request: Request) -> Rewriter | None:
         server, guard = self._server, self._server.guard
         screen = None if guard is None else functools.partial(guard.screen_metadata, request)
         rewrite = rewriter_for(request.header, server._cluster, server._services.served, screen)
-        fetched = server.on_fetched
-        if fetched is None or request.header.api_key not in COUNTED:
-            return rewrite
-        return functools.partial(_counted, fetched, conn, request.header, rewrite)
+        told = None if server.usage is None else server.usage.sent(conn, request)
+        return rewrite if told is None else functools.partial(_counted, told, rewrite)
 
 
 def _counted(
-    fetched: Callable[[ConnectionState, RequestHeader, bytes], None],
-    conn: ConnectionState,
-    header: RequestHeader,
-    rewrite: Rewriter | None,
-    frame: bytes,
+    told: Callable[[bytes], None], rewrite: Rewriter | None, frame: bytes
 ) -> bytes | Awaitable[bytes]:
-    """A Fetch or ShareFetch response: counted as it came (the hot path: a walk of its
-    headers), then rewritten if it must be."""
-    fetched(conn, header, frame)
+    """An answer counted as it came (the hot path: a walk of its headers), then
+    rewritten if it must be."""
+    told(frame)
     return frame if rewrite is None else rewrite(frame)
 
 
