@@ -427,7 +427,7 @@ def test_a_batch_the_broker_refused_is_not_produced(
     NOT_LEADER_OR_FOLLOWER is, counts once). Kafka refuses a batch too large for its
     topic's ``max.message.bytes`` (MESSAGE_TOO_LARGE) and one older than its
     ``message.timestamp.before.max.ms`` (INVALID_TIMESTAMP): neither counts. The one
-    batch Kafka took counts once."""
+    batch Kafka took counts once. With acks=0 each batch counts as sent."""
     with admin(kafka.bootstrap) as client:
         client.create_topics([
             NewTopic("ack-small", 1, 1, topic_configs={"max.message.bytes": "512"}),
@@ -448,13 +448,30 @@ def test_a_batch_the_broker_refused_is_not_produced(
         kp.send("ack-ok", b"c" * 10).get(timeout=60)
     finally:
         kp.close()
-    expected = (1, batch_bytes(None, b"c" * 10), 1)
+    # acks=0: nothing answers, so what was sent is what is counted (3 batches of one).
+    unanswered = KafkaProducer(bootstrap_servers=proxy.bootstrap, client_id="ack0-kpy", acks=0)
+    try:
+        for value in (b"x", b"yy", b"zzz"):
+            unanswered.send("ack-ok", value).get(timeout=60)
+            unanswered.flush(60)
+    finally:
+        unanswered.close()
+    expected = {
+        "ack-kpy": (1, batch_bytes(None, b"c" * 10), 1),
+        "ack0-kpy": (3, sum(batch_bytes(None, v) for v in (b"x", b"yy", b"zzz")), 3),
+    }
 
     def counted() -> bool:
         # Answers are counted as they come, so the refused batches' (earlier, on the
         # same connection to the one broker) would be in by the time the last one is.
-        rows = _usage(proxy.data_dir).get("ack-kpy", [])
-        got = tuple(sum(r[f"produced_{m}"] for r in rows) for m in ("records", "bytes", "batches"))
-        return got == expected
+        usage = _usage(proxy.data_dir)
+        return all(
+            tuple(
+                sum(r[f"produced_{m}"] for r in usage.get(client, []))
+                for m in ("records", "bytes", "batches")
+            )
+            == totals
+            for client, totals in expected.items()
+        )
 
-    wait_for(counted, 60, what=f"ack-kpy's usage (records, bytes, batches) = {expected}")
+    wait_for(counted, 60, what=f"usage (records, bytes, batches) = {expected}")
