@@ -19,7 +19,7 @@ from clientmetrics.wire import ErrorCode, ProtocolError
 from clientmetrics.wire.build import build
 from clientmetrics.wire.codec import write_entity
 from clientmetrics.wire.fetch_walk import consumed
-from clientmetrics.wire.produce_walk import produced
+from clientmetrics.wire.produce_walk import produced_parts, total
 from tests.fleet.test_produce_walk import batch, request
 
 HEADER = b"\x00\x00\x00\x2a\x00"  # correlation id 42, tagged fields (response header v1)
@@ -83,7 +83,11 @@ def test_records_and_bytes_of_every_whole_batch_of_every_partition(version: int)
 def test_the_produce_and_fetch_walks_count_the_same_batches_alike() -> None:
     batches = batch(2, body=7) + batch(9, body=300) + control(3)
     fetch = response(17, [[batches]])
-    assert consumed(fetch, 5, 17) == produced(request(12, [batches]), 6, 12) == (11, 68 + 361, 2)
+    assert (
+        consumed(fetch, 5, 17)
+        == total(produced_parts(request(12, [batches]), 6, 12))
+        == (11, 68 + 361, 2)
+    )
 
 
 def test_a_response_that_ends_early_or_an_unknown_version_is_refused() -> None:

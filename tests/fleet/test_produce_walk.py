@@ -12,7 +12,7 @@ from clientmetrics.wire import ErrorCode
 from clientmetrics.wire.build import build
 from clientmetrics.wire.codec import write_entity
 from clientmetrics.wire.errors import ProtocolError
-from clientmetrics.wire.produce_walk import acknowledged, produced, produced_parts
+from clientmetrics.wire.produce_walk import acknowledged, produced_parts, total
 
 TOPIC_ID = uuid.UUID("6ba7b810-9dad-11d1-80b4-00c04fd430c8")
 
@@ -59,17 +59,17 @@ def request(version: int, partitions: list[bytes | None], topic: str = "t") -> b
 @pytest.mark.parametrize("version", [3, 8, 9, 12, 13])
 def test_records_and_bytes_of_every_batch_of_every_partition(version: int) -> None:
     frame = request(version, [batch(3) + batch(5, body=100), None, batch(1, body=0)])
-    assert produced(frame, 6, version) == (9, 81 + 161 + 61, 3)
+    assert total(produced_parts(frame, 6, version)) == (9, 81 + 161 + 61, 3)
 
 
 def test_a_request_that_ends_early_or_an_unknown_version_is_refused() -> None:
     frame = request(9, [batch(3)])
     with pytest.raises(ProtocolError):
-        produced(frame[:20], 6, 9)
+        total(produced_parts(frame[:20], 6, 9))
     with pytest.raises(ProtocolError):
-        produced(frame, 6, 2)
+        total(produced_parts(frame, 6, 2))
     # A partial batch at the end is not counted (the broker judges it).
-    assert produced(request(8, [batch(2) + batch(4)[:40]]), 6, 8) == (2, 81, 1)
+    assert total(produced_parts(request(8, [batch(2) + batch(4)[:40]]), 6, 8)) == (2, 81, 1)
 
 
 def response(version: int, codes: dict[int, ErrorCode], topic: str = "t") -> bytes:

@@ -42,11 +42,14 @@ from clientmetrics.wire import ApiKey, RequestHeader, response_header_version
 from clientmetrics.wire.errors import ProtocolError
 from clientmetrics.wire.fetch_walk import COUNTED, consumed_by
 from clientmetrics.wire.headers import parse_response_header
-from clientmetrics.wire.produce_walk import Parts, acknowledged, produced_parts, total
+from clientmetrics.wire.produce_walk import acknowledged, produced_parts, total
 from clientmetrics.wire.record_batches import Totals
 from clientmetrics.wire.results import NO_RESPONSE, Request
 
 log = structlog.get_logger("clientmetrics.gateway")
+
+#: Walks an answer's body: (frame, body offset, version) -> what it counts.
+_Walk = Callable[[bytes, int, int], Totals]
 
 
 def write_records(root: Path, records: list[ConnectionRecord], name: str) -> Path:
@@ -110,7 +113,9 @@ class ConnectionLog:
         batches count as relayed. Each is walked off its headers."""
         header = request.header
         if header.api_key in COUNTED:
-            return functools.partial(self._fetched, conn, header)
+            return functools.partial(
+                self._answered, conn, header, 3, functools.partial(consumed_by, header.api_key)
+            )
         if header.api_key != ApiKey.PRODUCE:
             return None
         try:
@@ -120,29 +125,22 @@ class ConnectionLog:
         if request.id == NO_RESPONSE:
             self._count(conn, 0, total(parts))
             return None
-        return functools.partial(self._acknowledged, conn, header, parts)
+        return functools.partial(
+            self._answered, conn, header, 0, functools.partial(acknowledged, sent=parts)
+        )
 
-    def _acknowledged(
-        self, conn: ConnectionState, header: RequestHeader, parts: Parts, frame: bytes
+    def _answered(
+        self, conn: ConnectionState, header: RequestHeader, at: int, walk: _Walk, frame: bytes
     ) -> None:
+        """Count at ``at`` what ``walk`` finds in the answer ``frame`` to ``header``'s request."""
         try:
             _, offset = parse_response_header(
                 frame, response_header_version(header.api_key, header.api_version)
             )
-            got = acknowledged(frame, offset, header.api_version, parts)
+            got = walk(frame, offset, header.api_version)
         except ProtocolError:
             return  # the client judges it; nothing is counted
-        self._count(conn, 0, got)
-
-    def _fetched(self, conn: ConnectionState, header: RequestHeader, frame: bytes) -> None:
-        try:
-            _, offset = parse_response_header(
-                frame, response_header_version(header.api_key, header.api_version)
-            )
-            got = consumed_by(header.api_key, frame, offset, header.api_version)
-        except ProtocolError:
-            return  # the client judges it; nothing is counted
-        self._count(conn, 3, got)
+        self._count(conn, at, got)
 
     def _count(self, conn: ConnectionState, at: int, got: Totals) -> None:
         if not got[2] or conn.connection_id not in self._opened:

@@ -19,7 +19,7 @@ from collections.abc import Callable
 
 from clientmetrics.wire.api import ApiKey
 from clientmetrics.wire.errors import ProtocolError
-from clientmetrics.wire.record_batches import Totals, Walk
+from clientmetrics.wire.record_batches import Totals, Walk, plus
 
 __all__ = ["COUNTED", "consumed", "consumed_by", "share_consumed"]
 
@@ -30,7 +30,7 @@ def consumed(frame: bytes | bytearray, body_offset: int, version: int) -> Totals
         raise ProtocolError(f"Fetch v{version} is not walked")
     read = Walk(memoryview(frame), body_offset, flexible=version >= 12, what="Fetch response")
     read.take(4 + (6 if version >= 7 else 0))  # throttle; error code and session id
-    records = size = batches = 0
+    totals: Totals = (0, 0, 0)
     for _ in range(read.count()):
         read.skip_topic(by_id=version >= 13)
         for _ in range(read.count()):
@@ -41,11 +41,10 @@ def consumed(frame: bytes | bytearray, body_offset: int, version: int) -> Totals
                 read.skip_tags()
             if version >= 11:
                 read.take(4)  # preferred read replica
-            got = read.batches()
-            records, size, batches = records + got[0], size + got[1], batches + got[2]
+            totals = plus(totals, read.batches())
             read.skip_tags()
         read.skip_tags()
-    return records, size, batches
+    return totals
 
 
 def share_consumed(frame: bytes | bytearray, body_offset: int, version: int) -> Totals:
@@ -56,7 +55,7 @@ def share_consumed(frame: bytes | bytearray, body_offset: int, version: int) -> 
     read.take(4 + 2)  # throttle, error code
     read.skip_string()  # error message
     read.take(4)  # acquisition lock timeout
-    records = size = batches = 0
+    totals: Totals = (0, 0, 0)
     for _ in range(read.count()):
         read.take(16)  # topic id
         for _ in range(read.count()):
@@ -66,14 +65,13 @@ def share_consumed(frame: bytes | bytearray, body_offset: int, version: int) -> 
             read.skip_string()
             read.take(4 + 4)  # current leader: id, epoch
             read.skip_tags()
-            got = read.batches()
-            records, size, batches = records + got[0], size + got[1], batches + got[2]
+            totals = plus(totals, read.batches())
             for _ in range(read.count()):  # acquired records: first, last, delivery count
                 read.take(8 + 8 + 2)
                 read.skip_tags()
             read.skip_tags()
         read.skip_tags()
-    return records, size, batches
+    return totals
 
 
 #: The responses whose records are counted as consumed, and their walks.

@@ -14,10 +14,12 @@ refused (NOT_LEADER_OR_FOLLOWER, a quota, a full disk) and sent again counts onc
 
 from __future__ import annotations
 
-from clientmetrics.wire.errors import ProtocolError
-from clientmetrics.wire.record_batches import Totals, Walk
+import functools
 
-__all__ = ["Parts", "acknowledged", "produced", "produced_parts", "total"]
+from clientmetrics.wire.errors import ProtocolError
+from clientmetrics.wire.record_batches import Totals, Walk, plus
+
+__all__ = ["Parts", "acknowledged", "produced_parts", "total"]
 
 #: A Produce request's partitions: (topic name or id, partition index) -> its batches.
 Parts = dict[tuple[bytes, int], Totals]
@@ -39,25 +41,15 @@ def produced_parts(frame: bytes | bytearray, body_offset: int, version: int) -> 
         topic = read.topic(by_id=version >= 13)
         for _ in range(read.count()):
             index = read.int32()
-            got = read.batches()
-            had = parts.get((topic, index), (0, 0, 0))
-            parts[(topic, index)] = (had[0] + got[0], had[1] + got[1], had[2] + got[2])
+            parts[(topic, index)] = plus(parts.get((topic, index), (0, 0, 0)), read.batches())
             read.skip_tags()
         read.skip_tags()
     return parts
 
 
 def total(parts: Parts) -> Totals:
-    """The sum of ``parts``."""
-    records = size = batches = 0
-    for got in parts.values():
-        records, size, batches = records + got[0], size + got[1], batches + got[2]
-    return records, size, batches
-
-
-def produced(frame: bytes | bytearray, body_offset: int, version: int) -> Totals:
-    """(records, record-batch bytes, batches) of a Produce request of ``version`` in ``frame``."""
-    return total(produced_parts(frame, body_offset, version))
+    """The sum of ``parts``: (records, record-batch bytes, batches)."""
+    return functools.reduce(plus, parts.values(), (0, 0, 0))
 
 
 def acknowledged(frame: bytes | bytearray, body_offset: int, version: int, sent: Parts) -> Totals:

@@ -18,7 +18,7 @@ import struct
 
 from clientmetrics.wire.errors import ProtocolError
 
-__all__ = ["BATCH_HEADER_BYTES", "Totals", "Walk", "batch_totals"]
+__all__ = ["BATCH_HEADER_BYTES", "Totals", "Walk", "batch_totals", "plus"]
 
 _I16 = struct.Struct(">h")
 _I32 = struct.Struct(">i")
@@ -31,6 +31,11 @@ _CONTROL = 0x20  # attributes bit 5: a control batch (transaction marker)
 
 #: (records, bytes, batches) of a run of record batches.
 Totals = tuple[int, int, int]
+
+
+def plus(a: Totals, b: Totals) -> Totals:
+    """``a`` and ``b`` added, measure by measure."""
+    return a[0] + b[0], a[1] + b[1], a[2] + b[2]
 
 
 def batch_totals(data: memoryview, start: int, end: int) -> Totals:
