@@ -14,11 +14,11 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import pyarrow as pa
-import pyarrow.parquet as pq
 from opentelemetry.proto.common.v1 import common_pb2
 from opentelemetry.proto.metrics.v1 import metrics_pb2 as m
 from opentelemetry.proto.resource.v1 import resource_pb2
 
+from clientmetrics.exporters.landing_files import write_landed
 from clientmetrics.pipeline.core.schemas import LANDING_ARROW
 
 PREFIX = "org.apache.kafka.producer."
@@ -153,6 +153,6 @@ def land(data_dir: Path, pushes: Sequence[Push], segment: str | None = None) -> 
     name = f"part-{first // 1000}-{segment or uuid.uuid4().hex[:8]}.parquet"
     staging = data_dir / "landing" / ".staging"
     staging.mkdir(parents=True, exist_ok=True)
-    pq.write_table(table, staging / name)
+    write_landed(table, staging / name)
     os.replace(staging / name, partition / name)
     return partition / name

@@ -19,7 +19,7 @@ import structlog
 
 from clientmetrics.exporters.wal import SUFFIX, Columns, decode_segment, segment_first_ms
 from clientmetrics.lifeline import lower_priority
-from clientmetrics.telemetry.push_arrow import LANDING_ARROW, PUSHES_DIR, partition
+from clientmetrics.telemetry.push_arrow import LANDING_ARROW, PUSHES_DIR, partition, share_groups
 
 log = structlog.get_logger(__name__)
 
@@ -78,7 +78,7 @@ def converter_ready() -> int:
     also imports pandas (pyarrow asks whether a list is a pandas array), 0.37 s
     of CPU, which took a niced child 8 s behind a busy machine's other work.
     """
-    pq.write_table(to_table(Columns()), pa.BufferOutputStream(), compression="zstd")
+    write_landed(to_table(Columns()), pa.BufferOutputStream())
     lower_priority()
     return os.getpid()
 
@@ -111,6 +111,17 @@ def to_table(cols: Columns) -> pa.Table:
     return pa.Table.from_arrays(arrays, schema=SCHEMA)
 
 
+def write_landed(table: pa.Table, where: Path | pa.NativeFile) -> None:
+    """Write landing rows as one Parquet file (zstd), a row group per share of their
+    instances (``push_arrow.share_groups``), the shares named in its metadata: a
+    pipeline task reads only its own share's row groups (docs/landing.md)."""
+    grouped = share_groups(table)
+    schema = table.schema.with_metadata({**(table.schema.metadata or {}), **grouped.metadata()})
+    with pq.ParquetWriter(where, schema, compression="zstd") as writer:
+        for _, first, rows in grouped.runs:
+            writer.write_table(grouped.table.slice(first, rows), row_group_size=rows)
+
+
 def convert_segment(layout: Layout, segment_path: Path) -> Converted:
     """Turn one sealed WAL segment into exactly one Parquet file, then delete it.
 
@@ -135,7 +146,7 @@ def convert_segment(layout: Layout, segment_path: Path) -> Converted:
         _remove_segment(segment_path)
         return Converted(segment, 0, None, torn_bytes=contents.torn_bytes)
     staging = layout.staging / final.name
-    pq.write_table(to_table(contents.columns), staging, compression="zstd")
+    write_landed(to_table(contents.columns), staging)
     _fsync_file(staging)
     make_dirs(final.parent)
     os.rename(staging, final)

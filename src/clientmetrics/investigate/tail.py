@@ -4,9 +4,11 @@ The landing exporter answers a push only once its WAL record is fsynced
 (docs/landing.md), so the WAL holds every acknowledged push at once; a landed
 Parquet file appears seconds later. The tail reads what was appended to the WAL
 segments since the last look, and, for a segment converted and removed in the meantime,
-the rest of its rows from the Parquet file it became (same name); a segment
+the rest of its rows from the Parquet file it became (same name: a file
+holds its rows by share, each share's in the WAL's order, so the tail counts
+what it read by share); a segment
 that came and went between two looks is read whole from its file. Nothing is
-read twice, nothing piles up: what is remembered is one count per live segment
+read twice, nothing piles up: what is remembered is 16 counts per live segment
 and the names of the current hours' files.
 """
 
@@ -16,12 +18,20 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
+import numpy as np
 import pyarrow as pa
 import pyarrow.parquet as pq
 
 from clientmetrics.exporters.landing_files import Layout, to_table
 from clientmetrics.exporters.wal import MAGIC, SUFFIX, decode_segment
-from clientmetrics.telemetry.push_arrow import LANDED_FILES, LANDING_ARROW, LANDING_DIR, partition
+from clientmetrics.telemetry.push_arrow import (
+    LANDED_FILES,
+    LANDED_SHARES,
+    LANDING_ARROW,
+    LANDING_DIR,
+    partition,
+    shares,
+)
 
 __all__ = ["LandingTail"]
 
@@ -29,7 +39,9 @@ __all__ = ["LandingTail"]
 @dataclass
 class _Segment:
     size: int = 0
-    rows: int = 0
+    #: Rows read from the WAL so far, by share of ``LANDED_SHARES``: the file the
+    #: segment becomes holds its rows by share, each share's in WAL order.
+    rows: np.ndarray = field(default_factory=lambda: np.zeros(LANDED_SHARES, np.int64))
 
 
 @dataclass
@@ -99,7 +111,7 @@ class LandingTail:
             return []  # the header is not written yet, or not a segment this reads
         seen.size = start + contents.valid_bytes - len(magic)
         table = to_table(contents.columns)
-        seen.rows += table.num_rows
+        seen.rows += np.bincount(_shares(table), minlength=LANDED_SHARES)
         return [table] if table.num_rows else []
 
     def _converted(self, path: Path) -> list[pa.Table]:
@@ -109,7 +121,7 @@ class LandingTail:
         if not final.exists():
             return []  # an empty segment leaves no file
         table = pq.read_table(final, schema=LANDING_ARROW)
-        rest = table.slice(seen.rows)
+        rest = table.filter(pa.array(_unseen(_shares(table), seen.rows)))
         return [rest] if rest.num_rows else []
 
     def _new_files(self) -> list[pa.Table]:
@@ -127,6 +139,22 @@ class LandingTail:
         if not self._started and self._new_only:
             return []  # files landed before we started hold no new pushes
         return [pq.read_table(p, schema=LANDING_ARROW) for p in fresh]
+
+
+def _shares(table: pa.Table) -> np.ndarray:
+    of_row: np.ndarray = shares(table.column("client_instance_id"), LANDED_SHARES).to_numpy()
+    return of_row
+
+
+def _unseen(of_row: np.ndarray, seen: np.ndarray) -> np.ndarray:
+    """Which rows come after the first ``seen[share]`` of their share, counted in the
+    rows' order: the rows of a landed file its WAL segment had not shown yet."""
+    order = np.argsort(of_row, kind="stable")
+    ordered = of_row[order]
+    rank = np.empty(len(of_row), np.int64)
+    rank[order] = np.arange(len(of_row)) - np.searchsorted(ordered, ordered, side="left")
+    unseen: np.ndarray = rank >= seen[of_row]
+    return unseen
 
 
 def _now_ms() -> int:

@@ -6,10 +6,15 @@ Paths only: nothing here touches the file system.
 
 from __future__ import annotations
 
+import zlib
+from collections.abc import Mapping
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Protocol
 
+import numpy as np
 import pyarrow as pa
+import pyarrow.compute as pc
 
 from clientmetrics.telemetry.model import PUSH_FIELDS, Kind
 
@@ -49,3 +54,75 @@ def landed_pushes(data_dir: Path) -> Path:
 def partition(when: _Moment) -> str:
     """``date=YYYY-MM-DD/hour=HH`` of a UTC moment (a ``datetime``)."""
     return when.strftime("date=%Y-%m-%d/hour=%H")
+
+
+# --- shares: which rows a reader of one share needs --------------------------------------------
+
+#: A landed file keeps its rows in row groups by share of this many: a reader
+#: taking one share of a divisor of it (1, 2, 4, 8 or 16 shares) reads only
+#: that share's row groups. 16: enough for a pipeline's cores, few enough that
+#: a small file's footer stays small (a row group per share it holds).
+LANDED_SHARES = 16
+#: The file's key-value metadata: the share of each row group, of ``LANDED_SHARES``.
+SHARES_KEY = b"clientmetrics.row_group_shares"
+
+
+def shares(instances: pa.Array | pa.ChunkedArray, count: int) -> pa.Array:
+    """Which of ``count`` shares each row's instance falls in: the same in every process.
+
+    A CRC-32 of the instance id, taken once per distinct id; a null id is in share 0.
+    """
+    encoded = pc.dictionary_encode(instances)
+    if isinstance(encoded, pa.ChunkedArray):
+        encoded = encoded.combine_chunks()
+    of_id = pa.array(
+        [zlib.crc32(name.encode()) % count for name in encoded.dictionary.to_pylist()],
+        pa.int32(),
+    )
+    found: pa.Array = pc.fill_null(pc.take(of_id, encoded.indices), 0)
+    return found
+
+
+@dataclass(frozen=True, slots=True)
+class ShareGroups:
+    """Landing rows ordered by share (of ``LANDED_SHARES``), and where each share's run is."""
+
+    table: pa.Table
+    #: (share, first row, rows) of each run, in order: one row group each.
+    runs: tuple[tuple[int, int, int], ...]
+
+    def metadata(self) -> dict[bytes, bytes]:
+        """The file's key-value metadata naming each row group's share."""
+        return {SHARES_KEY: ",".join(str(share) for share, _, _ in self.runs).encode()}
+
+
+def share_groups(table: pa.Table) -> ShareGroups:
+    """``table``'s rows by share of their instance, each share's rows in their order."""
+    of_row = shares(table.column("client_instance_id"), LANDED_SHARES)
+    order = pc.sort_indices(of_row)  # stable: a share's rows keep their order
+    ordered = pc.take(of_row, order).to_numpy()
+    starts = [0, *(np.flatnonzero(np.diff(ordered)) + 1).tolist()]
+    ends = [*starts[1:], len(ordered)]
+    runs = tuple((int(ordered[a]), a, b - a) for a, b in zip(starts, ends, strict=True) if b > a)
+    return ShareGroups(table.take(order), runs)
+
+
+def share_row_groups(
+    metadata: Mapping[bytes, bytes] | None, groups: int, share: int, count: int
+) -> list[int] | None:
+    """The row groups of a landed file that hold share ``share`` of ``count``.
+
+    None when the file does not say (another writer, or metadata that does not
+    fit its ``groups`` row groups) or ``count`` does not divide ``LANDED_SHARES``:
+    then the reader reads every row group. The metadata only spares reading:
+    a reader still keeps only its share's rows.
+    """
+    if LANDED_SHARES % count or not metadata or SHARES_KEY not in metadata:
+        return None
+    try:
+        named = [int(text) for text in metadata[SHARES_KEY].split(b",")]
+    except ValueError:
+        return None
+    if len(named) != groups or any(not 0 <= of < LANDED_SHARES for of in named):
+        return None
+    return [group for group, of in enumerate(named) if of % count == share]

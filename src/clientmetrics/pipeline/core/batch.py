@@ -22,7 +22,6 @@ ready to be written: the shell only moves rows and files.
 
 from __future__ import annotations
 
-import zlib
 from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass
 
@@ -125,22 +124,6 @@ def instance_of(rows: pa.Table, tag: str | None) -> pa.Array | pa.ChunkedArray:
     if tag in ("series", "baseline"):
         return series_instances(rows.column("series"))
     return rows.column("client_instance_id")
-
-
-def shares(instances: pa.Array | pa.ChunkedArray, count: int) -> pa.Array:
-    """Which of ``count`` shares each row's instance falls in: the same in every process.
-
-    A CRC-32 of the instance id, taken once per distinct id; a null id is in share 0.
-    """
-    encoded = pc.dictionary_encode(instances)
-    if isinstance(encoded, pa.ChunkedArray):
-        encoded = encoded.combine_chunks()
-    of_id = pa.array(
-        [zlib.crc32(name.encode()) % count for name in encoded.dictionary.to_pylist()],
-        pa.int32(),
-    )
-    found: pa.Array = pc.fill_null(pc.take(of_id, encoded.indices), 0)
-    return found
 
 
 def pass_input(pushes: pa.Table, state: Mapping[str, pa.Table]) -> pa.Table:

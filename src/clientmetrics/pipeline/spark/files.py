@@ -21,6 +21,10 @@ from pyarrow import fs
 
 from clientmetrics.pipeline.core.batch import SIDE_OUTPUTS
 from clientmetrics.pipeline.core.schemas import TIMESTAMP
+from clientmetrics.telemetry.push_arrow import share_row_groups
+
+#: The landed column every share reads whole: when each push was received.
+RECEIVED_AT = "received_at"
 
 #: Where each kind of row goes, and what time's day partitions it (None: not partitioned).
 DAY_OF: dict[str, Callable[[pa.Table], pa.ChunkedArray] | None] = {
@@ -140,6 +144,34 @@ def read_parquet(path: str, schema: pa.Schema) -> pa.Table:
         parquet = pq.ParquetFile(source)
         present = set(parquet.schema_arrow.names)
         table = parquet.read(columns=[name for name in schema.names if name in present])
+    return _as_schema(table, schema, present)
+
+
+def read_landed_share(
+    path: str, schema: pa.Schema, share: int, count: int
+) -> tuple[pa.Table, pa.ChunkedArray]:
+    """A landed file's row groups of share ``share`` of ``count`` as ``schema``, and the
+    receipt time of every row in it (the batch's newest push is every share's clock).
+
+    Every row group is read when the file does not name its row groups' shares
+    (``push_arrow.share_row_groups``): the caller keeps its share's rows either way.
+    """
+    filesystem, local = open_uri(path)
+    with filesystem.open_input_file(local) as source:
+        parquet = pq.ParquetFile(source)
+        present = set(parquet.schema_arrow.names)
+        names = [name for name in schema.names if name in present]
+        groups = share_row_groups(parquet.metadata.metadata, parquet.num_row_groups, share, count)
+        if groups is None:
+            table = parquet.read(columns=names)
+            received = table.column(RECEIVED_AT)
+        else:
+            table = parquet.read_row_groups(groups, columns=names)
+            received = parquet.read(columns=[RECEIVED_AT]).column(RECEIVED_AT)
+    return _as_schema(table, schema, present), received
+
+
+def _as_schema(table: pa.Table, schema: pa.Schema, present: set[str]) -> pa.Table:
     columns = [
         table.column(f.name).cast(f.type) if f.name in present else pa.nulls(table.num_rows, f.type)
         for f in schema

@@ -29,7 +29,6 @@ from clientmetrics.pipeline.core.batch import (
     judge_clients,
     pass_input,
     process_group,
-    shares,
 )
 from clientmetrics.pipeline.core.records import screen_records
 from clientmetrics.pipeline.core.rejects import (
@@ -46,7 +45,13 @@ from clientmetrics.pipeline.core.schemas import (
     POINTS_ARROW,
     REJECTED_ARROW,
 )
-from clientmetrics.pipeline.spark.files import Progress, TaskFiles, read_parquet
+from clientmetrics.pipeline.spark.files import (
+    Progress,
+    TaskFiles,
+    read_landed_share,
+    read_parquet,
+)
+from clientmetrics.telemetry.push_arrow import shares
 
 
 def _later(*moments: int | None) -> int | None:
@@ -181,14 +186,12 @@ def _read(
     return pa.concat_tables(parts) if parts else schema.empty_table()
 
 
-def _newest(pushes: pa.Table) -> int | None:
-    """The newest plausible ``received_at`` of the pushes (µs), or None.
+def _newest(received_at: pa.ChunkedArray) -> int | None:
+    """The newest plausible of the pushes' ``received_at`` (µs), or None.
 
     A receipt time ``core.rejects`` refuses never moves ``silent``'s clock.
     """
-    received = pushes.column("received_at").filter(
-        pa.array(received_ok(pushes.column("received_at")))
-    )
+    received = received_at.filter(pa.array(received_ok(received_at)))
     newest: int | None = pc.max(pc.cast(received, pa.int64())).as_py()
     return newest
 
@@ -236,14 +239,16 @@ def pass_share(
     """``run_pass`` over one share of the instances, read from the batch's files.
 
     Landed files hold every instance: the task keeps those of its share (a
-    CRC-32 of the instance id, ``core.batch.shares``), so an instance's pushes
-    and state meet in one task without a shuffle. Every task reads every
-    landed file, so each knows the batch's newest push.
+    CRC-32 of the instance id, ``push_arrow.shares``), so an instance's pushes
+    and state meet in one task without a shuffle. A landed file keeps its rows
+    in row groups by share, so the task reads only its own (where its share
+    count divides the file's); every task reads every file's receipt times,
+    so each knows the batch's newest push.
     """
     parts, received = [], None
     for path in given.pushes:
-        table = read_parquet(path, PUSH_COLUMNS)
-        received = _later(received, _newest(table))
+        table, received_at = read_landed_share(path, PUSH_COLUMNS, share, count)
+        received = _later(received, _newest(received_at))
         if given.filter_pushes:
             table = table.filter(pc.equal(shares(instance_of(table, None), count), share))
         parts.append(with_origin(table, source=path))
@@ -281,7 +286,7 @@ def pass_records(
         )
     screened = screen_records(records)
     pushes = screened.kept.select(PASS_PUSHES.names)
-    received = _newest(pushes)
+    received = _newest(pushes.column("received_at"))
     manifest = _pass(
         pushes, inputs[share], plan, (share, count, attempt), received, screened.rejected
     )
