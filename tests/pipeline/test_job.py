@@ -10,10 +10,11 @@ from collections.abc import Callable
 from pathlib import Path
 
 import pytest
-from pyspark.sql import SparkSession
+from pyspark.sql import DataFrame, SparkSession
 
 from clientmetrics.pipeline.core.rules import parse_rules
 from clientmetrics.pipeline.jobs.job import PipelineConfig, PipelineJob
+from clientmetrics.pipeline.jobs.sources import LANDED_FILE
 from tests.golden import LIBRDKAFKA as FIXTURES
 from tests.synthetic import (
     Push,
@@ -136,14 +137,18 @@ def test_run_fills_all_four_tables_and_a_second_run_adds_nothing(
 def test_a_replayed_batch_leaves_what_one_try_would(spark: SparkSession, data_dir: Path) -> None:
     first = land(data_dir, _pushes(0, 4, 6000.0, SLOW))
     second = land(data_dir, _pushes(4, 2, 6000.0, SLOW))
+
+    def batch(path: Path) -> DataFrame:  # as the landing source gives it: a row per file
+        return spark.createDataFrame([(f"file:{path}",)], [LANDED_FILE])
+
     job = PipelineJob(spark, _config(data_dir))
-    job.process_batch(spark.read.parquet(str(first)), 0)
-    job.process_batch(spark.read.parquet(str(first)), 0)  # the crash-and-replay case
-    job.process_batch(spark.read.parquet(str(second)), 1)
+    job.process_batch(batch(first), 0)
+    job.process_batch(batch(first), 0)  # the crash-and-replay case
+    job.process_batch(batch(second), 1)
     once = data_dir.parent / "once"
     job_once = PipelineJob(spark, _config(once))
-    job_once.process_batch(spark.read.parquet(str(first)), 0)
-    job_once.process_batch(spark.read.parquet(str(second)), 1)
+    job_once.process_batch(batch(first), 0)
+    job_once.process_batch(batch(second), 1)
     assert _counts(spark, data_dir) == _counts(spark, once)
     assert _counts(spark, data_dir)["points"] == 6 * PER_PAYLOAD
     rates = spark.read.parquet(str(data_dir / "tables" / "points")).where(

@@ -216,8 +216,9 @@ class PipelineJob:
         """How many shares the pass has, and the landed files they read.
 
         Landed files hold every instance: each of the shares (as many as the
-        session's default parallelism: its cores) reads them all and keeps its
-        own; naming the files runs no Spark job. The Kafka source's partition
+        session's default parallelism: its cores) reads its own row groups of
+        every file (all of them where the count does not divide the files'
+        ``LANDED_SHARES``) and keeps its own rows. The Kafka source's partition
         ``n`` is share ``n``.
         """
         if self._config.kafka is None:

@@ -2,7 +2,8 @@
 
 * **landing** (the embedded default) — Spark's file source over the landing
   directory names each micro-batch's new files (its checkpoint is the
-  processed-files manifest); the pass's tasks read the files themselves.
+  processed-files manifest); the pass's tasks read the files themselves, each
+  only its share's row groups (docs/landing.md).
 * **kafka** — Spark's Kafka source (the connector jars, ``spark.connector``)
   reads the topic the topic exporter and the broker plugin write; offsets
   live in the checkpoint. Records are keyed by client instance, so a Kafka
@@ -29,20 +30,32 @@ from typing import Any
 from py4j.protocol import Py4JError  # type: ignore[import-untyped]
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
-from pyspark.sql.types import DateType, IntegerType, StructField, StructType
+from pyspark.sql.types import (
+    BinaryType,
+    DateType,
+    IntegerType,
+    LongType,
+    StringType,
+    StructField,
+    StructType,
+    TimestampType,
+)
 
 from clientmetrics.client.properties import CONNECT_TIMEOUT_S, PROTOCOLS, parse_bootstrap
 from clientmetrics.errors import ConfigurationError
-from clientmetrics.pipeline.core.schemas import LANDING_ARROW
-from clientmetrics.pipeline.spark.passes import spark_schema
+from clientmetrics.pipeline.core.schemas import LANDED_FILES
 from clientmetrics.telemetry.otlp import TELEMETRY_TOPIC as DEFAULT_TOPIC
 
 #: The column naming each push's landed file.
 LANDED_FILE = "landed_file"
 
-_LANDING = StructType(
+#: The ``binaryFile`` source's columns, and the landing's partition columns.
+_LANDED_FILES = StructType(
     [
-        *spark_schema(LANDING_ARROW).fields,
+        StructField("path", StringType()),
+        StructField("modificationTime", TimestampType()),
+        StructField("length", LongType()),
+        StructField("content", BinaryType()),
         StructField("date", DateType()),
         StructField("hour", IntegerType()),
     ]
@@ -136,36 +149,27 @@ def kafka_stream(spark: SparkSession, source: KafkaSource) -> DataFrame:
 def landing_stream(
     spark: SparkSession, input_path: str, max_files_per_trigger: int | None
 ) -> DataFrame:
-    """Each new landed file's pushes, as their file's name (the pass's tasks read the files)."""
+    """Each new landed file, as its name (the pass's tasks read the files themselves).
+
+    Spark's file source in its ``binaryFile`` format: a row per file, whose
+    contents it never reads when only the name is asked for.
+    """
     # The partition columns are part of the schema: a stream started on an
     # empty landing directory would otherwise not know them, and fail when
     # the first date=/hour= directory appears.
-    reader = spark.readStream.schema(_LANDING)
+    reader = (
+        spark.readStream.format("binaryFile")
+        .schema(_LANDED_FILES)
+        .option("pathGlobFilter", LANDED_FILES.rsplit("/", 1)[-1])
+    )
     if max_files_per_trigger:
         reader = reader.option("maxFilesPerTrigger", max_files_per_trigger)
-    landed = reader.parquet(input_path)
-    return landed.select(F.col("_metadata.file_path").alias(LANDED_FILE))
+    return reader.load(input_path).select(F.col("path").alias(LANDED_FILE))
 
 
 def landed_files(pushes: DataFrame) -> list[str]:
-    """A landing batch's files.
-
-    They are in the plan Spark made of the batch (the file scan's
-    partitions), so no Spark job has to read them; where that plan cannot be
-    reached (another Spark), one small job collects the files' names.
-    """
-    try:
-        scan = pushes._jdf.queryExecution().logical().rdd()
-        names = {f.filePath().toString() for p in scan.partitions() for f in p.files()}
-    except (AttributeError, Py4JError):
-        return landed_files_by_job(pushes)
-    return sorted(names)
-
-
-def landed_files_by_job(pushes: DataFrame) -> list[str]:
-    """A landing batch's files, collected by a Spark job."""
-    named = F.col(LANDED_FILE) if LANDED_FILE in pushes.columns else F.col("_metadata.file_path")
-    return sorted(row[0] for row in pushes.select(named).distinct().collect())
+    """A landing batch's files: a small job collects their names (a row each, no contents)."""
+    return sorted(str(row[0]) for row in pushes.collect())
 
 
 def java_topic_partitions(
