@@ -10,9 +10,11 @@ import pytest
 from clientmetrics.telemetry import (
     ClientContext,
     ClientMetricsManager,
+    PushResult,
     Subscription,
     SubscriptionsResult,
     TelemetryConfig,
+    decode_push,
 )
 from clientmetrics.wire.errors import ErrorCode
 from tests.golden import LIBRDKAFKA as FIXTURES
@@ -66,6 +68,27 @@ def subscribe(
     result = mgr.get_telemetry_subscriptions(client_instance_id, ctx or make_ctx(), now_ms)
     assert result.error_code is ErrorCode.NONE, result
     return result
+
+
+def push_telemetry(
+    mgr: ClientMetricsManager,
+    client_instance_id: uuid.UUID | None,
+    subscription_id: int,
+    terminating: bool,
+    compression_type: int,
+    metrics: bytes,
+    ctx: ClientContext,
+    now_ms: int,
+) -> PushResult:
+    """A PushTelemetry answered as the gateway answers it: ``begin_push``, ``decode_push``
+    (which the gateway may run off its loop), ``finish_push``."""
+    started = mgr.begin_push(
+        client_instance_id, subscription_id, terminating, compression_type, metrics, ctx, now_ms
+    )
+    if isinstance(started, PushResult):
+        return started
+    code, payload = decode_push(compression_type, metrics, started.max_bytes)
+    return mgr.finish_push(started, code, payload)
 
 
 @pytest.fixture

@@ -12,7 +12,7 @@ from clientmetrics.telemetry import (
 )
 from clientmetrics.wire.errors import ErrorCode
 
-from .conftest import make_ctx, manager, sub, subscribe
+from .conftest import make_ctx, manager, push_telemetry, sub, subscribe
 
 NOW = 10_000_000
 
@@ -54,7 +54,7 @@ def test_every_request_re_arms_expiry() -> None:
     throttled = mgr.get_telemetry_subscriptions(got.client_instance_id, make_ctx(), NOW + 500)
     assert throttled.error_code is ErrorCode.THROTTLING_QUOTA_EXCEEDED
     assert mgr.expire(NOW + 3200) == 0
-    refused = mgr.push_telemetry(got.client_instance_id, 0, False, 0, b"", make_ctx(), NOW + 3000)
+    refused = push_telemetry(mgr, got.client_instance_id, 0, False, 0, b"", make_ctx(), NOW + 3000)
     assert refused.error_code is ErrorCode.UNKNOWN_SUBSCRIPTION_ID
     assert mgr.expire(NOW + 5999) == 0
     assert mgr.expire(NOW + 6000) == 1

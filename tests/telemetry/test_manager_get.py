@@ -18,7 +18,15 @@ from clientmetrics.telemetry import (
 )
 from clientmetrics.wire.errors import ErrorCode
 
-from .conftest import CONSUMER_PREFIX, PRODUCER_PREFIX, make_ctx, manager, sub, subscribe
+from .conftest import (
+    CONSUMER_PREFIX,
+    PRODUCER_PREFIX,
+    make_ctx,
+    manager,
+    push_telemetry,
+    sub,
+    subscribe,
+)
 
 NOW = 1_000_000
 
@@ -108,7 +116,8 @@ def test_push_on_a_fresh_manager_then_get_is_throttled(producer_payload: bytes) 
     origin = manager(sub())
     first = subscribe(origin, NOW)
     other = manager(sub())
-    pushed = other.push_telemetry(
+    pushed = push_telemetry(
+        other,
         first.client_instance_id,
         first.subscription_id,
         False,

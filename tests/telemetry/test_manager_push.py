@@ -20,7 +20,7 @@ from clientmetrics.telemetry import (
 )
 from clientmetrics.wire.errors import ErrorCode
 
-from .conftest import FIXTURES, make_ctx, manager, sub, subscribe
+from .conftest import FIXTURES, make_ctx, manager, push_telemetry, sub, subscribe
 
 NOW = 5_000_000
 INTERVAL = 30000
@@ -37,7 +37,8 @@ def push(
     subscription_id: int | None = None,
     ctx: ClientContext | None = None,
 ) -> PushResult:
-    return mgr.push_telemetry(
+    return push_telemetry(
+        mgr,
         got.client_instance_id,
         got.subscription_id if subscription_id is None else subscription_id,
         terminating,
@@ -92,7 +93,7 @@ def test_missing_or_reserved_id_is_invalid(
     mgr: ClientMetricsManager, bad_id: uuid.UUID | None
 ) -> None:
     """Checklist 25: null, zero or ONE_UUID → 42, and no instance is created."""
-    result = mgr.push_telemetry(bad_id, 0, False, 0, b"", make_ctx(), NOW)
+    result = push_telemetry(mgr, bad_id, 0, False, 0, b"", make_ctx(), NOW)
     assert result == PushResult(ErrorCode.INVALID_REQUEST, None)
     assert mgr.stats.instance_count == 0
 

@@ -9,7 +9,7 @@ import pytest
 from clientmetrics.telemetry import TelemetryStats
 from clientmetrics.wire.errors import ErrorCode
 
-from .conftest import make_ctx, manager, sub, subscribe
+from .conftest import make_ctx, manager, push_telemetry, sub, subscribe
 
 
 def test_snapshot_is_a_copy() -> None:
@@ -49,8 +49,15 @@ def test_only_the_creating_connection_removes_an_instance() -> None:
     """Reference §2.6: requests on another connection do not transfer ownership."""
     mgr = manager(sub())
     got = subscribe(mgr, 0, ctx=make_ctx(connection_id=1))
-    mgr.push_telemetry(
-        got.client_instance_id, got.subscription_id, False, 0, b"", make_ctx(connection_id=2), 1
+    push_telemetry(
+        mgr,
+        got.client_instance_id,
+        got.subscription_id,
+        False,
+        0,
+        b"",
+        make_ctx(connection_id=2),
+        1,
     )
     mgr.connection_closed(2)
     assert mgr.stats.instance_count == 1

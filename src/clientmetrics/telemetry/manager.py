@@ -320,28 +320,6 @@ class ClientMetricsManager:
 
     # -- PushTelemetry -------------------------------------------------------
 
-    def push_telemetry(
-        self,
-        client_instance_id: uuid.UUID | None,
-        subscription_id: int,
-        terminating: bool,
-        compression_type: int,
-        metrics: bytes,
-        ctx: ClientContext,
-        now_ms: int,
-    ) -> PushResult:
-        """Answer a PushTelemetry request; on success the push is ready to export.
-
-        ``begin_push``, ``decode_push`` and ``finish_push`` in one call.
-        """
-        started = self.begin_push(
-            client_instance_id, subscription_id, terminating, compression_type, metrics, ctx, now_ms
-        )
-        if isinstance(started, PushResult):
-            return started
-        code, payload = decode_push(compression_type, metrics, started.max_bytes)
-        return self.finish_push(started, code, payload)
-
     def begin_push(
         self,
         client_instance_id: uuid.UUID | None,
