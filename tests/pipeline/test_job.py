@@ -7,6 +7,7 @@ import os
 import time
 import uuid
 from collections.abc import Callable
+from datetime import UTC, datetime
 from pathlib import Path
 
 import pytest
@@ -16,6 +17,7 @@ from clientmetrics.pipeline.core.rules import parse_rules
 from clientmetrics.pipeline.jobs.job import PipelineConfig, PipelineJob
 from clientmetrics.pipeline.jobs.sources import LANDED_FILE
 from tests.golden import LIBRDKAFKA as FIXTURES
+from tests.pipeline.golden import read_table
 from tests.synthetic import (
     Push,
     land,
@@ -208,3 +210,28 @@ def test_a_batch_spanning_midnight_is_split_by_event_day(
         "2026-11-22": PER_PAYLOAD,
         "2026-11-23": PER_PAYLOAD,
     }
+
+
+def test_a_landed_file_that_is_not_parquet_is_a_dead_letter_and_the_rest_goes_on(
+    spark: SparkSession, data_dir: Path
+) -> None:
+    good = land(data_dir, _pushes(0, 2, 10.0, FAST))
+    garbage = good.with_name("part-1-garbage.parquet")
+    garbage.write_bytes(b"not a parquet file " * 8)
+    truncated = good.with_name("part-2-truncated.parquet")
+    truncated.write_bytes(good.read_bytes()[:-40])  # its footer cut off
+    job = PipelineJob(spark, _config(data_dir))
+    job.run()
+    assert _counts(spark, data_dir)["points"] == 2 * PER_PAYLOAD
+    assert job.rejected == {"unreadable_file": 2}
+    letters = read_table(data_dir / "tables", "rejected").to_pylist()
+    assert sorted((row["source"], row["reason"], row["count"]) for row in letters) == [
+        (f"file:{garbage}", "unreadable_file", 1),
+        (f"file:{truncated}", "unreadable_file", 1),
+    ]
+    assert all(row["excerpt"].startswith(b"ArrowInvalid: Parquet") for row in letters)
+    # Dated by when the file landed (its modification time), as a push by its receipt.
+    landed_on = {datetime.fromtimestamp(p.stat().st_mtime, UTC) for p in (garbage, truncated)}
+    assert {row["received_at"] for row in letters} == landed_on
+    PipelineJob(spark, _config(data_dir)).run()  # nothing new: no dead letter twice
+    assert len(read_table(data_dir / "tables", "rejected")) == 2

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
+from datetime import datetime
 
 import numpy as np
 import pyarrow as pa
@@ -30,6 +31,9 @@ PAYLOAD_NOT_OTLP = "payload_not_otlp"
 TOO_MANY_POINTS = "too_many_points"
 POINT_TIME_OUT_OF_RANGE = "point_time_out_of_range"
 POINT_COUNT_OUT_OF_RANGE = "point_count_out_of_range"
+#: A landed file that is not the landing contract's Parquet (corrupt, truncated, or a
+#: column of another type): one dead letter for the file, whose rows are not known.
+UNREADABLE_FILE = "unreadable_file"
 REASONS = (
     HEADER_NOT_UTF8,
     INVALID_HEADER,
@@ -40,6 +44,7 @@ REASONS = (
     TOO_MANY_POINTS,
     POINT_TIME_OUT_OF_RANGE,
     POINT_COUNT_OUT_OF_RANGE,
+    UNREADABLE_FILE,
 )
 
 #: The instance id as both writers spell it: canonical, lower-case UUID text.
@@ -172,6 +177,15 @@ def dead_letters(
 def screen_pushes(pushes: pa.Table) -> Screened:
     """Pushes (landing columns) less those whose id, receipt time or payload size is unusable."""
     return screen(pushes, push_checks(pushes))
+
+
+def unreadable_file(path: str, error: Exception, modified: datetime | None) -> pa.Table:
+    """The dead letter of a landed file that cannot be read: its name, the reader's error,
+    and as its receipt time the file's modification time (when it landed), if known."""
+    received = pa.array([modified], REJECTED_ARROW.field("received_at").type)
+    row = with_origin(pa.table({"received_at": received}), source=path)
+    text = f"{type(error).__name__}: {error}".encode()
+    return dead_letters(row, UNREADABLE_FILE, "file", pa.array([text], pa.binary()))
 
 
 def with_origin(pushes: pa.Table, **origin: object) -> pa.Table:

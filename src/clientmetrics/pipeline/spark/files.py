@@ -13,6 +13,7 @@ import os
 import re
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
+from datetime import datetime
 
 import pyarrow as pa
 import pyarrow.compute as pc
@@ -169,6 +170,16 @@ def read_landed_share(
             table = parquet.read_row_groups(groups, columns=names)
             received = parquet.read(columns=[RECEIVED_AT]).column(RECEIVED_AT)
     return _as_schema(table, schema, present), received
+
+
+def modified_at(path: str) -> datetime | None:
+    """When a file was last written (UTC), or None when that cannot be told."""
+    filesystem, local = open_uri(path)
+    try:
+        modified: datetime | None = filesystem.get_file_info(local).mtime
+    except OSError:
+        return None
+    return modified
 
 
 def _as_schema(table: pa.Table, schema: pa.Schema, present: set[str]) -> pa.Table:

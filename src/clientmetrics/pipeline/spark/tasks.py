@@ -35,6 +35,7 @@ from clientmetrics.pipeline.core.rejects import (
     counts_by_reason,
     received_ok,
     screen_pushes,
+    unreadable_file,
     with_origin,
 )
 from clientmetrics.pipeline.core.schemas import (
@@ -48,6 +49,7 @@ from clientmetrics.pipeline.core.schemas import (
 from clientmetrics.pipeline.spark.files import (
     Progress,
     TaskFiles,
+    modified_at,
     read_landed_share,
     read_parquet,
 )
@@ -245,15 +247,23 @@ def pass_share(
     count divides the file's); every task reads every file's receipt times,
     so each knows the batch's newest push.
     """
-    parts, received = [], None
+    parts, received, unreadable = [], None, []
     for path in given.pushes:
-        table, received_at = read_landed_share(path, PUSH_COLUMNS, share, count)
+        try:
+            table, received_at = read_landed_share(path, PUSH_COLUMNS, share, count)
+        except (pa.ArrowInvalid, pa.ArrowNotImplementedError, pa.ArrowTypeError) as exc:
+            # Not the contract's Parquet: a dead letter (share 0's, once), and the batch
+            # goes on. An I/O error (OSError) fails the batch, to be tried again.
+            if share == 0:
+                unreadable.append(unreadable_file(path, exc, modified_at(path)))
+            continue
         received = _later(received, _newest(received_at))
         if given.filter_pushes:
             table = table.filter(pc.equal(shares(instance_of(table, None), count), share))
         parts.append(with_origin(table, source=path))
     pushes = pa.concat_tables(parts) if parts else PASS_PUSHES.empty_table()
-    return _pass(pushes, given, plan, (share, count, attempt), received)
+    letters = pa.concat_tables([REJECTED_ARROW.empty_table(), *unreadable])
+    return _pass(pushes, given, plan, (share, count, attempt), received, letters)
 
 
 def pass_records(
