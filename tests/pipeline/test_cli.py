@@ -288,3 +288,25 @@ def test_run_prints_a_summary_and_warns_of_a_rule_no_client_matches(
         "        clients: 1",
         "       rejected: 0",
     ]
+
+
+@pytest.mark.timeout(600)
+def test_a_query_that_stops_is_one_line_last_and_exit_1(tmp_path: Path) -> None:
+    """A batch that fails (here: the tables' directory is a file) ends with one line of
+    ours naming the error, not pyspark's traceback, whatever Spark logged before it."""
+    data = tmp_path / "cm-data"
+    instance = str(uuid.UUID(int=9))
+    land(data, [Push(T0_US, instance, producer_payload(T0_US * 1000, 0))])
+    tables = tmp_path / "tables"
+    tables.write_text("a file, not a directory\n")
+    args = ["run", "--data-dir", str(data), "--output", str(tables), "--master", "local[1]"]
+    env = {**os.environ, "SPARK_LOCAL_IP": "127.0.0.1", "PYSPARK_PYTHON": sys.executable}
+    done = _pipeline(*args, "--conf", "spark.ui.enabled=false", env=env)
+    assert (done.returncode, done.stdout) == (1, "")
+    last = done.stderr.rstrip("\n").splitlines()[-1]
+    assert last == (
+        "clientmetrics pipeline: the query stopped: NotADirectoryError: [Errno 20] Cannot "
+        f"create directory '{tables}/_staging/pass/0/points/date=2026-11-21'. "
+        "Detail: [errno 20] Not a directory"
+    )
+    assert "StreamingQueryException" not in done.stderr

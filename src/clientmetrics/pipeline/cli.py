@@ -95,6 +95,22 @@ def _check_reachable(master: str | None, kafka: Any) -> None:
         raise CommandError(f"clientmetrics pipeline: {exc}") from exc
 
 
+def failure(exc: Exception) -> str:
+    """What made a query stop, in one line: the error ending the innermost Python
+    traceback in its message (a task's or the batch's own code), else the line
+    after Spark's "terminated with exception"."""
+    lines = str(exc).splitlines()
+    starts = [
+        i for i, line in enumerate(lines) if line.rstrip().endswith("(most recent call last):")
+    ]
+    for after in lines[starts[-1] + 1 :] if starts else ():
+        if after and not after[0].isspace():
+            return after.strip()
+    text = str(exc).strip()
+    cause = text.partition("terminated with exception: ")[2] or text
+    return cause.splitlines()[0] if cause else type(exc).__name__
+
+
 def _start(
     options: dict[str, Any], *, trigger_seconds: float, flush: bool, once: bool
 ) -> RunSummary | None:
@@ -104,7 +120,7 @@ def _start(
     except (ConfigurationError, ValueError) as exc:
         raise click.UsageError(str(exc)) from exc
     _check_reachable(options["master"], config.kafka)
-    from pyspark.errors import AnalysisException
+    from pyspark.errors import AnalysisException, StreamingQueryException
 
     from clientmetrics.pipeline.jobs.job import PipelineJob
     from clientmetrics.pipeline.spark.connector import with_connector
@@ -153,6 +169,10 @@ def _start(
         except AnalysisException as exc:  # e.g. an unreadable input path on a cluster
             message = str(exc).strip().splitlines()[0]
             raise CommandError(f"clientmetrics pipeline: {message}") from exc
+        except StreamingQueryException as exc:  # a batch failed: Spark logged its trace
+            raise CommandError(
+                f"clientmetrics pipeline: the query stopped: {failure(exc)}"
+            ) from exc
         if not once or tables is None:
             return None
         return summarise_run(tables, before, job.batches, config.rules.rules)
