@@ -71,7 +71,7 @@ async def test_a_landed_file_has_a_row_group_per_share_named_in_its_metadata(
     tmp_path: Path,
 ) -> None:
     parquet = pq.ParquetFile(await _land(tmp_path))
-    assert parquet.metadata.metadata[SHARES_KEY] == b"2,4,7,10,12,15"
+    assert parquet.metadata.metadata[SHARES_KEY] == b"2:1,4:1,7:1,10:1,12:2,15:1"
     groups = [_client_ids(parquet.read_row_group(g)) for g in range(parquet.num_row_groups)]
     # Ordered by share; a share's rows (c0 then c6, one instance) in the order they came.
     assert groups == [["c1"], ["c5"], ["c2"], ["c4"], ["c0", "c6"], ["c3"]]
@@ -104,10 +104,13 @@ async def test_a_file_that_does_not_name_its_shares_is_read_whole(tmp_path: Path
     plain = tmp_path / "plain.parquet"
     pq.write_table(whole.replace_schema_metadata(None), plain)  # another writer's file
     lying = tmp_path / "lying.parquet"  # names three row groups of a file with one
-    pq.write_table(whole.replace_schema_metadata({SHARES_KEY: b"0,1,2"}), lying)
+    pq.write_table(whole.replace_schema_metadata({SHARES_KEY: b"0:3,1:3,2:1"}), lying)
+    # Rewritten with another file's key kept: its one row group has 7 rows, the key says 6.
+    kept = tmp_path / "kept.parquet"
+    pq.write_table(whole.replace_schema_metadata({SHARES_KEY: b"2:6"}), kept)
     garbled = tmp_path / "garbled.parquet"
     pq.write_table(whole.replace_schema_metadata({SHARES_KEY: b"zero"}), garbled)
-    for path in (plain, lying, garbled):
+    for path in (plain, lying, kept, garbled):
         table, received = read_landed_share(str(path), PUSH_COLUMNS, 1, 2)
         assert table.num_rows == 7, path.name
         assert len(received) == 7, path.name

@@ -7,7 +7,7 @@ Paths only: nothing here touches the file system.
 from __future__ import annotations
 
 import zlib
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Protocol
@@ -63,7 +63,9 @@ def partition(when: _Moment) -> str:
 #: that share's row groups. 16: enough for a pipeline's cores, few enough that
 #: a small file's footer stays small (a row group per share it holds).
 LANDED_SHARES = 16
-#: The file's key-value metadata: the share of each row group, of ``LANDED_SHARES``.
+#: The file's key-value metadata: each row group's share, of ``LANDED_SHARES``, and
+#: its rows (``2:10,4:3``), so that a file rewritten with the key kept (its rows
+#: regrouped) is not mistaken for one whose row groups the key names.
 SHARES_KEY = b"clientmetrics.row_group_shares"
 
 
@@ -92,8 +94,9 @@ class ShareGroups:
     runs: tuple[tuple[int, int, int], ...]
 
     def metadata(self) -> dict[bytes, bytes]:
-        """The file's key-value metadata naming each row group's share."""
-        return {SHARES_KEY: ",".join(str(share) for share, _, _ in self.runs).encode()}
+        """The file's key-value metadata naming each row group's share and rows."""
+        runs = ",".join(f"{share}:{rows}" for share, _, rows in self.runs)
+        return {SHARES_KEY: runs.encode()}
 
 
 def share_groups(table: pa.Table) -> ShareGroups:
@@ -108,21 +111,24 @@ def share_groups(table: pa.Table) -> ShareGroups:
 
 
 def share_row_groups(
-    metadata: Mapping[bytes, bytes] | None, groups: int, share: int, count: int
+    metadata: Mapping[bytes, bytes] | None, group_rows: Sequence[int], share: int, count: int
 ) -> list[int] | None:
     """The row groups of a landed file that hold share ``share`` of ``count``.
 
-    None when the file does not say (another writer, or metadata that does not
-    fit its ``groups`` row groups) or ``count`` does not divide ``LANDED_SHARES``:
-    then the reader reads every row group. The metadata only spares reading:
-    a reader still keeps only its share's rows.
+    ``group_rows``: the file's row groups' row counts. None when the file does
+    not say (another writer, or a key whose row groups are not the file's: another
+    count, other sizes) or ``count`` does not divide ``LANDED_SHARES``: then the
+    reader reads every row group. The metadata only spares reading: a reader
+    still keeps only its share's rows.
     """
     if LANDED_SHARES % count or not metadata or SHARES_KEY not in metadata:
         return None
     try:
-        named = [int(text) for text in metadata[SHARES_KEY].split(b",")]
+        named = [tuple(map(int, run.split(b":"))) for run in metadata[SHARES_KEY].split(b",")]
     except ValueError:
         return None
-    if len(named) != groups or any(not 0 <= of < LANDED_SHARES for of in named):
+    if [run[1:] for run in named] != [(rows,) for rows in group_rows]:
         return None
-    return [group for group, of in enumerate(named) if of % count == share]
+    if any(not 0 <= run[0] < LANDED_SHARES for run in named):
+        return None
+    return [group for group, run in enumerate(named) if run[0] % count == share]

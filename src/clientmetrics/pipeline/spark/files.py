@@ -162,7 +162,9 @@ def read_landed_share(
         parquet = pq.ParquetFile(source)
         present = set(parquet.schema_arrow.names)
         names = [name for name in schema.names if name in present]
-        groups = share_row_groups(parquet.metadata.metadata, parquet.num_row_groups, share, count)
+        meta = parquet.metadata
+        rows = [meta.row_group(group).num_rows for group in range(meta.num_row_groups)]
+        groups = share_row_groups(meta.metadata, rows, share, count)
         if groups is None:
             table = parquet.read(columns=names)
             received = table.column(RECEIVED_AT)
