@@ -176,6 +176,8 @@ def main() -> None:
     gateway = None
     webhook = Webhook()
     stages: dict[int, dict[str, float]] = {}
+    #: When the job's start-up steps happened (wall clock), for ``--cold``'s timeline.
+    marks: dict[str, float] = {}
 
     def spark_of() -> Any:
         spark = build_session(args.master, conf=with_connector({"spark.ui.enabled": "false"}))
@@ -183,9 +185,21 @@ def main() -> None:
         return spark
 
     class Job(PipelineJob):
-        """The pipeline job, noting each batch's stage times."""
+        """The pipeline job, noting each batch's stage times and when its start-up steps ran."""
+
+        def start(self, *, available_now: bool) -> Any:
+            marks.setdefault("query start", time.time())
+            query = super().start(available_now=available_now)
+            marks.setdefault("query started", time.time())
+            return query
+
+        def _warm(self) -> None:
+            marks.setdefault("warm-up start", time.time())
+            super()._warm()
+            marks.setdefault("warm-up end", time.time())
 
         def process_batch(self, pushes: Any, batch_id: int) -> None:
+            marks.setdefault("first batch in", time.time())
             before = dict(self.stage_seconds)
             super().process_batch(pushes, batch_id)
             stages[batch_id] = {
@@ -246,8 +260,9 @@ def main() -> None:
         background.start()
         if args.cold:
             query, spark = _cold(
-                args, spark_of, lambda spark: Job(spark, config), watch, gateway.port, stages
+                args, spark_of, lambda spark: Job(spark, config), watch, gateway.port, stages, marks
             )
+            _timeline(marks, watch)
         else:
             spark = spark_of()
             query = Job(spark, config).start(available_now=False)
@@ -324,13 +339,16 @@ def _cold(
     watch: SinkWatch,
     port: int,
     stages: dict[int, dict[str, float]],
+    marks: dict[str, float],
 ) -> tuple[Any, Any]:
     """An unhealthy client pushes, then Spark starts: its first alert, and where the time went."""
     started = time.time()
+    marks["first push"] = started
     sick = threading.Thread(target=_simulate, args=(port, 1, args.wait, 1, 100), daemon=True)
     sick.start()
     spark = spark_of()
     session_s = time.time() - started
+    marks["session ready"] = time.time()
     query = job_of(spark).start(available_now=False)
     found = _wait_alert(watch, started, args.wait)
     if found is None:
@@ -359,6 +377,18 @@ def _cold(
             + ", ".join(f"{name} {secs:.2f} s" for name, secs in ours.items())
         )
     return query, spark
+
+
+def _timeline(marks: dict[str, float], watch: SinkWatch) -> None:
+    """When each start-up step happened, in seconds from the first push."""
+    begun = marks.get("first push")
+    if begun is None:
+        return
+    lines = [when for when, _ in watch.seen.values()]
+    if lines:
+        marks["first alert line"] = min(lines)
+    steps = sorted((when - begun, name) for name, when in marks.items() if name != "first push")
+    print("  timeline from the first push: " + ", ".join(f"{n} {s:.2f} s" for s, n in steps))
 
 
 def _breakdown(

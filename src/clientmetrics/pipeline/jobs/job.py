@@ -115,6 +115,8 @@ class PipelineJob:
         self.rejected: dict[str, int] = {}
         #: The topic's partitions, once counted (``_topic_partitions``).
         self._partitions: int | None = None
+        #: Held while they are counted (the Kafka warm-up's thread may count them too).
+        self._counting = threading.Lock()
 
     @contextmanager
     def _stage(self, name: str, batch_id: int) -> Iterator[None]:
@@ -128,6 +130,15 @@ class PipelineJob:
     def start(self, *, available_now: bool) -> StreamingQuery:
         """Start the query over the landing directory or the topic."""
         config = self._config
+        if not available_now:
+            # While the query starts (the source's first offsets), not in its first batch;
+            # first, so that building the stream (seconds on a cold JVM) overlaps it too.
+            threading.Thread(target=self._warm, name="pipeline-warm-up", daemon=True).start()
+            if config.kafka is not None:
+                threading.Thread(
+                    target=self._warm_kafka, args=(config.kafka,), name="pipeline-warm-kafka",
+                    daemon=True,
+                ).start()  # fmt: skip
         if config.kafka is not None:
             stream = sources.kafka_stream(self._spark, config.kafka)
         else:
@@ -143,8 +154,6 @@ class PipelineJob:
             writer = writer.trigger(availableNow=True)
         else:
             writer = writer.trigger(processingTime=f"{config.trigger_seconds} seconds")
-            # While the query starts (the source's first offsets), not in its first batch.
-            threading.Thread(target=self._warm, name="pipeline-warm-up", daemon=True).start()
         return writer.start()
 
     def _warm(self) -> None:
@@ -158,6 +167,24 @@ class PipelineJob:
             _log.debug("pipeline warm-up failed", error=(str(exc).splitlines() or [""])[0])
             return
         _log.debug("pipeline warm-up", seconds=round(time.perf_counter() - started, 3))
+
+    def _warm_kafka(self, kafka: KafkaSource) -> None:
+        """Count the topic's partitions with Kafka's Java admin client while the query starts.
+
+        The first batch then need not count them, and the driver's JVM has loaded
+        and run the Kafka client classes the source's first offsets need (its
+        admin client): seconds of a cold first batch, now beside the query's start.
+        """
+        started = time.perf_counter()
+        try:
+            count = sources.java_topic_partitions(self._spark, kafka)
+        except Exception as exc:  # best effort, as ``_warm``: the first batch counts them
+            _log.debug("pipeline kafka warm-up failed", error=(str(exc).splitlines() or [""])[0])
+            return
+        with self._counting:
+            if self._partitions is None:
+                self._partitions = count
+        _log.debug("pipeline kafka warm-up", seconds=round(time.perf_counter() - started, 3))
 
     def run(self) -> None:
         """Process everything not yet processed, then return."""
@@ -229,14 +256,15 @@ class PipelineJob:
         """The topic's partitions, counted once by its metadata: asked by the project's
         client (``reach.topic_partitions``), or by Kafka's Java admin client where the
         settings are ones only Java speaks (a JKS trust store, GSSAPI)."""
-        if self._partitions is None:
-            try:
-                self._partitions = topic_partitions(
-                    kafka.bootstrap_servers, kafka.topic, kafka.properties
-                )
-            except ConfigurationError:
-                self._partitions = sources.java_topic_partitions(self._spark, kafka)
-        return self._partitions
+        with self._counting:
+            if self._partitions is None:
+                try:
+                    self._partitions = topic_partitions(
+                        kafka.bootstrap_servers, kafka.topic, kafka.properties
+                    )
+                except ConfigurationError:
+                    self._partitions = sources.java_topic_partitions(self._spark, kafka)
+            return self._partitions
 
     def _follow_up(self, rows: list[Row], inputs: list[ShareInput], plan: PassPlan) -> list[Row]:
         """The pass's manifests, completed by a second job where a share needs one.
