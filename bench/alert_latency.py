@@ -1,14 +1,15 @@
-"""Benchmark: push → alert latency through a Kafka topic (`pipeline stream --trigger-seconds 1`).
+"""Benchmark: push → alert latency through a Kafka topic (`pipeline stream --source kafka`).
 
     .venv/bin/python bench/alert_latency.py [--alerts 5] [--interval-ms 200] [--clients 20]
                                             [--partitions 2] [--master local[2]]
+                                            [--trigger-seconds 0] [--profile DIR]
     .venv/bin/python bench/alert_latency.py --cold
 
 1. Starts Apache Kafka 4.4 (``peers.kafka``) and a gateway (``clientmetrics
    serve``) whose topic exporter is required (a push is answered once the
    cluster has its record), landing off: the scalable path of docs/pipeline.md.
 2. Streams from the topic as ``clientmetrics pipeline stream --source kafka
-   --trigger-seconds 1`` does (the same ``PipelineJob``, in this process so that
+   --trigger-seconds 0`` does (the same ``PipelineJob``, in this process so that
    Spark's progress can be read), with one rule, the producer's node request
    latency "exceeded 5000 ms for more than 1 second", a JSON-lines sink and a
    webhook served here.
@@ -27,13 +28,21 @@ firing push to the start of the micro-batch that read it), Spark's own work
 before the batch (``latestOffset``, the offset log), the batch's jobs and
 publishing (``addBatch``: the summary job, the pass, publishing and the
 announcement), from Spark's progress and the job's stage times. Then the
-medians. All on this machine's wall clock. "Wait for the batch" runs to the end of
+medians, and the slowest alert (the p99 of a run of fewer than 100 alerts).
+All on this machine's wall clock. "Wait for the batch" runs to the end of
 the batch's ``latestOffset`` (when it took its offsets), never below 0.
 
 ``--cold``: one alert from a cold start. The unhealthy client's first push comes
 before the Spark session is built; it prints the first push → alert line, and in
-it the Spark session's start and the first batch. Each alert is waited for up to
-``--wait`` seconds (25, or 180 cold), never a fixed time.
+it the Spark session's start and the first batch, then a timeline of the
+job's start-up steps (the session, the query's start, the worker warm-up, the
+first batch) from the first push.
+
+Each alert is waited for up to ``--wait`` seconds (25, or 180 cold), never a
+fixed time.
+
+``--profile DIR``: Spark's UDF profiler over the pass's Python tasks, dumped
+as pstats files (the tasks run slower under it: for where the time goes).
 """
 
 from __future__ import annotations
@@ -143,6 +152,10 @@ def main() -> None:
     parser.add_argument("--clients", type=int, default=20, help="healthy clients beside")
     parser.add_argument("--partitions", type=int, default=2)
     parser.add_argument("--master", default="local[2]")
+    parser.add_argument(
+        "--trigger-seconds", type=float, default=0.0,
+        help="the stream's trigger (pipeline stream --trigger-seconds; 0: batches back to back)",
+    )  # fmt: skip
     parser.add_argument("--warmup", type=float, default=20.0, help="seconds before the first")
     parser.add_argument(
         "--cold", action="store_true",
@@ -153,6 +166,11 @@ def main() -> None:
         help="seconds to wait for each alert (default 25; 180 with --cold)",
     )  # fmt: skip
     parser.add_argument("--workdir", type=Path, default=None)
+    parser.add_argument(
+        "--profile", type=Path, default=None,
+        help="profile the pass's Python tasks (Spark's UDF profiler) and dump them here "
+        "(pstats files; times are then slower: for where, not how long)",
+    )  # fmt: skip
     args = parser.parse_args()
     if args.wait is None:
         args.wait = 180.0 if args.cold else 25.0
@@ -180,7 +198,10 @@ def main() -> None:
     marks: dict[str, float] = {}
 
     def spark_of() -> Any:
-        spark = build_session(args.master, conf=with_connector({"spark.ui.enabled": "false"}))
+        conf = {"spark.ui.enabled": "false"}
+        if args.profile is not None:
+            conf["spark.sql.pyspark.udf.profiler"] = "perf"
+        spark = build_session(args.master, conf=with_connector(conf))
         spark.sparkContext.setLogLevel("ERROR")
         return spark
 
@@ -247,7 +268,7 @@ def main() -> None:
                 }
             ),
             alert_sink=str(sink),
-            trigger_seconds=1.0,
+            trigger_seconds=args.trigger_seconds,
             kafka=KafkaSource(broker.bootstrap, TOPIC),
         )
         watch = SinkWatch(sink)
@@ -291,6 +312,8 @@ def main() -> None:
             time.sleep(0.05)
         query.stop()
         watch.stop()
+        if args.profile is not None:
+            spark.profile.dump(str(args.profile), type="perf")
         spark.stop()
         if not args.cold:
             background.join(total)
@@ -435,12 +458,13 @@ def _report(results: list[dict[str, float]], args: argparse.Namespace) -> None:
     print(
         f"medians of {len(results)} alerts (push interval {args.interval_ms} ms, "
         f"{args.clients} healthy clients, {args.partitions} partitions, {args.master}, "
+        f"trigger {args.trigger_seconds:g} s, "
         f"load {load}):"
     )
     keys = list(results[0]) if results else []
     for key in keys:
         values = [r[key] for r in results if key in r]
-        print(f"  {key}: {statistics.median(values):.2f} s")
+        print(f"  {key}: {statistics.median(values):.2f} s (slowest {max(values):.2f} s)")
 
 
 if __name__ == "__main__":

@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import threading
 import time
+from collections import Counter
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field, replace
@@ -221,6 +222,11 @@ class PipelineJob:
             else:
                 rows = passes.run_records_pass(pushes, inputs, plan).collect()
             received = _latest(previous_received, *(row["max_received_at"] for row in rows))
+        with self._stage("announce", batch_id):
+            # The pass's alert events are final (a follow-up only adds its own): they
+            # go out now, not after the follow-up job and the publishing.
+            early = _events(rows)
+            self._announce(early, batch_id)
         with self._stage("follow-up", batch_id):
             rows = self._follow_up(rows, inputs, replace(plan, as_of_us=_micros_or_none(received)))
         with self._stage("publish", batch_id):
@@ -235,7 +241,9 @@ class PipelineJob:
             keep_cohorts(store, plan.cohorts, written.get("cohort_partials", []), batch_id)
             highest = _latest(previous_max, *(row["max_event_time"] for row in rows))
             self._write_progress(highest, received, batch_id)
-            self._announce([row["event"] for row in rows if row["kind"] == "alert_event"], batch_id)
+            later = Counter(_events(rows))
+            later.subtract(early)
+            self._announce(list(later.elements()), batch_id, "follow-up")
         store.clear(plan.staging)
         self.batches += 1
 
@@ -352,9 +360,10 @@ class PipelineJob:
         if counts:
             _log.warning("pipeline skipped unusable input", batch=batch_id, rejected=counts)
 
-    def _announce(self, lines: Sequence[str], batch_id: int) -> None:
-        """Announce the batch's alert events once (a replayed batch must not do it again)."""
-        marker = f"_state/notified/{batch_id:012d}"
+    def _announce(self, lines: Sequence[str], batch_id: int, part: str = "") -> None:
+        """Announce the batch's alert events once (a replayed batch must not do it again):
+        those of its pass (``part`` empty), then those its follow-up job added."""
+        marker = f"_state/notified/{batch_id:012d}" + (f"-{part}" if part else "")
         if lines and not self._store.exists(marker):
             self._notifier.notify_lines(sorted(lines))
             self._store.mark(marker)
@@ -377,6 +386,11 @@ def _check_shares(rows: Sequence[Row], count: int) -> None:
     ran = sorted(row["share"] for row in rows if row["kind"] == "progress")
     if ran != list(range(count)):
         raise RuntimeError(f"the pass ran shares {ran}, not each of 0..{count - 1} once")
+
+
+def _events(rows: Sequence[Row]) -> list[str]:
+    """The alert events (JSON lines) the manifests carry."""
+    return [row["event"] for row in rows if row["kind"] == "alert_event"]
 
 
 def _by_kind(rows: Sequence[Row]) -> dict[str, list[str]]:
