@@ -167,6 +167,10 @@ def main() -> None:
     )  # fmt: skip
     parser.add_argument("--workdir", type=Path, default=None)
     parser.add_argument(
+        "--consumer", action="append", default=[], metavar="KEY=VALUE",
+        help="a Kafka consumer setting of the stream's source (as --command-config gives them)",
+    )  # fmt: skip
+    parser.add_argument(
         "--profile", type=Path, default=None,
         help="profile the pass's Python tasks (Spark's UDF profiler) and dump them here "
         "(pstats files; times are then slower: for where, not how long)",
@@ -269,7 +273,9 @@ def main() -> None:
             ),
             alert_sink=str(sink),
             trigger_seconds=args.trigger_seconds,
-            kafka=KafkaSource(broker.bootstrap, TOPIC),
+            kafka=KafkaSource(
+                broker.bootstrap, TOPIC, dict(item.split("=", 1) for item in args.consumer)
+            ),
         )
         watch = SinkWatch(sink)
         # Cold: one alert, then the healthy clients' thread is left to end with the process.
