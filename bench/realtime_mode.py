@@ -1,6 +1,7 @@
 """Experiment: what Spark's real-time mode (``trigger(realTime=...)``) takes on the Kafka source.
 
     .venv/bin/python bench/realtime_mode.py [--master local[2]] [--duration "5 seconds"]
+        [--case NAME ...] [--min-batch-duration 1s] [--no-allowlist]
 
 Starts Apache Kafka 4.4 (``peers.kafka``), writes records to a 2-partition topic
 and, on one session with the connector jars the project pins
@@ -21,6 +22,12 @@ Cases:
 * ``groupBy.count`` (update mode) — Spark's own state;
 * ``applyInPandasWithState`` and ``transformWithStateInPandas`` — per-key Python
   state, what "for more than N seconds" per client needs.
+
+``--min-batch-duration`` lowers Spark's floor for the real-time batch
+(``spark.sql.streaming.realTimeMode.minBatchDuration``, 5 s by default);
+``--no-allowlist`` turns off its operator and sink allowlist check, which Spark
+says is at one's own risk (to see what runs past it). The findings are in
+docs/pipeline.md ("Real-time mode").
 """
 
 from __future__ import annotations
