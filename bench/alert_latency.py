@@ -1,14 +1,15 @@
-"""Benchmark: push → alert latency through a Kafka topic (`pipeline stream --trigger-seconds 1`).
+"""Benchmark: push → alert latency through a Kafka topic (`pipeline stream --source kafka`).
 
     .venv/bin/python bench/alert_latency.py [--alerts 5] [--interval-ms 200] [--clients 20]
                                             [--partitions 2] [--master local[2]]
+                                            [--trigger-seconds 0] [--profile DIR]
     .venv/bin/python bench/alert_latency.py --cold
 
 1. Starts Apache Kafka 4.4 (``peers.kafka``) and a gateway (``clientmetrics
    serve``) whose topic exporter is required (a push is answered once the
    cluster has its record), landing off: the scalable path of docs/pipeline.md.
 2. Streams from the topic as ``clientmetrics pipeline stream --source kafka
-   --trigger-seconds 1`` does (the same ``PipelineJob``, in this process so that
+   --trigger-seconds 0`` does (the same ``PipelineJob``, in this process so that
    Spark's progress can be read), with one rule, the producer's node request
    latency "exceeded 5000 ms for more than 1 second", a JSON-lines sink and a
    webhook served here.
@@ -27,13 +28,21 @@ firing push to the start of the micro-batch that read it), Spark's own work
 before the batch (``latestOffset``, the offset log), the batch's jobs and
 publishing (``addBatch``: the summary job, the pass, publishing and the
 announcement), from Spark's progress and the job's stage times. Then the
-medians. All on this machine's wall clock. "Wait for the batch" runs to the end of
+medians, and the slowest alert (the p99 of a run of fewer than 100 alerts).
+All on this machine's wall clock. "Wait for the batch" runs to the end of
 the batch's ``latestOffset`` (when it took its offsets), never below 0.
 
 ``--cold``: one alert from a cold start. The unhealthy client's first push comes
 before the Spark session is built; it prints the first push → alert line, and in
-it the Spark session's start and the first batch. Each alert is waited for up to
-``--wait`` seconds (25, or 180 cold), never a fixed time.
+it the Spark session's start and the first batch, then a timeline of the
+job's start-up steps (the session, the query's start, the worker warm-up, the
+first batch) from the first push.
+
+Each alert is waited for up to ``--wait`` seconds (25, or 180 cold), never a
+fixed time.
+
+``--profile DIR``: Spark's UDF profiler over the pass's Python tasks, dumped
+as pstats files (the tasks run slower under it: for where the time goes).
 """
 
 from __future__ import annotations
@@ -143,6 +152,10 @@ def main() -> None:
     parser.add_argument("--clients", type=int, default=20, help="healthy clients beside")
     parser.add_argument("--partitions", type=int, default=2)
     parser.add_argument("--master", default="local[2]")
+    parser.add_argument(
+        "--trigger-seconds", type=float, default=0.0,
+        help="the stream's trigger (pipeline stream --trigger-seconds; 0: batches back to back)",
+    )  # fmt: skip
     parser.add_argument("--warmup", type=float, default=20.0, help="seconds before the first")
     parser.add_argument(
         "--cold", action="store_true",
@@ -153,6 +166,15 @@ def main() -> None:
         help="seconds to wait for each alert (default 25; 180 with --cold)",
     )  # fmt: skip
     parser.add_argument("--workdir", type=Path, default=None)
+    parser.add_argument(
+        "--consumer", action="append", default=[], metavar="KEY=VALUE",
+        help="a Kafka consumer setting of the stream's source (as --command-config gives them)",
+    )  # fmt: skip
+    parser.add_argument(
+        "--profile", type=Path, default=None,
+        help="profile the pass's Python tasks (Spark's UDF profiler) and dump them here "
+        "(pstats files; times are then slower: for where, not how long)",
+    )  # fmt: skip
     args = parser.parse_args()
     if args.wait is None:
         args.wait = 180.0 if args.cold else 25.0
@@ -176,16 +198,33 @@ def main() -> None:
     gateway = None
     webhook = Webhook()
     stages: dict[int, dict[str, float]] = {}
+    #: When the job's start-up steps happened (wall clock), for ``--cold``'s timeline.
+    marks: dict[str, float] = {}
 
     def spark_of() -> Any:
-        spark = build_session(args.master, conf=with_connector({"spark.ui.enabled": "false"}))
+        conf = {"spark.ui.enabled": "false"}
+        if args.profile is not None:
+            conf["spark.sql.pyspark.udf.profiler"] = "perf"
+        spark = build_session(args.master, conf=with_connector(conf))
         spark.sparkContext.setLogLevel("ERROR")
         return spark
 
     class Job(PipelineJob):
-        """The pipeline job, noting each batch's stage times."""
+        """The pipeline job, noting each batch's stage times and when its start-up steps ran."""
+
+        def start(self, *, available_now: bool) -> Any:
+            marks.setdefault("query start", time.time())
+            query = super().start(available_now=available_now)
+            marks.setdefault("query started", time.time())
+            return query
+
+        def _warm(self) -> None:
+            marks.setdefault("warm-up start", time.time())
+            super()._warm()
+            marks.setdefault("warm-up end", time.time())
 
         def process_batch(self, pushes: Any, batch_id: int) -> None:
+            marks.setdefault("first batch in", time.time())
             before = dict(self.stage_seconds)
             super().process_batch(pushes, batch_id)
             stages[batch_id] = {
@@ -233,8 +272,10 @@ def main() -> None:
                 }
             ),
             alert_sink=str(sink),
-            trigger_seconds=1.0,
-            kafka=KafkaSource(broker.bootstrap, TOPIC),
+            trigger_seconds=args.trigger_seconds,
+            kafka=KafkaSource(
+                broker.bootstrap, TOPIC, dict(item.split("=", 1) for item in args.consumer)
+            ),
         )
         watch = SinkWatch(sink)
         # Cold: one alert, then the healthy clients' thread is left to end with the process.
@@ -246,8 +287,9 @@ def main() -> None:
         background.start()
         if args.cold:
             query, spark = _cold(
-                args, spark_of, lambda spark: Job(spark, config), watch, gateway.port, stages
+                args, spark_of, lambda spark: Job(spark, config), watch, gateway.port, stages, marks
             )
+            _timeline(marks, watch)
         else:
             spark = spark_of()
             query = Job(spark, config).start(available_now=False)
@@ -276,6 +318,8 @@ def main() -> None:
             time.sleep(0.05)
         query.stop()
         watch.stop()
+        if args.profile is not None:
+            spark.profile.dump(str(args.profile), type="perf")
         spark.stop()
         if not args.cold:
             background.join(total)
@@ -324,13 +368,16 @@ def _cold(
     watch: SinkWatch,
     port: int,
     stages: dict[int, dict[str, float]],
+    marks: dict[str, float],
 ) -> tuple[Any, Any]:
     """An unhealthy client pushes, then Spark starts: its first alert, and where the time went."""
     started = time.time()
+    marks["first push"] = started
     sick = threading.Thread(target=_simulate, args=(port, 1, args.wait, 1, 100), daemon=True)
     sick.start()
     spark = spark_of()
     session_s = time.time() - started
+    marks["session ready"] = time.time()
     query = job_of(spark).start(available_now=False)
     found = _wait_alert(watch, started, args.wait)
     if found is None:
@@ -359,6 +406,18 @@ def _cold(
             + ", ".join(f"{name} {secs:.2f} s" for name, secs in ours.items())
         )
     return query, spark
+
+
+def _timeline(marks: dict[str, float], watch: SinkWatch) -> None:
+    """When each start-up step happened, in seconds from the first push."""
+    begun = marks.get("first push")
+    if begun is None:
+        return
+    lines = [when for when, _ in watch.seen.values()]
+    if lines:
+        marks["first alert line"] = min(lines)
+    steps = sorted((when - begun, name) for name, when in marks.items() if name != "first push")
+    print("  timeline from the first push: " + ", ".join(f"{n} {s:.2f} s" for s, n in steps))
 
 
 def _breakdown(
@@ -405,12 +464,13 @@ def _report(results: list[dict[str, float]], args: argparse.Namespace) -> None:
     print(
         f"medians of {len(results)} alerts (push interval {args.interval_ms} ms, "
         f"{args.clients} healthy clients, {args.partitions} partitions, {args.master}, "
+        f"trigger {args.trigger_seconds:g} s, "
         f"load {load}):"
     )
     keys = list(results[0]) if results else []
     for key in keys:
         values = [r[key] for r in results if key in r]
-        print(f"  {key}: {statistics.median(values):.2f} s")
+        print(f"  {key}: {statistics.median(values):.2f} s (slowest {max(values):.2f} s)")
 
 
 if __name__ == "__main__":

@@ -9,6 +9,7 @@ from __future__ import annotations
 import json
 import shutil
 import subprocess
+import uuid
 from collections.abc import Iterator
 from datetime import datetime
 from pathlib import Path
@@ -22,6 +23,7 @@ from pyspark.sql import SparkSession
 
 from clientmetrics.errors import ConfigurationError
 from clientmetrics.pipeline.core.rejects import counts_by_reason
+from clientmetrics.pipeline.core.rules import parse_rules
 from clientmetrics.pipeline.jobs.job import PipelineJob
 from clientmetrics.pipeline.jobs.reach import topic_partitions
 from clientmetrics.pipeline.jobs.sources import KafkaSource
@@ -38,11 +40,12 @@ from tests.pipeline.hostile import hostile_records
 from tests.pipeline.test_golden import golden_config
 from tests.pipeline.topic_records import produce
 from tests.procs import MIN_DEADLINE_S
-from tests.synthetic import land, landing_table
+from tests.synthetic import Push, land, landing_table, producer_payload
 
 pytestmark = [pytest.mark.kafka, pytest.mark.spark, pytest.mark.integration]
 
 T0_US = 1_795_300_000_000_000
+LATENCY = "org.apache.kafka.producer.node.request.latency.avg"
 
 
 @pytest.fixture(scope="module")
@@ -92,11 +95,64 @@ def test_the_golden_pushes_from_a_topic_make_the_golden_tables(
     for name in TABLES:
         rows = canonical_rows(read_table(tmp_path / "tables", name))
         assert _in_millis(rows) == _in_millis(golden_rows(name)), name
+    # Every alert event was announced once.
+    alerts = read_table(tmp_path / "tables", "alerts").select(["alert_id", "status"]).to_pylist()
+    sink = (tmp_path / "alerts.jsonl").read_text(encoding="utf-8").splitlines()
+    announced = [json.loads(line) for line in sink]
+    assert alerts
+    assert sorted((e["alert_id"], e["status"]) for e in announced if "alert_id" in e) == sorted(
+        (row["alert_id"], row["status"]) for row in alerts
+    )
     # Three partitions, so three shares: each task read its partition's records only.
     state = tmp_path / "tables" / "_state" / "series"
     shares = {p.name.split("-")[2] for p in state.rglob("part-*.parquet")}
     assert shares <= {"00000", "00001", "00002"}
     assert len(shares) > 1
+
+
+def _minutes(instance: str, minutes: range, latency: float) -> list[Push]:
+    """An instance's pushes, one a minute from ``T0_US``."""
+    return [
+        Push(
+            T0_US + minute * 60_000_000,
+            instance,
+            producer_payload((T0_US + minute * 60_000_000) * 1000, minute, latency=latency),
+            push_interval_ms=60_000,
+        )
+        for minute in minutes
+    ]
+
+
+def test_alerts_a_follow_up_ends_are_announced_after_it(
+    spark_kafka: SparkSession, broker: KafkaBroker, tmp_path: Path
+) -> None:
+    # A slow client fires on partition 0, then only partition 1 has records, from
+    # minutes after the slow client's last push: partition 0's share runs in the
+    # follow-up job from its state, where the client has gone silent and its alert
+    # resolves as expired. That event comes from the follow-up, not from the pass.
+    topic = _topic(broker, "silent", 2)
+    slow, fast = str(uuid.UUID(int=1)), str(uuid.UUID(int=2))
+    rule = {"name": "slow", "metric": LATENCY, "condition": "exceeded 5000 ms for more than 180 s"}
+    config = golden_config(
+        tmp_path, kafka=_source(broker, topic), rules=parse_rules({"rule": [rule]})
+    )
+    producer = Producer(broker.client_config())
+    first = _minutes(slow, range(5), 6000.0) + _minutes(fast, range(5), 10.0)
+    produce(producer, topic, landing_table(first), [0] * 5 + [1] * 5)
+    PipelineJob(spark_kafka, config).run()
+    sink = tmp_path / "alerts.jsonl"
+    fired = [json.loads(line) for line in sink.read_text(encoding="utf-8").splitlines()]
+    assert fired
+    assert {(e["client_instance_id"], e["status"]) for e in fired} == {(slow, "firing")}
+    produce(producer, topic, landing_table(_minutes(fast, range(5, 15), 10.0)), [1] * 10)
+    job = PipelineJob(spark_kafka, config)
+    job.run()
+    assert job.follow_ups["idle"] == 1
+    events = [json.loads(line) for line in sink.read_text(encoding="utf-8").splitlines()]
+    assert events[: len(fired)] == fired
+    assert sorted((e["alert_id"], e["status"], e["resolution"]) for e in events[len(fired) :]) == (
+        sorted((e["alert_id"], "resolved", "expired") for e in fired)
+    )
 
 
 def _jks_trust_store(broker: KafkaBroker, tmp_path: Path) -> Path:

@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import threading
 import time
+from collections import Counter
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field, replace
@@ -115,6 +116,8 @@ class PipelineJob:
         self.rejected: dict[str, int] = {}
         #: The topic's partitions, once counted (``_topic_partitions``).
         self._partitions: int | None = None
+        #: Held while they are counted (the Kafka warm-up's thread may count them too).
+        self._counting = threading.Lock()
 
     @contextmanager
     def _stage(self, name: str, batch_id: int) -> Iterator[None]:
@@ -128,6 +131,15 @@ class PipelineJob:
     def start(self, *, available_now: bool) -> StreamingQuery:
         """Start the query over the landing directory or the topic."""
         config = self._config
+        if not available_now:
+            # While the query starts (the source's first offsets), not in its first batch;
+            # first, so that building the stream (seconds on a cold JVM) overlaps it too.
+            threading.Thread(target=self._warm, name="pipeline-warm-up", daemon=True).start()
+            if config.kafka is not None:
+                threading.Thread(
+                    target=self._warm_kafka, args=(config.kafka,), name="pipeline-warm-kafka",
+                    daemon=True,
+                ).start()  # fmt: skip
         if config.kafka is not None:
             stream = sources.kafka_stream(self._spark, config.kafka)
         else:
@@ -143,8 +155,6 @@ class PipelineJob:
             writer = writer.trigger(availableNow=True)
         else:
             writer = writer.trigger(processingTime=f"{config.trigger_seconds} seconds")
-            # While the query starts (the source's first offsets), not in its first batch.
-            threading.Thread(target=self._warm, name="pipeline-warm-up", daemon=True).start()
         return writer.start()
 
     def _warm(self) -> None:
@@ -158,6 +168,24 @@ class PipelineJob:
             _log.debug("pipeline warm-up failed", error=(str(exc).splitlines() or [""])[0])
             return
         _log.debug("pipeline warm-up", seconds=round(time.perf_counter() - started, 3))
+
+    def _warm_kafka(self, kafka: KafkaSource) -> None:
+        """Count the topic's partitions with Kafka's Java admin client while the query starts.
+
+        The first batch then need not count them, and the driver's JVM has loaded
+        and run the Kafka client classes the source's first offsets need (its
+        admin client): seconds of a cold first batch, now beside the query's start.
+        """
+        started = time.perf_counter()
+        try:
+            count = sources.java_topic_partitions(self._spark, kafka)
+        except Exception as exc:  # best effort, as ``_warm``: the first batch counts them
+            _log.debug("pipeline kafka warm-up failed", error=(str(exc).splitlines() or [""])[0])
+            return
+        with self._counting:
+            if self._partitions is None:
+                self._partitions = count
+        _log.debug("pipeline kafka warm-up", seconds=round(time.perf_counter() - started, 3))
 
     def run(self) -> None:
         """Process everything not yet processed, then return."""
@@ -194,6 +222,11 @@ class PipelineJob:
             else:
                 rows = passes.run_records_pass(pushes, inputs, plan).collect()
             received = _latest(previous_received, *(row["max_received_at"] for row in rows))
+        with self._stage("announce", batch_id):
+            # The pass's alert events are final (a follow-up only adds its own): they
+            # go out now, not after the follow-up job and the publishing.
+            early = _events(rows)
+            self._announce(early, batch_id)
         with self._stage("follow-up", batch_id):
             rows = self._follow_up(rows, inputs, replace(plan, as_of_us=_micros_or_none(received)))
         with self._stage("publish", batch_id):
@@ -208,7 +241,9 @@ class PipelineJob:
             keep_cohorts(store, plan.cohorts, written.get("cohort_partials", []), batch_id)
             highest = _latest(previous_max, *(row["max_event_time"] for row in rows))
             self._write_progress(highest, received, batch_id)
-            self._announce([row["event"] for row in rows if row["kind"] == "alert_event"], batch_id)
+            later = Counter(_events(rows))
+            later.subtract(early)
+            self._announce(list(later.elements()), batch_id, "follow-up")
         store.clear(plan.staging)
         self.batches += 1
 
@@ -230,14 +265,15 @@ class PipelineJob:
         """The topic's partitions, counted once by its metadata: asked by the project's
         client (``reach.topic_partitions``), or by Kafka's Java admin client where the
         settings are ones only Java speaks (a JKS trust store, GSSAPI)."""
-        if self._partitions is None:
-            try:
-                self._partitions = topic_partitions(
-                    kafka.bootstrap_servers, kafka.topic, kafka.properties
-                )
-            except ConfigurationError:
-                self._partitions = sources.java_topic_partitions(self._spark, kafka)
-        return self._partitions
+        with self._counting:
+            if self._partitions is None:
+                try:
+                    self._partitions = topic_partitions(
+                        kafka.bootstrap_servers, kafka.topic, kafka.properties
+                    )
+                except ConfigurationError:
+                    self._partitions = sources.java_topic_partitions(self._spark, kafka)
+            return self._partitions
 
     def _follow_up(self, rows: list[Row], inputs: list[ShareInput], plan: PassPlan) -> list[Row]:
         """The pass's manifests, completed by a second job where a share needs one.
@@ -325,9 +361,10 @@ class PipelineJob:
         if counts:
             _log.warning("pipeline skipped unusable input", batch=batch_id, rejected=counts)
 
-    def _announce(self, lines: Sequence[str], batch_id: int) -> None:
-        """Announce the batch's alert events once (a replayed batch must not do it again)."""
-        marker = f"_state/notified/{batch_id:012d}"
+    def _announce(self, lines: Sequence[str], batch_id: int, part: str = "") -> None:
+        """Announce the batch's alert events once (a replayed batch must not do it again):
+        those of its pass (``part`` empty), then those its follow-up job added."""
+        marker = f"_state/notified/{batch_id:012d}" + (f"-{part}" if part else "")
         if lines and not self._store.exists(marker):
             self._notifier.notify_lines(sorted(lines))
             self._store.mark(marker)
@@ -350,6 +387,11 @@ def _check_shares(rows: Sequence[Row], count: int) -> None:
     ran = sorted(row["share"] for row in rows if row["kind"] == "progress")
     if ran != list(range(count)):
         raise RuntimeError(f"the pass ran shares {ran}, not each of 0..{count - 1} once")
+
+
+def _events(rows: Sequence[Row]) -> list[str]:
+    """The alert events (JSON lines) the manifests carry."""
+    return [row["event"] for row in rows if row["kind"] == "alert_event"]
 
 
 def _by_kind(rows: Sequence[Row]) -> dict[str, list[str]]:
