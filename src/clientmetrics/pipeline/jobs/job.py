@@ -382,13 +382,6 @@ class _BatchInput:
     filtered: bool
 
 
-def _check_shares(rows: Sequence[Row], count: int) -> None:
-    """Every share ran exactly once (a task's manifest has one progress row)."""
-    ran = sorted(row["share"] for row in rows if row["kind"] == "progress")
-    if ran != list(range(count)):
-        raise RuntimeError(f"the pass ran shares {ran}, not each of 0..{count - 1} once")
-
-
 def _events(rows: Sequence[Row]) -> list[str]:
     """The alert events (JSON lines) the manifests carry."""
     return [row["event"] for row in rows if row["kind"] == "alert_event"]
