@@ -18,6 +18,7 @@ import pyarrow.parquet as pq
 from landing_helpers import build_push, parquet_files
 
 from clientmetrics.exporters import LandingExporter, LandingOptions
+from clientmetrics.exporters.landing_files import write_landed
 from clientmetrics.pipeline.spark.files import read_landed_share
 from clientmetrics.pipeline.spark.tasks import PUSH_COLUMNS
 from clientmetrics.telemetry.push_arrow import SHARES_KEY, shares
@@ -114,3 +115,19 @@ async def test_a_file_that_does_not_name_its_shares_is_read_whole(tmp_path: Path
         table, received = read_landed_share(str(path), PUSH_COLUMNS, 1, 2)
         assert table.num_rows == 7, path.name
         assert len(received) == 7, path.name
+
+
+async def test_a_file_without_receipt_times_reads_them_as_null(tmp_path: Path) -> None:
+    """A column the file lacks is null, as the pass's other reads give it: its pushes
+    are then dead letters (``invalid_received_at``), not a batch that fails."""
+    whole = pq.read_table(await _land(tmp_path)).drop_columns(["received_at"])
+    named = tmp_path / "named.parquet"  # its row groups by share, the key naming them
+    write_landed(whole, named)
+    plain = tmp_path / "plain.parquet"
+    pq.write_table(whole.replace_schema_metadata(None), plain)
+    for path, rows in ((named, ["c1", "c5", "c4", "c0", "c6"]), (plain, None)):
+        table, received = read_landed_share(str(path), PUSH_COLUMNS, 0, 2)
+        if rows is not None:
+            assert _client_ids(table) == rows
+        assert table.column("received_at").null_count == table.num_rows
+        assert received.to_pylist() == [None] * 7, path.name

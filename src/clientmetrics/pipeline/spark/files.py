@@ -26,6 +26,7 @@ from clientmetrics.telemetry.push_arrow import share_row_groups
 
 #: The landed column every share reads whole: when each push was received.
 RECEIVED_AT = "received_at"
+_RECEIVED_ONLY = pa.schema([(RECEIVED_AT, TIMESTAMP)])
 
 #: Where each kind of row goes, and what time's day partitions it (None: not partitioned).
 DAY_OF: dict[str, Callable[[pa.Table], pa.ChunkedArray] | None] = {
@@ -166,12 +167,12 @@ def read_landed_share(
         rows = [meta.row_group(group).num_rows for group in range(meta.num_row_groups)]
         groups = share_row_groups(meta.metadata, rows, share, count)
         if groups is None:
-            table = parquet.read(columns=names)
-            received = table.column(RECEIVED_AT)
-        else:
-            table = parquet.read_row_groups(groups, columns=names)
-            received = parquet.read(columns=[RECEIVED_AT]).column(RECEIVED_AT)
-    return _as_schema(table, schema, present), received
+            shaped = _as_schema(parquet.read(columns=names), schema, present)
+            return shaped, shaped.column(RECEIVED_AT)
+        shaped = _as_schema(parquet.read_row_groups(groups, columns=names), schema, present)
+        times = parquet.read(columns=[name for name in (RECEIVED_AT,) if name in present])
+    # A file without the column has null receipt times, as ``read_parquet`` gives.
+    return shaped, _as_schema(times, _RECEIVED_ONLY, present).column(RECEIVED_AT)
 
 
 def modified_at(path: str) -> datetime | None:
