@@ -50,7 +50,7 @@ from clientmetrics.telemetry.otlp import TELEMETRY_TOPIC as DEFAULT_TOPIC
 LANDED_FILE = "landed_file"
 
 #: The ``binaryFile`` source's columns, and the landing's partition columns.
-_LANDED_FILES = StructType(
+_BINARY_FILE_ROWS = StructType(
     [
         StructField("path", StringType()),
         StructField("modificationTime", TimestampType()),
@@ -159,7 +159,7 @@ def landing_stream(
     # the first date=/hour= directory appears.
     reader = (
         spark.readStream.format("binaryFile")
-        .schema(_LANDED_FILES)
+        .schema(_BINARY_FILE_ROWS)
         .option("pathGlobFilter", LANDED_FILES.rsplit("/", 1)[-1])
     )
     if max_files_per_trigger:
