@@ -134,7 +134,14 @@ def test_simulate_against_the_gateway(gateway: GatewayProcess, processes: int, k
 
     wait_for(unhealthy_latencies, 60, what="pushes from unhealthy clients")
     assert min(unhealthy_latencies()) > 5000
+
     # Every client has its own client id, as real clients on their own connections do.
+    # Acknowledged pushes are in the WAL; wait for them to land as Parquet (the niced
+    # converter runs behind a busy machine's other work).
+    def instances_landed() -> bool:
+        return len({r["client_instance_id"] for r in landed_rows(gateway.data_dir)}) >= 200
+
+    wait_for(instances_landed, 60, what="every simulated instance landed")
     rows = landed_rows(gateway.data_dir)
     ids = {(str(r["client_instance_id"]), str(r["client_id"])) for r in rows}
     assert len({instance for instance, _ in ids}) == 200
