@@ -41,7 +41,9 @@ def witnessed(record_file: Path) -> list[Pushed]:
     if not record_file.exists():
         return []
     out = []
-    for line in record_file.read_text().splitlines():
+    # The plugin appends a line at a time: a last line with no newline yet is still
+    # being written, and is read on the next look.
+    for line in record_file.read_text().split("\n")[:-1]:
         push = json.loads(line)
         out.append(
             Pushed(
